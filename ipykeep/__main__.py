@@ -1,0 +1,3 @@
+from ipykeep.cli import main
+
+main()

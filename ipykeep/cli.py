@@ -1,0 +1,280 @@
+"""The ``ipykeep`` command line: a thin client of the project daemon.
+
+Exit codes (also in the README): 0 success; 1 a cell failed; 2 usage or configuration error;
+3 no daemon running (or it refused the request); 4 notebook missing or invalid; 5 unknown cell
+or variable; 6 unknown kernel; 7 kernel failed to start or died; 8 timed out; 9 kernel busy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+
+from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
+from .core.config import load_config
+from .core.errors import IpykeepError, NotebookInvalidError, UsageError
+from .core.notebook import read_notebook
+from .core.project import find_project_root
+from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
+from .core.render import render_batch, render_execution, render_interrupt, render_kernel, render_status
+
+app = typer.Typer(
+    name="ipykeep",
+    help="A persistent, dataflow-aware Jupyter kernel bound to your notebook.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+JsonOpt = typer.Option(False, "--json", help="Print compact JSON.")
+NotebookOpt = typer.Option(None, "--notebook", "-n", help="Notebook whose kernel to use (optional with one kernel).")
+
+
+def _err(msg: str) -> None:
+    typer.echo(msg, err=True)
+
+
+def fail(exc: IpykeepError) -> typer.Exit:
+    _err(f"error: {exc.message}")
+    if exc.hint:
+        _err(f"hint: {exc.hint}")
+    return typer.Exit(exc.exit_code)
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn ipykeep errors into their message, hint and exit code."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except IpykeepError as exc:
+            raise fail(exc) from None
+
+    return wrapper
+
+
+def emit(as_json: bool, payload: Any, text: str) -> None:
+    if as_json:
+        if hasattr(payload, "model_dump"):
+            payload = payload.model_dump(mode="json", exclude_none=True)
+        typer.echo(json.dumps(payload, separators=(",", ":")))
+    else:
+        typer.echo(text)
+
+
+def _abs(path: Optional[str]) -> Optional[str]:
+    return str(Path(path).expanduser().resolve()) if path else None
+
+
+def _client() -> DaemonClient:
+    return connect(Path.cwd())
+
+
+# -- start / stop / status -----------------------------------------------------------------------
+@app.command()
+@guarded
+def start(
+    notebook: Optional[str] = typer.Argument(None, help="The .ipynb to bind (default: `notebook` from ipykeep.toml)."),
+    no_warm: bool = typer.Option(False, "--no-warm", help="Do not run the notebook's cells now."),
+    no_write_outputs: bool = typer.Option(False, "--no-write-outputs", help="Never write outputs into the notebook."),
+    python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
+    dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'ipyflow' (default) or 'static'."),
+    serve: bool = typer.Option(False, "--serve", help="Also serve the kernel to JupyterLab / VS Code."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up."""
+    if notebook is None:
+        cfg = load_config(find_project_root())
+        if not cfg.notebook:
+            raise UsageError("no notebook given", hint="pass NOTEBOOK, or set `notebook` in ipykeep.toml")
+        notebook = str(find_project_root() / cfg.notebook)
+    nb_path = Path(notebook).expanduser().resolve()
+    read_notebook(nb_path)  # a bad notebook fails here, before any process starts
+    client = ensure_daemon(nb_path.parent)
+    rec = KernelRecord.model_validate(
+        client.call(
+            "create_kernel",
+            notebook=str(nb_path),
+            warm=not no_warm,
+            write_outputs=False if no_write_outputs else None,
+            python=python,
+            dataflow=dataflow,
+            wait=False,
+        )
+    )
+    rec = _follow_warm(client, rec, quiet=as_json)
+    if serve:
+        rec = KernelRecord.model_validate(client.call("serve", kernel_id=rec.kernel_id))
+    if as_json:
+        emit(True, rec, "")
+        return
+    failed = rec.warm.failed if rec.warm else []
+    typer.echo(render_kernel(rec))
+    if failed:
+        typer.echo(f"{len(failed)} cell(s) failed during warm-up: {', '.join(failed)} (the kernel is up)")
+    if rec.served_url:
+        typer.echo(rec.served_url)
+
+
+def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> KernelRecord:
+    tty = sys.stderr.isatty()
+    last = None
+    while rec.warm is not None and not rec.warm.finished:
+        w = rec.warm
+        line = f"warming {rec.kernel_id}: {w.done}/{w.total} cells" + (f" (running {w.current})" if w.current else "")
+        if w.failed:
+            line += f", {len(w.failed)} failed"
+        if not quiet and line != last:
+            if tty:
+                sys.stderr.write("\r" + line.ljust(78))
+                sys.stderr.flush()
+            else:
+                _err(line)
+            last = line
+        rec = KernelRecord.model_validate(client.call("wait_warm", kernel_id=rec.kernel_id, timeout=0.5))
+    if rec.warm is not None and not quiet:
+        done = f"warmed {rec.kernel_id}: {rec.warm.done}/{rec.warm.total} cells"
+        if tty:
+            sys.stderr.write("\r" + done.ljust(78) + "\n")
+        else:
+            _err(done)
+    return rec
+
+
+@app.command()
+@guarded
+def stop(
+    notebook: Optional[str] = typer.Argument(None, help="Stop this notebook's kernel."),
+    all_: bool = typer.Option(False, "--all", help="Stop every kernel and the daemon."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Stop one notebook's kernel, or everything; returns once the processes are gone."""
+    desc = find_daemon(Path.cwd())
+    if desc is None:
+        if all_:
+            emit(as_json, {"stopped": []}, "no daemon running")
+            return
+        raise connect_error()
+    client = DaemonClient(desc)
+    status = StatusRecord.model_validate(client.call("status"))
+    if all_:
+        pids = [k.pid for k in status.kernels if k.pid] + [desc.pid]
+        client.call("shutdown")
+        _wait_gone(pids)
+        emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": desc.pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
+        return
+    rec = KernelRecord.model_validate(client.call("status", notebook=_abs(notebook)).get("kernels")[0]) if notebook else None
+    target = rec or (status.kernels[0] if len(status.kernels) == 1 else None)
+    if target is None:
+        raise UsageError(
+            f"{len(status.kernels)} kernels are running; say which notebook (or --all)",
+            hint="ipykeep stop NOTEBOOK",
+        )
+    last = len(status.kernels) == 1
+    client.call("close_kernel", kernel_id=target.kernel_id)
+    _wait_gone([p for p in [target.pid] + ([desc.pid] if last else []) if p])
+    emit(as_json, {"stopped": [target.kernel_id]}, f"stopped {target.kernel_id} ({target.notebook or 'scratch'})")
+
+
+def connect_error() -> IpykeepError:
+    try:
+        _client()
+    except IpykeepError as exc:
+        return exc
+    return UsageError("daemon state changed; retry")
+
+
+def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
+    import signal
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(_pid_alive(p) for p in pids):
+            return
+        time.sleep(0.05)
+    for p in pids:
+        if _pid_alive(p):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@app.command()
+@guarded
+def status(
+    notebook: Optional[str] = typer.Argument(None, help="Only this notebook's kernel."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Kernels, their notebooks and per-cell state."""
+    client = _client()
+    st = StatusRecord.model_validate(client.call("status", notebook=_abs(notebook)))
+    emit(as_json, st, render_status(st))
+
+
+# -- running code ---------------------------------------------------------------------------------
+@app.command()
+@guarded
+def run(
+    cells: List[str] = typer.Argument(..., help="Cell ids or 0-based indexes among all cells."),
+    notebook: Optional[str] = NotebookOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run notebook cells, in the order given, with their source on disk now."""
+    batch = BatchResult.model_validate(_client().call("run_cells", cells=cells, notebook=_abs(notebook)))
+    emit(as_json, batch, render_batch(batch))
+    if not batch.ok:
+        raise typer.Exit(1)
+
+
+@app.command("exec")
+@guarded
+def exec_(
+    code: str = typer.Argument(..., help="Python code to run in the notebook's kernel ('-' reads stdin)."),
+    notebook: Optional[str] = NotebookOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run scratch code in the kernel; print its output; non-zero exit on error."""
+    if code == "-":
+        code = sys.stdin.read()
+    rec = ExecutionRecord.model_validate(_client().call("execute", code=code, notebook=_abs(notebook)))
+    if as_json:
+        emit(True, rec, "")
+    else:
+        for notice in rec.notices or []:
+            _err(f"notice: {notice}")
+        if rec.output.text:
+            typer.echo(rec.output.text, nl=not rec.output.text.endswith("\n"))
+        for img in rec.output.images:
+            typer.echo(f"[image {img.mime}: {img.path}]")
+        if rec.error:
+            _err(rec.error.traceback or f"{rec.error.ename}: {rec.error.evalue}")
+    if rec.state != "ok":
+        raise typer.Exit(1)
+
+
+@app.command()
+@guarded
+def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
+    """Interrupt what the kernel is running (kill and restart it if it ignores SIGINT)."""
+    res = InterruptResult.model_validate(_client().call("interrupt", notebook=_abs(notebook)))
+    emit(as_json, res, render_interrupt(res))
+
+
+def main() -> None:
+    from .cli_extensions import register_all
+
+    register_all(app)
+    app()
+
+
+if __name__ == "__main__":
+    main()

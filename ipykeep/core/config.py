@@ -1,0 +1,197 @@
+"""Configuration: defaults < user file < project file < ``IPYKEEP_*`` environment.
+
+Project settings live in ``ipykeep.toml`` (top level) or in ``[tool.ipykeep]`` of
+``pyproject.toml`` at the project root; the user file is ``$XDG_CONFIG_HOME/ipykeep/config.toml``
+(``~/.config/ipykeep/config.toml``). An unknown key or a value of the wrong type is an error
+naming the file (or variable), never silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from .errors import ConfigError
+from .project import find_project_root
+
+try:  # Python >= 3.11
+    import tomllib as _toml
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomlkit as _toml  # type: ignore[no-redef]
+
+
+@dataclass(frozen=True)
+class Config:
+    #: Python interpreter that runs kernels (must have ipykernel, and ipyflow-core for dataflow).
+    python: str = sys.executable
+    #: "ipyflow": dynamic dataflow + static analysis; "static": plain kernels, static analysis only.
+    dataflow: Literal["ipyflow", "static"] = "ipyflow"
+    #: Seconds without activity before a kernel is closed; 0 = never.
+    idle_timeout: float = 3600.0
+    #: Write outputs back into the notebook after each batch.
+    write_outputs: bool = True
+    #: Bytes of output recorded per execution before the rest is dropped with a note.
+    output_cap_bytes: int = 2_000_000
+    #: Characters of text output returned in one response (head + tail are kept).
+    max_output_chars: int = 2500
+    #: Seconds an interrupted cell gets to stop before the kernel is killed and restarted.
+    interrupt_grace: float = 3.0
+    #: Seconds one inspection may take before a degraded summary is returned.
+    inspect_timeout: float = 5.0
+    #: Extra summarizers, as "module:callable", tried before the built-ins.
+    summarizers: list[str] = field(default_factory=list)
+    #: Executions waiting on one kernel before new work is refused (retryable).
+    max_queue: int = 32
+    #: Subshells used for scratch work while the main shell is busy.
+    max_subshells: int = 4
+    #: Images returned to agents: largest side in pixels and size in bytes.
+    image_max_pixels: int = 1024
+    image_max_bytes: int = 200_000
+    #: Seconds a notebook cell may run during warm-up / run before it is interrupted; 0 = no limit.
+    cell_timeout: float = 0.0
+    #: Default notebook (used by ``ipykeep start`` without argument).
+    notebook: str | None = None
+    #: Jupyter front end for ``--serve``/``publish``: "lab" or "notebook".
+    server_command: Literal["lab", "notebook"] = "lab"
+    #: Port for the Jupyter server; 0 picks a free one.
+    serve_port: int = 0
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        return dataclasses.replace(self, **clean) if clean else self
+
+
+_HINTS = get_type_hints(Config)
+_FIELDS = {f.name for f in fields(Config)}
+
+
+def _coerce(name: str, value: Any, source: str, *, from_env: bool = False) -> Any:
+    hint = _HINTS[name]
+    origin = get_origin(hint)
+    args = get_args(hint)
+    where = f"{source}: setting {name!r}"
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(
+                f"{where} must be one of {', '.join(map(repr, args))}, not {value!r}",
+                hint=f"fix {name} in {source}",
+            )
+        return value
+    if hint is bool:
+        if from_env and isinstance(value, str):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            return int(value) if from_env or isinstance(value, int) else _fail()
+        except (TypeError, ValueError):
+            pass
+    elif hint is float:
+        try:
+            if isinstance(value, bool):
+                raise ValueError
+            if from_env or isinstance(value, (int, float)):
+                return float(value)
+        except (TypeError, ValueError):
+            pass
+    elif origin is list:
+        if from_env and isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+    elif hint in (str, str | None) or (str in args):
+        if isinstance(value, str):
+            return value
+    raise ConfigError(
+        f"{where} has a value of the wrong type: {value!r} (expected {_describe(hint)})",
+        hint=f"fix {name} in {source}",
+    )
+
+
+def _fail() -> Any:
+    raise ValueError
+
+
+def _describe(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = _toml.load(fh)
+    except Exception as exc:  # tomllib.TOMLDecodeError carries the line
+        raise ConfigError(
+            f"{path}: not valid TOML ({exc})", hint=f"fix the syntax of {path}"
+        ) from exc
+    return dict(data)
+
+
+def _apply(values: dict[str, Any], table: dict[str, Any], source: str) -> None:
+    for key, raw in table.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            close = [f for f in _FIELDS if f.startswith(name[:3])]
+            raise ConfigError(
+                f"{source}: unknown setting {key!r}",
+                hint=f"known settings: {', '.join(sorted(_FIELDS))}"
+                + (f" (did you mean {close[0]!r}?)" if close else ""),
+            )
+        values[name] = _coerce(name, raw, source)
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "ipykeep" / "config.toml"
+
+
+def project_config_sources(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    sources: list[tuple[Path, dict[str, Any]]] = []
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("ipykeep")
+        if table is not None:
+            if not isinstance(table, dict):
+                raise ConfigError(f"{pyproject}: [tool.ipykeep] must be a table")
+            sources.append((pyproject, dict(table)))
+    ipykeep_toml = root / "ipykeep.toml"
+    if ipykeep_toml.is_file():
+        sources.append((ipykeep_toml, _read_toml(ipykeep_toml)))
+    return sources
+
+
+def load_config(root: Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Load the effective configuration for the project at ``root``."""
+    root = root or find_project_root()
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    user = user_config_path()
+    if user.is_file():
+        _apply(values, _read_toml(user), str(user))
+    for path, table in project_config_sources(root):
+        _apply(values, table, str(path))
+    for key, raw in env.items():
+        if not key.startswith("IPYKEEP_"):
+            continue
+        name = key[len("IPYKEEP_"):].lower()
+        if name not in _FIELDS:
+            continue  # IPYKEEP_MCP_TOKEN and friends belong to other parts
+        values[name] = _coerce(name, raw, f"environment variable {key}", from_env=True)
+    if values.get("python") == "":
+        values.pop("python")
+    return Config(**values)
+
+
+def config_as_dict(config: Config) -> dict[str, Any]:
+    return dataclasses.asdict(config)

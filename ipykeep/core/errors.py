@@ -1,0 +1,164 @@
+"""The error hierarchy shared by the engine, the daemon, the CLI and the MCP server.
+
+Every error carries a stable ``code`` (used in the MCP error envelope and mapped to a CLI exit
+code), a message that says what happened and where, a ``hint`` that says what to do next, and
+whether retrying the same call may succeed. Errors cross the daemon's RPC boundary as their
+envelope and are rebuilt on the client side with the same class, so a caller can catch
+``UnknownCellError`` whether it runs in-process or talks to a daemon.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class IpykeepError(Exception):
+    """Root of every error ipykeep raises on purpose."""
+
+    code: ClassVar[str] = "internal"
+    exit_code: ClassVar[int] = 1
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, hint: str = "", details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details or {}
+
+    def envelope(self) -> dict[str, Any]:
+        """The typed error envelope ``{code, message, retryable, hint}`` (plus details)."""
+        env: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "hint": self.hint,
+        }
+        if self.details:
+            env["details"] = self.details
+        return env
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+
+class UsageError(IpykeepError):
+    code = "bad_argument"
+    exit_code = 2
+
+
+class ConfigError(IpykeepError):
+    code = "config_invalid"
+    exit_code = 2
+
+
+class DaemonUnreachableError(IpykeepError):
+    code = "daemon_unreachable"
+    exit_code = 3
+
+
+class AuthError(IpykeepError):
+    code = "unauthorized"
+    exit_code = 3
+
+
+class NotebookInvalidError(IpykeepError):
+    code = "notebook_invalid"
+    exit_code = 4
+
+
+class NotebookConflictError(IpykeepError):
+    code = "notebook_conflict"
+    exit_code = 4
+    retryable = True
+
+
+class UnknownCellError(IpykeepError):
+    code = "unknown_cell"
+    exit_code = 5
+
+
+class UnknownKernelError(IpykeepError):
+    code = "unknown_kernel"
+    exit_code = 6
+
+
+class UnknownNameError(IpykeepError):
+    code = "unknown_name"
+    exit_code = 5
+
+
+class CellExecutionError(IpykeepError):
+    """A cell raised. Carries ename, evalue and traceback like nbclient's CellExecutionError."""
+
+    code = "cell_failed"
+    exit_code = 1
+
+
+class KernelStartError(IpykeepError):
+    code = "kernel_start_failed"
+    exit_code = 7
+
+
+class KernelDiedError(IpykeepError):
+    code = "kernel_died"
+    exit_code = 7
+    retryable = True
+
+
+class ExecutionTimeoutError(IpykeepError):
+    code = "timeout"
+    exit_code = 8
+    retryable = True
+
+
+class KernelBusyError(IpykeepError):
+    """The kernel's queue is full: try again once running work has finished."""
+
+    code = "kernel_busy"
+    exit_code = 9
+    retryable = True
+
+
+class RemoteNotSupportedError(IpykeepError):
+    code = "not_supported"
+    exit_code = 2
+
+
+class MissingExtraError(IpykeepError):
+    code = "missing_extra"
+    exit_code = 2
+
+
+_BY_CODE: dict[str, type[IpykeepError]] = {}
+
+
+def _register(cls: type[IpykeepError]) -> None:
+    _BY_CODE.setdefault(cls.code, cls)
+    for sub in cls.__subclasses__():
+        _register(sub)
+
+
+def error_from_envelope(envelope: dict[str, Any]) -> IpykeepError:
+    """Rebuild an error received over RPC from its envelope."""
+    if not _BY_CODE:
+        _register(IpykeepError)
+    cls = _BY_CODE.get(str(envelope.get("code")), IpykeepError)
+    return cls(
+        str(envelope.get("message", "unknown error")),
+        hint=str(envelope.get("hint", "")),
+        details=envelope.get("details") or None,
+    )
+
+
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    1: "a cell failed (or an unexpected error)",
+    2: "usage error: bad arguments or invalid configuration",
+    3: "no daemon running, or it refused the request",
+    4: "notebook missing, unreadable or invalid",
+    5: "unknown cell or variable name",
+    6: "unknown kernel (no kernel for that notebook)",
+    7: "kernel failed to start or died",
+    8: "timed out",
+    9: "kernel busy: queue full, retry later",
+}

@@ -1,0 +1,405 @@
+"""One live kernel process and the client that drives it.
+
+Launching is kept apart from driving (as jupyter_client's provisioning split does): this module
+starts an ipykernel (with ipyflow unless ``dataflow = "static"``) through jupyter_client's async
+manager on the ipc transport in a private runtime directory, then routes every shell reply and
+iopub message to the ``Execution`` that caused it. Routing by parent msg_id lets the main shell
+and any number of ipykernel-7 subshells run at once over one client.
+
+The kernel is its own session leader (jupyter_client's ``start_new_session``) so SIGINT goes to
+its whole process group, and ``JPY_PARENT_PID`` makes ipykernel's parent poller exit the kernel
+within a second when the daemon dies, however it dies.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec
+
+from .errors import ExecutionTimeoutError, KernelDiedError, KernelStartError
+from .execution import Execution
+
+log = logging.getLogger("ipykeep.kernel")
+
+DataflowMode = Literal["ipyflow", "static"]
+
+
+def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
+    module = "ipyflow.kernel" if dataflow == "ipyflow" else "ipykernel_launcher"
+    return [python, "-m", module, "-f", "{connection_file}"]
+
+
+def short_runtime_dir() -> Path:
+    """A private directory with a short path: ipc sockets are limited to ~107 characters."""
+    base = Path(tempfile.gettempdir()) / f"ipykeep-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(base, 0o700)
+    return Path(tempfile.mkdtemp(prefix="k", dir=base))
+
+
+@dataclass(frozen=True)
+class HelperResult:
+    """Result of a silent helper evaluation: the decoded JSON value."""
+
+    value: Any
+
+
+class KernelProcess:
+    """A started kernel: process management plus message routing."""
+
+    def __init__(self, *, python: str, dataflow: DataflowMode, cwd: Path, name: str) -> None:
+        self.python = python
+        self.dataflow = dataflow
+        self.cwd = cwd
+        self.name = name
+        self.runtime_dir: Path | None = None
+        self.km: AsyncKernelManager | None = None
+        self.kc: Any = None
+        self._pending: dict[str, Execution] = {}
+        self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._idle: dict[str, asyncio.Future[None]] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.alive = False
+        self.generation = 0  # bumps on every (re)start
+        self.installed_helpers: set[str] = set()
+        self.on_death: Any = None  # callback(process) set by the owner
+        self.on_foreign: Any = None  # callback(msg) for iopub from other clients (browser)
+        self._subshells: list[str] = []
+        self._subshell_busy: set[str] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        prov = getattr(self.km, "provisioner", None)
+        return getattr(prov, "pid", None)
+
+    @property
+    def connection_file(self) -> str | None:
+        return self.km.connection_file if self.km else None
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self.runtime_dir = short_runtime_dir()
+        km = AsyncKernelManager(transport="ipc")
+        km._kernel_spec = KernelSpec(
+            argv=kernel_argv(self.python, self.dataflow),
+            display_name=f"ipykeep ({self.dataflow})",
+            language="python",
+            interrupt_mode="signal",
+            metadata={"debugger": False},
+        )
+        km.connection_file = str(self.runtime_dir / "kernel.json")
+        km.ip = str(self.runtime_dir / "ipc")
+        km.cache_ports = False
+        env = dict(os.environ)
+        env.pop("JPY_PARENT_PID", None)
+        env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        self.km = km
+        try:
+            await km.start_kernel(cwd=str(self.cwd), env=env)
+        except Exception as exc:
+            raise KernelStartError(
+                f"could not start a kernel with {self.python}: {exc}",
+                hint="check the configured `python` has ipykernel"
+                + (" and ipyflow-core" if self.dataflow == "ipyflow" else "")
+                + " installed (`ipykeep doctor`)",
+            ) from exc
+        with contextlib.suppress(OSError):
+            os.chmod(km.connection_file, 0o600)
+        kc = km.client()
+        kc.start_channels()
+        self.kc = kc
+        try:
+            await kc.wait_for_ready(timeout=timeout)
+        except Exception as exc:
+            await self._kill()
+            raise KernelStartError(
+                f"the kernel started with {self.python} did not become ready: {exc}",
+                hint="run `ipykeep doctor`; the kernel's Python may lack ipykernel"
+                + (" or ipyflow-core (or set dataflow = \"static\")" if self.dataflow == "ipyflow" else ""),
+            ) from exc
+        self.alive = True
+        self.generation += 1
+        self.installed_helpers.clear()
+        self._subshells.clear()
+        self._subshell_busy.clear()
+        self._tasks = [
+            asyncio.create_task(self._route_iopub(), name=f"{self.name}-iopub"),
+            asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
+            asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
+        ]
+
+    async def _stop_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks = []
+
+    async def _kill(self) -> None:
+        if self.km is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.km.shutdown_kernel(now=True)
+        pid = self.pid
+        if pid:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        await self._stop_tasks()
+        self.alive = False
+        if self.kc is not None:
+            with contextlib.suppress(Exception):
+                self.kc.stop_channels()
+        if self.km is not None:
+            try:
+                await asyncio.wait_for(self.km.shutdown_kernel(now=now), 10)
+            except Exception:
+                await self._kill()
+            pid = self.pid
+            if pid:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+        self._fail_pending("kernel shut down")
+        if self.runtime_dir:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+    async def restart(self) -> None:
+        """Kill and start afresh (same process object, new generation)."""
+        await self._stop_tasks()
+        self.alive = False
+        if self.kc is not None:
+            with contextlib.suppress(Exception):
+                self.kc.stop_channels()
+        await self._kill()
+        self._fail_pending("kernel restarted")
+        if self.runtime_dir:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        await self.start()
+
+    def _fail_pending(self, why: str) -> None:
+        for ex in list(self._pending.values()):
+            ex.finish("lost", note=why)
+        self._pending.clear()
+        for fut in list(self._replies.values()) + list(self._idle.values()):
+            if not fut.done():
+                fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
+        self._replies.clear()
+        self._idle.clear()
+
+    async def _watch_alive(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            try:
+                alive = await self.km.is_alive()
+            except Exception:
+                alive = False
+            if not alive:
+                self.alive = False
+                self._fail_pending("kernel died")
+                if self.on_death:
+                    self.on_death(self)
+                return
+
+    # -- routing -----------------------------------------------------------------------------
+    async def _route_iopub(self) -> None:
+        while True:
+            try:
+                msg = await self.kc.get_iopub_msg()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # pragma: no cover - socket closed during shutdown
+                await asyncio.sleep(0.05)
+                continue
+            parent = msg.get("parent_header", {}).get("msg_id")
+            ex = self._pending.get(parent)
+            if ex is not None:
+                ex.on_iopub(msg)
+            elif self.on_foreign is not None and parent not in self._idle:
+                self.on_foreign(msg)
+            if msg["header"]["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                fut = self._idle.pop(parent, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
+
+    async def _route_shell(self) -> None:
+        while True:
+            try:
+                msg = await self.kc.get_shell_msg()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # pragma: no cover
+                await asyncio.sleep(0.05)
+                continue
+            parent = msg.get("parent_header", {}).get("msg_id")
+            fut = self._replies.pop(parent, None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+
+    # -- requests ----------------------------------------------------------------------------
+    def _send_execute(
+        self,
+        code: str,
+        *,
+        silent: bool,
+        cell_id: str | None,
+        subshell_id: str | None,
+        user_expressions: dict[str, str] | None = None,
+    ) -> tuple[str, asyncio.Future[dict[str, Any]], asyncio.Future[None]]:
+        if not self.alive:
+            raise KernelDiedError(
+                f"kernel {self.name} is not running", hint="start it again with `ipykeep start`"
+            )
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": not silent,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": False,
+            "stop_on_error": False,
+        }
+        msg = self.kc.session.msg("execute_request", content)
+        if cell_id is not None:
+            msg["metadata"]["cellId"] = cell_id
+        if subshell_id is not None:
+            msg["header"]["subshell_id"] = subshell_id
+        msg_id = msg["header"]["msg_id"]
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[dict[str, Any]] = loop.create_future()
+        idle: asyncio.Future[None] = loop.create_future()
+        self._replies[msg_id] = reply
+        self._idle[msg_id] = idle
+        self.kc.shell_channel.send(msg)
+        return msg_id, reply, idle
+
+    async def run(self, ex: Execution, *, subshell_id: str | None = None, timeout: float | None = None) -> Execution:
+        """Execute ``ex.code``; returns when the reply arrived and iopub went idle.
+
+        Like nbclient, the reply and the idle status are awaited together while the alive
+        watcher fails them if the kernel dies. Nothing here cancels the execution: a caller
+        that stops waiting leaves it running.
+        """
+        msg_id, reply, idle = self._send_execute(
+            ex.code, silent=False, cell_id=ex.cell_id or ex.handle, subshell_id=subshell_id
+        )
+        ex.msg_id = msg_id
+        ex.subshell = subshell_id is not None
+        self._pending[msg_id] = ex
+        ex.start()
+        try:
+            done = asyncio.gather(reply, idle)
+            try:
+                msgs = await (asyncio.wait_for(done, timeout) if timeout else done)
+            except asyncio.TimeoutError:
+                raise ExecutionTimeoutError(
+                    f"{ex.handle} did not finish within {timeout:g} s",
+                    hint="it was interrupted; raise cell_timeout in the configuration if it needs longer",
+                ) from None
+            ex.on_reply(msgs[0]["content"])
+            ex.finish(ex.outcome_after_idle())
+        except KernelDiedError:
+            ex.finish("lost", note="the kernel died while this ran")
+        finally:
+            self._pending.pop(msg_id, None)
+        return ex
+
+    async def eval_silent(
+        self, expression: str, *, setup: str = "", subshell_id: str | None = None, timeout: float = 30.0
+    ) -> Any:
+        """Evaluate ``expression`` silently (no history, no ipyflow tracing); decode its JSON str."""
+        msg_id, reply, idle = self._send_execute(
+            setup, silent=True, cell_id=None, subshell_id=subshell_id, user_expressions={"r": expression}
+        )
+        try:
+            msg = await asyncio.wait_for(reply, timeout)
+        except asyncio.TimeoutError:
+            self._replies.pop(msg_id, None)
+            self._idle.pop(msg_id, None)
+            raise ExecutionTimeoutError(f"helper call on {self.name} timed out after {timeout:g} s") from None
+        finally:
+            # silent requests still report busy/idle; the idle future is not needed
+            fut = self._idle.pop(msg_id, None)
+            if fut is not None and not fut.done():
+                fut.cancel()
+        content = msg["content"]
+        if content.get("status") != "ok":
+            raise KernelDiedError(
+                f"helper code failed in {self.name}: {content.get('ename')}: {content.get('evalue')}",
+                hint="this is a bug in ipykeep's in-kernel helpers; please report it",
+            )
+        result = content.get("user_expressions", {}).get("r", {})
+        if result.get("status") != "ok":
+            raise KernelDiedError(
+                f"helper expression failed in {self.name}: {result.get('ename')}: {result.get('evalue')}",
+                details={"traceback": result.get("traceback", [])[-3:]},
+            )
+        text = result["data"]["text/plain"]
+        return json.loads(ast.literal_eval(text))
+
+    async def install_helper(self, module_name: str, source: str, *, subshell_id: str | None = None) -> None:
+        """Install stdlib-only helper source as ``sys.modules[module_name]`` (once per process)."""
+        if module_name in self.installed_helpers:
+            return
+        setup = (
+            "import sys as _s, types as _t\n"
+            f"if {module_name!r} not in _s.modules:\n"
+            f"    _m = _t.ModuleType({module_name!r})\n"
+            f"    exec(compile({source!r}, {'<' + module_name + '>'!r}, 'exec'), _m.__dict__)\n"
+            f"    _s.modules[{module_name!r}] = _m\n"
+            "del _s, _t\n"
+            "try:\n    del _m\nexcept NameError:\n    pass\n"
+        )
+        await self.eval_silent("'\"ok\"'", setup=setup, subshell_id=subshell_id)
+        self.installed_helpers.add(module_name)
+
+    # -- subshells ---------------------------------------------------------------------------
+    async def acquire_subshell(self, limit: int) -> str | None:
+        """A free subshell id (creating one up to ``limit``), or None when all are busy."""
+        for sid in self._subshells:
+            if sid not in self._subshell_busy:
+                self._subshell_busy.add(sid)
+                return sid
+        if len(self._subshells) >= limit:
+            return None
+        msg = self.kc.session.msg("create_subshell_request", {})
+        self.kc.control_channel.send(msg)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            reply = await self.kc.get_control_msg(timeout=10)
+            if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
+                sid = reply["content"].get("subshell_id")
+                if not sid:
+                    return None
+                self._subshells.append(sid)
+                self._subshell_busy.add(sid)
+                return sid
+        return None
+
+    def release_subshell(self, sid: str) -> None:
+        self._subshell_busy.discard(sid)
+
+    # -- signals -----------------------------------------------------------------------------
+    async def interrupt(self) -> None:
+        if self.km is not None:
+            await self.km.interrupt_kernel()
+
+
+def new_msg_id() -> str:
+    return uuid.uuid4().hex

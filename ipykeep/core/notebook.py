@@ -1,0 +1,257 @@
+"""Reading the user's notebook, and writing outputs back without losing anybody's edits.
+
+The ``.ipynb`` belongs to the user. It is re-read from disk for every command. Outputs go back
+once per batch by an atomic replace that merges by cell id: the file is read again just before
+the replace, only code cells whose source is still exactly what ran get outputs, and if the file
+changed between that read and the replace the merge is redone. Cells added, deleted, moved or
+edited by someone else stay as they are.
+
+Notebooks below nbformat 4.5, or with missing or duplicate cell ids, are repaired (ids added,
+minor version 5) by ipykeep's first write and the user is told; until then they are read with
+ids derived from the cell position, so commands stay consistent between reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .errors import NotebookConflictError, NotebookInvalidError, UnknownCellError
+
+CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Cell:
+    cell_id: str
+    index: int
+    cell_type: str
+    source: str
+
+
+@dataclass(frozen=True)
+class NotebookSnapshot:
+    path: Path
+    cells: tuple[Cell, ...]
+    content_hash: str
+    needs_repair: tuple[str, ...] = ()
+
+    @property
+    def code_cells(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.cell_type == "code")
+
+    def by_id(self) -> dict[str, Cell]:
+        return {c.cell_id: c for c in self.cells}
+
+    def resolve(self, ref: str | int) -> Cell:
+        """A cell by nbformat id, or by 0-based index among all cells (ids win over digits)."""
+        key = str(ref)
+        ids = self.by_id()
+        if key in ids:
+            return ids[key]
+        if key.lstrip("-").isdigit():
+            idx = int(key)
+            if 0 <= idx < len(self.cells):
+                return self.cells[idx]
+            raise UnknownCellError(
+                f"cell index {idx} is out of range: {self.path.name} has {len(self.cells)} cells (0–{len(self.cells) - 1})",
+                hint="use `ipykeep status` to list cells with their ids and indexes",
+            )
+        raise UnknownCellError(
+            f"no cell with id {key!r} in {self.path.name}",
+            hint="use `ipykeep status` to list cells with their ids and indexes",
+        )
+
+
+def _source(cell: dict[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
+    if not path.exists():
+        raise NotebookInvalidError(
+            f"notebook not found: {path}", hint="check the path; ipykeep binds to an existing .ipynb file"
+        )
+    if path.is_dir():
+        raise NotebookInvalidError(f"{path} is a directory, not a notebook", hint="pass the path of an .ipynb file")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise NotebookInvalidError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise NotebookInvalidError(f"{path} is not UTF-8 text", hint="is this really a .ipynb file?") from exc
+    except json.JSONDecodeError as exc:
+        raise NotebookInvalidError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            hint="fix the JSON (an editor's merge conflict or a partial write?); ipykeep did not change it",
+        ) from exc
+    if not isinstance(data, dict) or "cells" not in data or "nbformat" not in data:
+        raise NotebookInvalidError(
+            f"{path} is JSON but not a notebook (no 'nbformat' and 'cells')",
+            hint="pass a Jupyter .ipynb file",
+        )
+    return data, raw
+
+
+def _to_v4(data: dict[str, Any], path: Path) -> Any:
+    try:
+        nb = nbformat.from_dict(data)
+        if nb.get("nbformat") != 4:
+            nb = nbformat.convert(nb, 4)
+    except Exception as exc:
+        raise NotebookInvalidError(
+            f"{path} cannot be read as nbformat 4: {exc}", hint="open and re-save it in Jupyter"
+        ) from exc
+    return nb
+
+
+def _repair_ids(nb: Any) -> list[str]:
+    """Give every cell a unique valid id; return what was repaired.
+
+    New ids are derived from the cell's position (``cell-3``), so reading the same file twice
+    gives the same ids, and the first write keeps them.
+    """
+    notes: list[str] = []
+    if nb.get("nbformat_minor", 0) < 5:
+        notes.append(f"upgraded from nbformat 4.{nb.get('nbformat_minor', 0)} to 4.5 (cell ids added)")
+        nb["nbformat_minor"] = 5
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        cid = cell.get("id")
+        if isinstance(cid, str) and CELL_ID_RE.match(cid) and cid not in seen:
+            seen.add(cid)
+            continue
+        new = f"cell-{index}"
+        while new in seen:
+            new = uuid.uuid4().hex[:8]
+        if cid is None:
+            if not notes or "cell ids added" not in notes[0]:
+                notes.append(f"cell {index} had no id; gave it {new!r}")
+        else:
+            notes.append(f"cell {index} had a {'duplicate' if cid in seen else 'malformed'} id {cid!r}; gave it {new!r}")
+        cell["id"] = new
+        seen.add(new)
+    return notes
+
+
+def _validate(nb: Any, path: Path) -> None:
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        where = "/".join(str(p) for p in getattr(exc, "absolute_path", []) or [])
+        raise NotebookInvalidError(
+            f"{path} is not a valid notebook: {exc.message}" + (f" (at {where})" if where else ""),
+            hint="open it in Jupyter to see the problem; ipykeep did not change it",
+        ) from exc
+
+
+def read_notebook(path: Path | str) -> NotebookSnapshot:
+    """Read and validate ``path``; ids are repaired in memory (deterministically) if needed."""
+    path = Path(path).resolve()
+    data, raw = _load_json(path)
+    nb = _to_v4(data, path)
+    repairs = _repair_ids(nb)
+    _validate(nb, path)
+    cells = tuple(
+        Cell(cell_id=c["id"], index=i, cell_type=c.get("cell_type", "code"), source=_source(c))
+        for i, c in enumerate(nb.cells)
+    )
+    return NotebookSnapshot(path=path, cells=cells, content_hash=content_hash(raw), needs_repair=tuple(repairs))
+
+
+@dataclass(frozen=True)
+class CellOutputs:
+    """What to write into one code cell: only if its source on disk is still ``source``."""
+
+    source: str
+    outputs: list[dict[str, Any]]
+    execution_count: int | None
+
+
+@dataclass
+class WriteReport:
+    written: bool = False
+    updated: list[str] = field(default_factory=list)
+    skipped_edited: list[str] = field(default_factory=list)
+    skipped_missing: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    content_hash: str | None = None
+    attempts: int = 0
+
+
+def write_outputs(path: Path | str, updates: dict[str, CellOutputs], *, retries: int = 5) -> WriteReport:
+    """Merge ``updates`` into the notebook on disk by cell id, atomically.
+
+    The file is parsed afresh for every attempt and compared byte for byte with what is on disk
+    right before ``os.replace``; a change in between restarts the merge, so a concurrent save
+    by an editor is never overwritten with stale content.
+    """
+    path = Path(path).resolve()
+    report = WriteReport()
+    for attempt in range(1, retries + 1):
+        report.attempts = attempt
+        data, raw = _load_json(path)
+        nb = _to_v4(data, path)
+        # The same position-derived ids as read_notebook gives, so records made before the
+        # first write keep pointing at the same cells after it.
+        report.repairs = _repair_ids(nb)
+        by_id = {c.get("id"): c for c in nb.cells}
+        report.updated, report.skipped_edited, report.skipped_missing = [], [], []
+        for cell_id, upd in updates.items():
+            cell = by_id.get(cell_id)
+            if cell is None or cell.get("cell_type") != "code":
+                report.skipped_missing.append(cell_id)
+                continue
+            if _source(cell) != upd.source:
+                report.skipped_edited.append(cell_id)
+                continue
+            cell["outputs"] = [nbformat.from_dict(o) for o in upd.outputs]
+            cell["execution_count"] = upd.execution_count
+            report.updated.append(cell_id)
+        if not report.updated and not report.repairs:
+            return report
+        _validate(nb, path)
+        text = nbformat.writes(nb)
+        if not text.endswith("\n"):
+            text += "\n"
+        encoded = text.encode("utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ipykeep-tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(encoded)
+                fh.flush()
+                os.fsync(fh.fileno())
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, path.stat().st_mode & 0o7777)
+            if path.read_bytes() != raw:
+                continue  # someone saved meanwhile: merge again from their version
+            os.replace(tmp, path)
+            tmp = ""
+        finally:
+            if tmp:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        report.written = True
+        report.content_hash = content_hash(encoded)
+        return report
+    raise NotebookConflictError(
+        f"{path} kept changing while outputs were written ({retries} attempts); outputs were not written",
+        hint="the notebook is being saved continuously by another program; outputs stay in ipykeep's record",
+    )

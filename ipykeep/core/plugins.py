@@ -1,0 +1,17 @@
+"""The layers that extend the engine (staleness, inspection, serving), installed in the daemon.
+
+A plugin is an object with optional hooks the engine calls (``kernel_started``,
+``before_cell``, ``after_cell``, ``after_scratch``, ``kernel_restarted``, ``kernel_lost``,
+``kernel_closing``, ``foreign_message``, ``stale_reasons``) and an optional ``rpc_methods()``
+returning extra engine methods to expose over RPC.
+"""
+
+from __future__ import annotations
+
+from .engine import Engine
+
+
+def install_plugins(engine: Engine) -> None:
+    """Attach every available layer to ``engine`` (idempotent)."""
+    if engine.plugins:
+        return

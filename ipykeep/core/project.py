@@ -1,0 +1,77 @@
+"""Where a project starts and where ipykeep keeps its state inside it.
+
+The project root is the nearest ancestor holding ``ipykeep.toml``, ``pyproject.toml`` or
+``.git``; without any, the starting directory itself. All state lives in ``<root>/.ipykeep/``:
+``run/`` (0700) holds the daemon descriptor, its lock and log; ``kernels/<kid>/`` holds each
+kernel's archival record and artifacts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT_MARKERS = ("ipykeep.toml", "pyproject.toml", ".git")
+
+
+def find_project_root(start: Path | str | None = None) -> Path:
+    here = Path(start or os.getcwd()).resolve()
+    if here.is_file():
+        here = here.parent
+    for candidate in (here, *here.parents):
+        if any((candidate / marker).exists() for marker in ROOT_MARKERS):
+            return candidate
+    return here
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and make it 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+@dataclass(frozen=True)
+class ProjectPaths:
+    root: Path
+
+    @property
+    def state(self) -> Path:
+        return self.root / ".ipykeep"
+
+    @property
+    def run(self) -> Path:
+        return self.state / "run"
+
+    @property
+    def descriptor(self) -> Path:
+        return self.run / "daemon.json"
+
+    @property
+    def start_lock(self) -> Path:
+        return self.run / "start.lock"
+
+    @property
+    def log(self) -> Path:
+        return self.run / "daemon.log"
+
+    @property
+    def runtime(self) -> Path:
+        """Private directory for kernel connection files and ipc sockets."""
+        return self.run / "kernels"
+
+    @property
+    def kernels(self) -> Path:
+        return self.state / "kernels"
+
+    def kernel_dir(self, kernel_id: str) -> Path:
+        return self.kernels / kernel_id
+
+    def ensure_run(self) -> Path:
+        private_dir(self.state)
+        return private_dir(self.run)
+
+
+def project_paths(start: Path | str | None = None) -> ProjectPaths:
+    return ProjectPaths(find_project_root(start))

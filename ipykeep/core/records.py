@@ -1,0 +1,139 @@
+"""Typed records the engine returns: the API boundary shared by the RPC, CLI and MCP layers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class ImageRef(Record):
+    mime: str
+    path: str
+    uri: str
+
+
+class OutputView(Record):
+    """Text output since the reader's cursor, bounded (head + tail) with where the rest is."""
+
+    text: str = ""
+    truncated: bool = False
+    total_chars: int = 0
+    total_lines: int = 0
+    full_path: str | None = None
+    uri: str | None = None
+    images: list[ImageRef] = Field(default_factory=list)
+    dropped_bytes: int = 0
+
+
+class ErrorInfo(Record):
+    ename: str
+    evalue: str
+    traceback: str = ""
+
+
+class ExecutionRecord(Record):
+    handle: str
+    kernel_id: str
+    kind: Literal["cell", "scratch", "browser"]
+    state: Literal["queued", "running", "ok", "failed", "interrupted", "lost"]
+    cell_id: str | None = None  # nbformat id, for notebook cells
+    index: int | None = None
+    execution_count: int | None = None
+    duration_s: float | None = None
+    subshell: bool | None = None
+    output: OutputView = Field(default_factory=OutputView)
+    error: ErrorInfo | None = None
+    cursor: int = 0
+    notices: list[str] | None = None
+
+
+class CellState(Record):
+    cell_id: str
+    index: int
+    cell_type: str
+    state: Literal["ok", "failed", "stale", "running", "never_run", "markdown"]
+    handle: str | None = None
+    execution_count: int | None = None
+    reasons: list[dict[str, Any]] | None = None
+    first_line: str | None = None
+
+
+class WarmProgress(Record):
+    done: int
+    total: int
+    current: str | None = None
+    failed: list[str] = Field(default_factory=list)
+    finished: bool = False
+
+
+class KernelRecord(Record):
+    kernel_id: str
+    pid: int | None = None
+    state: Literal["starting", "warming", "idle", "busy", "dead", "closed"]
+    notebook: str | None = None
+    cwd: str
+    python: str
+    dataflow: str
+    running: list[str] = Field(default_factory=list)
+    stale_count: int | None = None
+    warm: WarmProgress | None = None
+    cells: list[CellState] | None = None
+    served_url: str | None = None
+    notices: list[str] | None = None
+
+
+class WriteResult(Record):
+    written: bool
+    updated: list[str] = Field(default_factory=list)
+    skipped_edited: list[str] = Field(default_factory=list)
+    repairs: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+class SkippedCell(Record):
+    cell_id: str
+    index: int
+    reason: str
+
+
+class BatchResult(Record):
+    kernel_id: str
+    ok: bool
+    results: list[ExecutionRecord] = Field(default_factory=list)
+    skipped: list[SkippedCell] = Field(default_factory=list)
+    write: WriteResult | None = None
+    notices: list[str] | None = None
+
+
+class InterruptResult(Record):
+    kernel_id: str
+    handle: str | None = None
+    action: Literal["interrupted", "killed_and_restarted", "already_finished", "nothing_running"]
+    message: str
+
+
+class DaemonInfo(Record):
+    pid: int
+    version: str
+    project: str
+    started_at: float
+
+
+class StatusRecord(Record):
+    daemon: DaemonInfo
+    kernels: list[KernelRecord]
+
+
+class CellsRecord(Record):
+    kernel_id: str
+    notebook: str | None
+    cells: list[CellState]
+    scratch: list[ExecutionRecord] = Field(default_factory=list)

@@ -1,0 +1,83 @@
+"""Plain-text renderings of engine records, shared by the CLI and the MCP server.
+
+They are written for a reader that ignores structured content: short, in a stable order, with
+every bounded output's marker kept as it is.
+"""
+
+from __future__ import annotations
+
+from .records import BatchResult, CellState, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
+
+
+def render_execution(rec: ExecutionRecord, *, header: bool = True) -> str:
+    parts: list[str] = []
+    if header:
+        where = f"cell {rec.index} ({rec.cell_id})" if rec.cell_id and rec.index is not None else rec.kind
+        dur = f", {rec.duration_s:.2f}s" if rec.duration_s is not None else ""
+        count = f" [{rec.execution_count}]" if rec.execution_count else ""
+        parts.append(f"{rec.handle} {where}{count}: {rec.state}{dur}")
+    for notice in rec.notices or []:
+        parts.append(f"notice: {notice}")
+    if rec.output.text:
+        parts.append(rec.output.text.rstrip("\n"))
+    for img in rec.output.images:
+        parts.append(f"[image {img.mime}: {img.path}]")
+    if rec.error:
+        parts.append(rec.error.traceback.rstrip("\n") or f"{rec.error.ename}: {rec.error.evalue}")
+    return "\n".join(parts)
+
+
+def render_batch(batch: BatchResult) -> str:
+    parts = [render_execution(r) for r in batch.results]
+    for s in batch.skipped:
+        parts.append(f"skipped cell {s.index} ({s.cell_id}): {s.reason}")
+    if batch.write is not None:
+        if batch.write.written:
+            parts.append(f"outputs written for {len(batch.write.updated)} cell(s)")
+        elif batch.write.error:
+            parts.append(f"outputs not written: {batch.write.error}")
+        for cid in batch.write.skipped_edited:
+            parts.append(f"cell {cid} was edited on disk while it ran: kept the new source, no output written")
+        for rep in batch.write.repairs:
+            parts.append(f"notebook repaired: {rep}")
+    for notice in batch.notices or []:
+        parts.append(f"notice: {notice}")
+    failed = [r for r in batch.results if r.state != "ok"]
+    parts.append(f"{len(batch.results)} ran, {len(failed)} failed, {len(batch.skipped)} skipped")
+    return "\n".join(parts)
+
+
+def render_cell_line(c: CellState) -> str:
+    handle = f" {c.handle}" if c.handle else ""
+    reasons = ""
+    if c.reasons:
+        reasons = "  ← " + "; ".join(str(r.get("message") or r.get("kind")) for r in c.reasons)
+    first = f"  {c.first_line}" if c.first_line else ""
+    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{first[:60]}{reasons}"
+
+
+def render_kernel(k: KernelRecord) -> str:
+    head = f"{k.kernel_id}  pid {k.pid}  {k.state}  {k.notebook or '(scratch)'}  dataflow={k.dataflow}"
+    lines = [head]
+    if k.served_url:
+        lines.append(f"  served at:\n{k.served_url}")
+    if k.running:
+        lines.append(f"  running: {', '.join(k.running)}")
+    for notice in k.notices or []:
+        lines.append(f"  notice: {notice}")
+    for c in k.cells or []:
+        lines.append(render_cell_line(c))
+    return "\n".join(lines)
+
+
+def render_status(st: StatusRecord) -> str:
+    d = st.daemon
+    lines = [f"daemon pid {d.pid}  version {d.version}  project {d.project}"]
+    if not st.kernels:
+        lines.append("no kernels")
+    lines.extend(render_kernel(k) for k in st.kernels)
+    return "\n".join(lines)
+
+
+def render_interrupt(res: InterruptResult) -> str:
+    return f"{res.kernel_id}: {res.message}"

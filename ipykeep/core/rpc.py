@@ -1,0 +1,202 @@
+"""JSON-RPC 2.0 between clients and the daemon: newline-delimited JSON over loopback TCP.
+
+Every request carries the daemon's token in a top-level ``token`` member, compared in
+constant time; a request without it or with a wrong one is refused (and logged without the
+token). The method table is the engine's public API, exposed generically: a method name maps
+to the engine coroutine of that name, params to its keyword arguments, and the typed record it
+returns to the ``result`` member. Errors travel as the error envelope and are rebuilt on the
+client side as the same error class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import inspect
+import json
+import logging
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError, error_from_envelope
+
+log = logging.getLogger("ipykeep.rpc")
+
+MAX_LINE = 64 * 1024 * 1024
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+class RpcServer:
+    """Serves ``methods`` (name -> coroutine function) to token-holding clients."""
+
+    def __init__(self, methods: dict[str, Any], token: str) -> None:
+        self.methods = methods
+        self._token = token.encode()
+        self.server: asyncio.base_events.Server | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_LINE)
+        sock = self.server.sockets[0]
+        addr = sock.getsockname()
+        return addr[0], addr[1]
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    def _authorized(self, req: dict[str, Any]) -> bool:
+        token = req.get("token")
+        return isinstance(token, str) and hmac.compare_digest(token.encode(), self._token)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                response = await self._handle(line, peer)
+                writer.write(json.dumps(response).encode() + b"\n")
+                await writer.drain()
+                if response.get("error", {}).get("data", {}).get("code") == "unauthorized":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        except asyncio.CancelledError:
+            raise
+        finally:
+            writer.close()
+
+    async def _handle(self, line: bytes, peer: Any) -> dict[str, Any]:
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+        rid = req.get("id")
+        if not self._authorized(req):
+            log.warning(
+                "refused request %r from %s: %s token",
+                req.get("method"),
+                peer,
+                "missing" if "token" not in req else "wrong",
+            )
+            err = AuthError("request refused: missing or wrong token", hint="use the token from .ipykeep/run/daemon.json")
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32001, "message": err.message, "data": err.envelope()}}
+        method = req.get("method")
+        params = req.get("params") or {}
+        fn = self.methods.get(method) if isinstance(method, str) else None
+        try:
+            if fn is None:
+                raise UsageError(f"unknown method {method!r}", hint=f"known: {', '.join(sorted(self.methods))}")
+            if not isinstance(params, dict):
+                raise UsageError("params must be an object")
+            _check_params(fn, params, method)
+            result = fn(**params)
+            if inspect.isawaitable(result):
+                result = await result
+            return {"jsonrpc": "2.0", "id": rid, "result": to_jsonable(result)}
+        except IpykeepError as exc:
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": exc.message, "data": exc.envelope()}}
+        except Exception as exc:
+            log.exception("internal error in %s", method)
+            err = IpykeepError(f"internal error in {method}: {type(exc).__name__}: {exc}", hint="see .ipykeep/run/daemon.log")
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": err.message, "data": err.envelope()}}
+
+
+def _check_params(fn: Any, params: dict[str, Any], method: str) -> None:
+    sig = inspect.signature(fn)
+    unknown = [p for p in params if p not in sig.parameters]
+    if unknown:
+        raise UsageError(
+            f"{method}: unknown argument(s) {', '.join(unknown)}",
+            hint=f"{method} takes: {', '.join(sig.parameters)}",
+        )
+    missing = [
+        name
+        for name, p in sig.parameters.items()
+        if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD and name not in params
+    ]
+    if missing:
+        raise UsageError(f"{method}: missing argument(s) {', '.join(missing)}")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    token: str
+
+
+def _request(method: str, params: dict[str, Any], token: str, rid: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params, "token": token}).encode() + b"\n"
+
+
+def _unwrap(response: dict[str, Any]) -> Any:
+    if "error" in response:
+        err = response["error"]
+        data = err.get("data")
+        if isinstance(data, dict) and "code" in data:
+            raise error_from_envelope(data)
+        raise IpykeepError(str(err.get("message", "RPC error")))
+    return response.get("result")
+
+
+def call_sync(endpoint: Endpoint, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+    """One blocking RPC call (for the CLI)."""
+    try:
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=10) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(_request(method, params or {}, endpoint.token, 1))
+            buf = bytearray()
+            while not buf.endswith(b"\n"):
+                chunk = sock.recv(1 << 20)
+                if not chunk:
+                    break
+                buf += chunk
+    except OSError as exc:
+        raise DaemonUnreachableError(
+            f"lost the daemon at {endpoint.host}:{endpoint.port} during {method}: {exc}",
+            hint="check `.ipykeep/run/daemon.log`; `ipykeep status` shows whether it runs",
+        ) from exc
+    if not buf:
+        raise DaemonUnreachableError(
+            f"the daemon closed the connection during {method}",
+            hint="it may have exited; see `.ipykeep/run/daemon.log`",
+        )
+    return _unwrap(json.loads(buf))
+
+
+async def call_async(endpoint: Endpoint, method: str, params: dict[str, Any] | None = None) -> Any:
+    """One RPC call from asyncio code (the MCP server)."""
+    try:
+        reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port, limit=MAX_LINE)
+    except OSError as exc:
+        raise DaemonUnreachableError(
+            f"cannot reach the daemon at {endpoint.host}:{endpoint.port}: {exc}", hint="it may have exited"
+        ) from exc
+    try:
+        writer.write(_request(method, params or {}, endpoint.token, 1))
+        await writer.drain()
+        line = await reader.readline()
+    except OSError as exc:
+        raise DaemonUnreachableError(f"lost the daemon during {method}: {exc}") from exc
+    finally:
+        writer.close()
+    if not line:
+        raise DaemonUnreachableError(f"the daemon closed the connection during {method}", hint="it may have exited")
+    return _unwrap(json.loads(line))
