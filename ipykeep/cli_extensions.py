@@ -6,4 +6,10 @@ import typer
 
 
 def register_all(app: typer.Typer) -> None:
-    pass
+    from .serve.commands import register as register_serve
+
+    register_serve(app)
+
+    from .mcp_server.commands import register as register_mcp
+
+    register_mcp(app)

@@ -743,6 +743,7 @@ class Engine:
         return await self._interrupt_execution(entry, running[0])
 
     async def _interrupt_execution(self, entry: KernelEntry, ex: Execution) -> InterruptResult:
+        ex.interrupt_requested = True
         await entry.process.interrupt()
         if await ex.wait(entry.config.interrupt_grace):
             return InterruptResult(

@@ -83,6 +83,7 @@ class Execution:
     recorded_bytes: int = 0
     dropped_bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    interrupt_requested: bool = False
     _clear_pending: bool = False
     _done: asyncio.Event = field(default_factory=asyncio.Event)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -228,7 +229,8 @@ class Execution:
 
     def outcome_after_idle(self) -> ExecutionState:
         if self.error is not None:
-            if self.error.get("ename") == "KeyboardInterrupt":
+            ename = self.error.get("ename")
+            if ename == "KeyboardInterrupt" or (ename == "CancelledError" and self.interrupt_requested):
                 return "interrupted"
             return "failed"
         return "ok"

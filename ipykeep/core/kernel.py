@@ -36,6 +36,8 @@ from .execution import Execution
 
 log = logging.getLogger("ipykeep.kernel")
 
+INTERRUPT_PATCH = (Path(__file__).parent / "_inkernel" / "interrupt_patch.py").read_text()
+
 DataflowMode = Literal["ipyflow", "static"]
 
 
@@ -143,6 +145,7 @@ class KernelProcess:
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
+        await self.eval_silent("'\"ok\"'", setup=INTERRUPT_PATCH)
 
     async def _stop_tasks(self) -> None:
         for task in self._tasks:

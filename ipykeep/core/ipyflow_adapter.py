@@ -1,0 +1,91 @@
+"""The one module that knows ipyflow: its probe and the shapes of its answers.
+
+ipyflow traces each execution whose execute_request metadata carries ``cellId`` and keeps, per
+cell id, the symbols the cell wrote and used and the cells it read them from. The probe in
+``staleness/_inkernel/ipyflow_probe.py`` reads that record (``cell(id)`` for one cell after it
+ran, ``snapshot()`` for all); this module parses its replies into the staleness models. The
+recorded replies under ``tests/fixtures/ipyflow/`` pin the shapes, so an ipyflow upgrade that
+changes them fails a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..staleness.models import DynamicCellInfo
+from ..staleness.probes import ProbeError, call_expr, check_protocol, probe_source
+
+MODULE_NAME = "_ipykeep_ipyflow"
+PROTOCOL = 1
+
+#: names ipyflow may report as used that belong to the kernel, not to the notebook
+_KERNEL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
+
+
+def probe_source_text() -> str:
+    return probe_source("ipyflow_probe.py")
+
+
+def cell_expr(cell_id: str) -> str:
+    """Expression returning what ipyflow recorded for the latest run of ``cell_id``."""
+    return call_expr(MODULE_NAME, "cell", cell_id)
+
+
+def snapshot_expr() -> str:
+    return call_expr(MODULE_NAME, "snapshot")
+
+
+@dataclass(frozen=True)
+class IpyflowSnapshot:
+    available: bool
+    cells: Mapping[str, DynamicCellInfo]
+    #: global name -> id of the cell that last updated it
+    last_writer: Mapping[str, str]
+    #: cell id -> ipyflow's execution counter of its latest run
+    counters: Mapping[str, int]
+
+
+def _names(values: Any) -> frozenset[str]:
+    if not isinstance(values, list):
+        raise ProbeError(f"ipyflow probe: expected a list of names, got {type(values).__name__}")
+    return frozenset(str(v) for v in values) - _KERNEL_NAMES
+
+
+def _cell_info(record: Mapping[str, Any]) -> DynamicCellInfo:
+    try:
+        parents_raw = record["parents"]
+        parents = {str(pid): _names(syms) for pid, syms in parents_raw.items()}
+        return DynamicCellInfo(
+            cell_id=str(record["cell_id"]),
+            defined=_names(record["defined"]),
+            used=_names(record["used"]),
+            mutated=_names(record["mutated"]),
+            parents={k: v for k, v in parents.items() if v},
+        )
+    except (KeyError, AttributeError, TypeError) as exc:
+        raise ProbeError(
+            f"ipyflow probe: a cell record lacks a field ({exc})",
+            hint="the installed ipyflow changed shape; update ipykeep or pin ipyflow-core",
+        ) from exc
+
+
+def parse_cell(payload: Mapping[str, Any]) -> DynamicCellInfo | None:
+    """The decoded reply of ``cell(id)``: None when ipyflow is off or never saw the cell."""
+    check_protocol(payload, PROTOCOL, "ipyflow")
+    if not payload.get("available"):
+        return None
+    record = payload.get("cell")
+    return None if record is None else _cell_info(record)
+
+
+def parse_snapshot(payload: Mapping[str, Any]) -> IpyflowSnapshot:
+    """The decoded reply of ``snapshot()``."""
+    check_protocol(payload, PROTOCOL, "ipyflow")
+    if not payload.get("available"):
+        return IpyflowSnapshot(False, {}, {}, {})
+    records = payload.get("cells", [])
+    cells = {str(r["cell_id"]): _cell_info(r) for r in records}
+    counters = {str(r["cell_id"]): int(r["counter"]) for r in records}
+    last_writer = {str(k): str(v) for k, v in payload.get("last_writer", {}).items()}
+    return IpyflowSnapshot(True, cells, last_writer, counters)

@@ -1,0 +1,68 @@
+"""Shared fixtures: temporary projects, the CLI run as a user runs it, daemon clean-up."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["IPYKEEP_IDLE_TIMEOUT"] = "0"
+    env.pop("IPYKEEP_DATAFLOW", None)
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ipykeep", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or cli_env(),
+        input=input,
+    )
+
+
+def make_project(root: Path, *, example: bool = True) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / ".git").mkdir(exist_ok=True)
+    if example:
+        for name in ("01_eda.ipynb", "sales.csv"):
+            shutil.copy(EXAMPLES / name, root / name)
+    return root
+
+
+def stop_daemon(root: Path) -> None:
+    from ipykeep.core.client import DaemonClient, _pid_alive, find_daemon
+
+    desc = find_daemon(root)
+    if desc is None:
+        return
+    try:
+        DaemonClient(desc).call("shutdown")
+    except Exception:
+        pass
+    import time
+
+    deadline = time.monotonic() + 20
+    while _pid_alive(desc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def tmp_project(tmp_path: Path):
+    root = make_project(tmp_path / "proj")
+    yield root
+    stop_daemon(root)

@@ -1,0 +1,71 @@
+import time
+
+from ipykeep.core.execution import Execution
+
+
+def _msg(mtype, parent="p", **content):
+    return {"header": {"msg_type": mtype}, "parent_header": {"msg_id": parent}, "content": content}
+
+
+def _ex(**kw):
+    return Execution(handle="c1", kernel_id="k1", code="", kind="scratch", **kw)
+
+
+def test_streams_merge_and_clear_output_is_honoured():
+    ex = _ex()
+    ex.on_iopub(_msg("stream", name="stdout", text="a"))
+    ex.on_iopub(_msg("stream", name="stdout", text="b\n"))
+    ex.on_iopub(_msg("stream", name="stderr", text="warn\n"))
+    assert ex.nbformat_outputs() == [
+        {"output_type": "stream", "name": "stdout", "text": "ab\n"},
+        {"output_type": "stream", "name": "stderr", "text": "warn\n"},
+    ]
+    ex.on_iopub(_msg("clear_output", wait=True))
+    assert len(ex.outputs) == 2  # wait=True clears on the next output
+    ex.on_iopub(_msg("display_data", data={"text/plain": "new"}, metadata={}))
+    assert [o["output_type"] for o in ex.nbformat_outputs()] == ["display_data"]
+    ex.on_iopub(_msg("clear_output", wait=False))
+    assert ex.outputs == []
+
+
+def test_error_and_results_recorded():
+    ex = _ex()
+    ex.on_iopub(_msg("execute_result", data={"text/plain": "2"}, metadata={}, execution_count=3))
+    ex.on_iopub(_msg("error", ename="ValueError", evalue="bad", traceback=["\x1b[31mTraceback\x1b[0m", "ValueError: bad"]))
+    ex.on_reply({"status": "error", "execution_count": 3})
+    assert ex.outcome_after_idle() == "failed"
+    assert ex.error["traceback"][0] == "Traceback"  # ANSI stripped for readers
+    text, cursor = ex.text_since(0)
+    assert text == "2\n" and cursor == 2
+
+
+def test_cap_drops_the_rest_with_a_note():
+    ex = _ex(cap=100)
+    for _ in range(50):
+        ex.on_iopub(_msg("stream", name="stdout", text="x" * 10))
+    assert ex.recorded_bytes == 100 and ex.dropped_bytes == 400
+    text, _ = ex.text_since(0)
+    assert "not recorded" in text
+
+
+def test_cursors_read_only_new_output():
+    ex = _ex()
+    ex.on_iopub(_msg("stream", name="stdout", text="one\n"))
+    text, cur = ex.text_since(0)
+    ex.on_iopub(_msg("stream", name="stdout", text="two\n"))
+    text2, _ = ex.text_since(cur)
+    assert text == "one\n" and text2 == "two\n"
+
+
+def test_output_handling_is_linear():
+    def run(n):
+        ex = _ex(cap=10**9)
+        start = time.perf_counter()
+        for i in range(n):
+            ex.on_iopub(_msg("stream", name="stdout", text=f"line {i}\n"))
+        ex.nbformat_outputs()
+        return time.perf_counter() - start
+
+    small, big = min(run(2_000) for _ in range(3)), min(run(20_000) for _ in range(3))
+    # 10x the messages must cost far less than 100x (quadratic) the time
+    assert big < small * 30
