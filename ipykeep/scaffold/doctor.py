@@ -1,0 +1,317 @@
+"""``ipykeep doctor``: check the installation and the project, and explain how to fix what fails.
+
+Checks: the Python and package versions (``mcp`` must be 2.x), the configuration, that the
+kernel's Python (``Config.python``) can import ipykernel and ipyflow, whether the project's daemon
+answers, and that every host config with an ipykeep entry points at a command that exists. A
+check that cannot run yet, or a daemon that is not running (it starts on demand), is a warning,
+never a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+
+from ipykeep.core.config import Config, load_config
+from ipykeep.core.errors import ConfigError, IpykeepError
+
+from .editors import SERVER_NAME
+from .files import read_text
+from .jsonfile import parse_json_object
+
+
+class Status(str, enum.Enum):
+    ok = "ok"
+    warn = "warn"
+    fail = "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status.value, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    root: Path
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status is not Status.fail for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"root": str(self.root), "ok": self.ok, "checks": [c.as_dict() for c in self.checks]}
+
+
+#: Distributions ipykeep needs, with the major version it was built against (None: any).
+REQUIRED: tuple[tuple[str, int | None], ...] = (
+    ("mcp", 2),
+    ("ipyflow-core", None),
+    ("ipykernel", None),
+    ("jupyter_client", None),
+)
+
+
+def check_python() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if sys.version_info < (3, 10):
+        return Check("python", Status.fail, f"Python {version} ({sys.executable})", "use Python 3.10 or newer")
+    return Check("python", Status.ok, f"Python {version} ({sys.executable})")
+
+
+def check_package(name: str, major: int | None) -> Check:
+    install = f"{sys.executable} -m pip install '{name}{f'>={major},<{major + 1}' if major else ''}'"
+    try:
+        version = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return Check(name, Status.fail, "not installed next to ipykeep", f"run: {install}")
+    if major is not None:
+        try:
+            found = int(version.split(".")[0])
+        except ValueError:
+            found = -1
+        if found != major:
+            return Check(
+                name, Status.fail, f"{version} installed, ipykeep needs {major}.x", f"run: {install}"
+            )
+    return Check(name, Status.ok, version)
+
+
+def check_config(root: Path) -> tuple[Check, Config | None]:
+    try:
+        config = load_config(root)
+    except IpykeepError as exc:
+        return Check("config", Status.fail, exc.message, exc.hint or "fix the setting named above"), None
+    return Check("config", Status.ok, f"loaded for {root}"), config
+
+
+def resolve_command(command: str, root: Path) -> str | None:
+    """Where ``command`` is found the way a host started in ``root`` would find it, or None.
+
+    A bare name is looked up on PATH; a path with a separator is taken relative to ``root``.
+    """
+    if os.sep in command or (os.altsep and os.altsep in command):
+        path = Path(command)
+        if not path.is_absolute():
+            path = root / path
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    found = shutil.which(command)
+    return found
+
+
+_IMPORT_PROBE = """\
+import json, sys
+missing = {}
+for name in ("ipykernel", "ipyflow"):
+    try:
+        __import__(name)
+    except Exception as exc:
+        missing[name] = "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps({"version": sys.version.split()[0], "missing": missing}))
+"""
+
+
+def check_kernel_python(config: Config, root: Path, timeout: float = 120.0) -> Check:
+    name = "kernel python"
+    python = resolve_command(config.python, root)
+    if python is None:
+        return Check(
+            name, Status.fail, f"{config.python} not found or not executable",
+            "set python in ipykeep.toml (or IPYKEEP_PYTHON) to an existing interpreter",
+        )
+    try:
+        proc = subprocess.run(
+            [python, "-c", _IMPORT_PROBE], cwd=root, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return Check(name, Status.fail, f"{python} did not answer within {timeout:.0f} s", "check that it runs")
+    except OSError as exc:
+        return Check(name, Status.fail, f"{python} cannot be started ({exc})", "check that it runs")
+    try:
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return Check(name, Status.fail, f"{python} could not run the import probe: {last}",
+                     "check that it is a working Python 3 interpreter")
+    missing: dict[str, str] = result.get("missing", {})
+    install = f"{python} -m pip install ipykernel ipyflow-core"
+    if set(missing) == {"ipyflow"} and config.dataflow == "static":
+        return Check(name, Status.warn, f"{python}: ipykernel ok, no ipyflow (dataflow = static)")
+    if missing:
+        why = "; ".join(f"{module}: {error}" for module, error in missing.items())
+        alternative = "" if "ipykernel" in missing else '  (or set dataflow = "static" in ipykeep.toml)'
+        return Check(
+            name, Status.fail,
+            f"{python} cannot import {' and '.join(missing)} ({why})",
+            f"run: {install}{alternative}",
+        )
+    return Check(name, Status.ok, f"{python} (Python {result.get('version')}) imports ipykernel and ipyflow")
+
+
+def check_daemon(root: Path) -> Check:
+    name = "daemon"
+    try:
+        from ipykeep.core import client  # imported lazily: the client may not be installed
+    except ImportError:
+        return Check(name, Status.warn, "not checked (this ipykeep has no daemon client)")
+    descriptor = client.find_daemon(root)
+    if descriptor is None:
+        return Check(name, Status.warn, "not running (it starts on demand)")
+    try:
+        daemon = client.DaemonClient(descriptor)
+        answer = daemon.call("ping")
+        if inspect.isawaitable(answer):
+            answer = asyncio.run(_settle(answer, daemon))
+        else:
+            _close(daemon)
+    except Exception as exc:  # any failure to talk to it is the finding itself
+        message = exc.message if isinstance(exc, IpykeepError) else f"{type(exc).__name__}: {exc}"
+        return Check(
+            name, Status.fail, f"a daemon is registered for {root} but did not answer ({message})",
+            "stop it with `ipykeep daemon stop` (or end its process) and let the next call start a new one",
+        )
+    pid = getattr(descriptor, "pid", None)
+    version = getattr(descriptor, "version", None)
+    about = ", ".join(x for x in (f"pid {pid}" if pid else "", f"version {version}" if version else "") if x)
+    return Check(name, Status.ok, f"running and answering{f' ({about})' if about else ''}")
+
+
+async def _settle(awaitable: Any, daemon: Any) -> Any:
+    try:
+        return await awaitable
+    finally:
+        closer = getattr(daemon, "aclose", None) or getattr(daemon, "close", None)
+        if closer is not None:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+
+
+def _close(daemon: Any) -> None:
+    closer = getattr(daemon, "close", None)
+    if closer is not None:
+        closer()
+
+
+def _load_json_entry(path: Path) -> Any:
+    text = read_text(path)
+    if text is None:
+        return None
+    servers = parse_json_object(text, path).get("mcpServers")
+    return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+
+
+def _load_toml_entry(path: Path) -> Any:
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except TOMLKitError as exc:
+        line = getattr(exc, "line", None)
+        raise ConfigError(
+            f"{path}{f': line {line}' if line else ''}: not valid TOML ({exc})", hint=f"fix the syntax of {path}"
+        ) from exc
+    servers = doc.get("mcp_servers")
+    return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+
+
+def host_config_files(root: Path, home: Path) -> tuple[tuple[str, Path, Callable[[Path], Any]], ...]:
+    return (
+        ("Claude Code (project)", root / ".mcp.json", _load_json_entry),
+        ("Codex (project)", root / ".codex" / "config.toml", _load_toml_entry),
+        ("Cursor (project)", root / ".cursor" / "mcp.json", _load_json_entry),
+        ("Claude Code (user)", home / ".claude.json", _load_json_entry),
+        ("Codex (user)", home / ".codex" / "config.toml", _load_toml_entry),
+        ("Cursor (user)", home / ".cursor" / "mcp.json", _load_json_entry),
+    )
+
+
+def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
+    checks: list[Check] = []
+    for label, path, load in host_config_files(root, home or Path.home()):
+        name = f"host {label}"
+        try:
+            entry = load(path)
+        except IpykeepError as exc:
+            checks.append(Check(name, Status.fail, exc.message, exc.hint))
+            continue
+        if entry is None:
+            continue
+        command = entry.get("command") if isinstance(entry, dict) else None
+        args = (entry.get("args") or []) if isinstance(entry, dict) else []
+        if not isinstance(command, str) or not command:
+            checks.append(Check(name, Status.fail, f"{path}: the ipykeep entry has no command",
+                                "rerun `ipykeep init --replace`"))
+            continue
+        shown = " ".join([command, *map(str, args)])
+        found = resolve_command(command, root)
+        if found is None:
+            checks.append(Check(
+                name, Status.fail, f"{path}: `{command}` is not found from {root}",
+                "install ipykeep on PATH (pipx/uv tool), or rerun `ipykeep init --replace --launcher venv|uvx|command`",
+            ))
+        else:
+            checks.append(Check(name, Status.ok, f"{shown}  ({found})"))
+    if not checks:
+        checks.append(Check("hosts", Status.warn, "no host config has an ipykeep entry",
+                            "run `ipykeep init` in the project"))
+    return checks
+
+
+def run_doctor(root: Path, *, home: Path | None = None) -> DoctorReport:
+    """Run every check for the project at ``root``; never raises for a failed check."""
+    checks: list[Check] = [check_python()]
+    try:
+        ipykeep_version = metadata.version("ipykeep")
+    except metadata.PackageNotFoundError:
+        ipykeep_version = "not installed (running from source)"
+    checks.append(Check("ipykeep", Status.ok, ipykeep_version))
+    checks.extend(check_package(name, major) for name, major in REQUIRED)
+    config_check, config = check_config(root)
+    checks.append(config_check)
+    if config is None:
+        checks.append(Check("kernel python", Status.warn, "not checked (the configuration is invalid)"))
+    else:
+        checks.append(check_kernel_python(config, root))
+    checks.append(check_daemon(root))
+    checks.extend(check_hosts(root, home))
+    return DoctorReport(root, tuple(checks))
+
+
+def render_table(report: DoctorReport) -> str:
+    width = max(len(c.name) for c in report.checks)
+    lines = [f"ipykeep doctor — project {report.root}", ""]
+    for c in report.checks:
+        lines.append(f"{c.status.value:<4}  {c.name:<{width}}  {c.detail}")
+        if c.fix and c.status is not Status.ok:
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {c.fix}")
+    failed = sum(c.status is Status.fail for c in report.checks)
+    warned = sum(c.status is Status.warn for c in report.checks)
+    lines += ["", f"{failed} failed, {warned} warning(s)" if failed or warned else "all checks passed"]
+    return "\n".join(lines) + "\n"

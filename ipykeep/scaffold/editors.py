@@ -1,0 +1,212 @@
+"""One planner per kind of file ``ipykeep init`` touches; each returns a FileChange, writes nothing.
+
+Every planner validates the existing file first and raises ConfigError naming the file and line
+when it cannot be parsed, so a bad file stops the whole run before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError, TOMLKitError
+from tomlkit.items import InlineTable, Table
+
+from ipykeep.core.errors import ConfigError
+
+from .content import AGENTS_END, AGENTS_SECTION, AGENTS_START
+from .files import FileChange, change, conflict, read_text
+from .jsonfile import parse_json_object, set_nested_member
+from .launcher import Launcher
+
+SERVER_NAME = "ipykeep"
+_REPLACE_HINT = "rerun with --replace to overwrite it"
+
+
+def _describe_entry(entry: Any) -> str:
+    if isinstance(entry, dict) and "command" in entry:
+        return " ".join([str(entry.get("command")), *map(str, entry.get("args") or [])])
+    return json.dumps(entry, default=str)
+
+
+def entry_matches(entry: Any, launcher: Launcher) -> bool:
+    """Whether an existing server entry already runs ``launcher`` (extra keys such as env are kept)."""
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("type", "stdio") != "stdio":
+        return False
+    args = entry.get("args") or []
+    return entry.get("command") == launcher.command and list(args) == list(launcher.args)
+
+
+def json_server_entry(launcher: Launcher, *, with_type: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "stdio"} if with_type else {}
+    entry["command"] = launcher.command
+    entry["args"] = list(launcher.args)
+    return entry
+
+
+def plan_json_servers(
+    path: Path, label: str, launcher: Launcher, *, replace: bool, with_type: bool, indent: str = "  "
+) -> FileChange:
+    """Merge ``mcpServers.ipykeep`` into a JSON host config (``.mcp.json``, ``~/.claude.json``…)."""
+    before = read_text(path)
+    data = parse_json_object(before or "", path)
+    servers = data.get("mcpServers")
+    if servers is not None and not isinstance(servers, dict):
+        raise ConfigError(
+            f'{path}: "mcpServers" must be a JSON object, found {type(servers).__name__}',
+            hint=f"fix {path} (nothing was written)",
+            details={"file": str(path)},
+        )
+    existing = (servers or {}).get(SERVER_NAME)
+    if existing is not None and entry_matches(existing, launcher):
+        return change(path, label, before, before or "", "ipykeep server already configured")
+    if existing is not None and not replace:
+        return conflict(
+            path, label, before or "",
+            f"an ipykeep server entry already exists ({_describe_entry(existing)}); {_REPLACE_HINT}",
+        )
+    entry = json_server_entry(launcher, with_type=with_type)
+    after = set_nested_member(before or "", "mcpServers", SERVER_NAME, entry, default_indent=indent)
+    note = "replaced the ipykeep server entry" if existing is not None else "added the ipykeep server entry"
+    return change(path, label, before, after, note)
+
+
+def _parse_toml(text: str, path: Path) -> tomlkit.TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except ParseError as exc:
+        raise ConfigError(
+            f"{path}: line {exc.line}, column {exc.col}: not valid TOML ({exc})",
+            hint=f"fix the syntax of {path} (nothing was written)",
+            details={"file": str(path), "line": exc.line, "column": exc.col},
+        ) from exc
+    except TOMLKitError as exc:
+        raise ConfigError(
+            f"{path}: not valid TOML ({exc})", hint=f"fix the syntax of {path} (nothing was written)"
+        ) from exc
+
+
+def _blank_line_after(text: str) -> str:
+    """What to append to ``text`` so that the next block starts after one blank line."""
+    if text.endswith("\n\n"):
+        return ""
+    return "\n" if text.endswith("\n") else "\n\n"
+
+
+def _codex_table(launcher: Launcher) -> str:
+    return f"[mcp_servers.{SERVER_NAME}]\n" + tomlkit.dumps(
+        {"command": launcher.command, "args": list(launcher.args)}
+    )
+
+
+def plan_codex_toml(path: Path, label: str, launcher: Launcher, *, replace: bool) -> FileChange:
+    """Merge ``[mcp_servers.ipykeep]`` into a Codex ``config.toml``, keeping comments and layout."""
+    before = read_text(path)
+    text = before or ""
+    doc = _parse_toml(text, path)
+    servers = doc.get("mcp_servers")
+    if servers is None:
+        # Appending the table as text keeps the file's own spacing; tomlkit would add its own.
+        after = (text + _blank_line_after(text) if text.strip() else "") + _codex_table(launcher)
+        _parse_toml(after, path)
+        return change(path, label, before, after, "added [mcp_servers.ipykeep]")
+    if not isinstance(servers, (Table, InlineTable)):
+        raise ConfigError(
+            f"{path}: mcp_servers must be a table, found {type(servers).__name__}",
+            hint=f"fix {path} (nothing was written)",
+            details={"file": str(path)},
+        )
+    existing = servers.get(SERVER_NAME)
+    plain = existing.unwrap() if hasattr(existing, "unwrap") else existing
+    if existing is not None and entry_matches(plain, launcher):
+        return change(path, label, before, text, "ipykeep server already configured")
+    if existing is not None and not replace:
+        return conflict(
+            path, label, text,
+            f"[mcp_servers.ipykeep] already exists ({_describe_entry(plain)}); {_REPLACE_HINT}",
+        )
+    if isinstance(servers, InlineTable):
+        new: Any = tomlkit.inline_table()
+    else:
+        new = tomlkit.table()
+    new["command"] = launcher.command
+    new["args"] = list(launcher.args)
+    servers[SERVER_NAME] = new
+    after = doc.as_string()
+    note = "replaced [mcp_servers.ipykeep]" if existing is not None else "added [mcp_servers.ipykeep]"
+    return change(path, label, before, after, note)
+
+
+def plan_owned_file(path: Path, label: str, text: str, *, replace: bool) -> FileChange:
+    """A file ipykeep owns entirely (the skill): created, left alone if edited, unless --replace."""
+    before = read_text(path)
+    if before is not None and before != text and not replace:
+        return conflict(path, label, before, f"{path.name} differs from ipykeep's version; {_REPLACE_HINT}")
+    note = "" if before == text else ("replaced" if before is not None else "")
+    return change(path, label, before, text, note)
+
+
+def _marker_lines(text: str, marker: str) -> list[int]:
+    return [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() == marker]
+
+
+def plan_agents_md(path: Path, label: str) -> FileChange:
+    """Create AGENTS.md or update the ipykeep section between its markers; nothing else changes."""
+    before = read_text(path)
+    if before is None:
+        return change(path, label, None, AGENTS_SECTION, "")
+    starts, ends = _marker_lines(before, AGENTS_START), _marker_lines(before, AGENTS_END)
+    if not starts and not ends:
+        sep = _blank_line_after(before) if before.strip() else ""
+        return change(path, label, before, before + sep + AGENTS_SECTION, "added the ipykeep section")
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        line = (starts or ends)[0]
+        raise ConfigError(
+            f"{path}: line {line}: the ipykeep section markers are unbalanced "
+            f"(need exactly one {AGENTS_START} followed by one {AGENTS_END})",
+            hint=f"fix the markers in {path} (nothing was written)",
+            details={"file": str(path), "line": line},
+        )
+    lines = before.splitlines(keepends=True)
+    head = "".join(lines[: starts[0] - 1])
+    tail = "".join(lines[ends[0]:])
+    section = AGENTS_SECTION
+    if not tail and not lines[ends[0] - 1].endswith("\n"):
+        section = section.rstrip("\n")  # keep a file that had no final newline that way
+    after = head + section + tail
+    return change(path, label, before, after, "updated the ipykeep section" if after != before else "")
+
+
+def plan_ipykeep_toml(
+    path: Path, label: str, fresh_text: str, notebook: str | None, *, replace: bool
+) -> FileChange:
+    """Create ipykeep.toml, or set its ``notebook`` in place keeping every other line."""
+    before = read_text(path)
+    if before is None:
+        return change(path, label, None, fresh_text, "")
+    doc = _parse_toml(before, path)
+    if notebook is None:
+        return change(path, label, before, before, "")
+    current = doc.get("notebook")
+    if current == notebook:
+        return change(path, label, before, before, "")
+    if current is not None and not replace:
+        return conflict(path, label, before, f"notebook is already set to {str(current)!r}; {_REPLACE_HINT}")
+    doc["notebook"] = notebook
+    return change(path, label, before, doc.as_string(), f"set notebook = {notebook!r}")
+
+
+_IGNORED = {".ipykeep", ".ipykeep/", "/.ipykeep", "/.ipykeep/", ".ipykeep/*", "/.ipykeep/*"}
+
+
+def plan_gitignore(path: Path, label: str) -> FileChange:
+    before = read_text(path)
+    if before is not None and any(line.strip() in _IGNORED for line in before.splitlines()):
+        return change(path, label, before, before, "")
+    text = before or ""
+    sep = "" if not text or text.endswith("\n") else "\n"
+    return change(path, label, before, text + sep + ".ipykeep/\n", "ignore .ipykeep/")
