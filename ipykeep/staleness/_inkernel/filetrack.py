@@ -1,0 +1,85 @@
+"""Records the files a cell opens for reading under the project root.
+
+Sent into the kernel as source and installed once as a module. A ``sys.addaudithook`` hook
+on the ``open`` event (raised by ``open()``, ``io.open_code`` and ``os.open``, so also by
+pandas, numpy and imports of local modules) collects paths between ``begin()`` and ``end()``.
+Writes are outputs, not inputs, and are skipped. The hook stays installed for the life of the
+process (audit hooks cannot be removed), so it does almost nothing while no cell is tracked.
+Standard library only; every public function returns a JSON string.
+"""
+
+import json
+import os
+import sys
+
+PROTOCOL_VERSION = 1
+MAX_PATHS = 2000
+_STATE_KEY = "_ipykeep_filetrack_state"
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+# Kept on ``sys`` so a re-sent module shares the one hook already installed.
+_state = sys.__dict__.setdefault(
+    _STATE_KEY, {"hooked": False, "active": False, "root": None, "paths": {}}
+)
+
+
+def _hook(event, args):
+    if event != "open" or not _state["active"]:
+        return
+    try:
+        path, mode, flags = args
+        if isinstance(mode, str):
+            if "w" in mode or "a" in mode or "x" in mode or "+" in mode:
+                return
+        elif isinstance(flags, int) and flags & _WRITE_FLAGS:
+            return
+        if isinstance(path, int):
+            return
+        path = os.fsdecode(os.fspath(path))
+        full = os.path.normpath(os.path.join(os.getcwd(), path))
+        root = _state["root"]
+        if root and full != root and not full.startswith(root + os.sep):
+            return
+        if "__pycache__" in full or os.sep + ".ipykeep" + os.sep in full:
+            return
+        paths = _state["paths"]
+        if len(paths) < MAX_PATHS:
+            paths[full] = None
+    except Exception:  # an audit hook must never break the user's code
+        return
+
+
+def install(root):
+    """Track reads under ``root`` (absolute; resolved against the kernel's cwd)."""
+    _state["root"] = os.path.normpath(os.path.join(os.getcwd(), root)) if root else None
+    if not _state["hooked"]:
+        sys.addaudithook(_hook)
+        _state["hooked"] = True
+    return json.dumps({"protocol": PROTOCOL_VERSION, "root": _state["root"]})
+
+
+def begin():
+    """Start collecting reads (for the cell about to run)."""
+    _state["paths"] = {}
+    _state["active"] = True
+    return json.dumps({"protocol": PROTOCOL_VERSION})
+
+
+def end():
+    """Stop collecting; the files read since ``begin()``, stamped now (after the cell ran)."""
+    _state["active"] = False
+    paths = list(_state["paths"])
+    _state["paths"] = {}
+    files = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            files.append({"path": path, "mtime_ns": None, "size": None})
+            continue
+        if not os.path.isfile(path):
+            continue
+        files.append({"path": path, "mtime_ns": st.st_mtime_ns, "size": st.st_size})
+    return json.dumps(
+        {"protocol": PROTOCOL_VERSION, "files": files, "truncated": len(paths) >= MAX_PATHS}
+    )

@@ -1,0 +1,126 @@
+"""The notebook's current dataflow: who defines, reads and mutates which name, in notebook order.
+
+Built from static analysis of the sources as they are now (so an edit that has not run yet
+already counts), widened by what a runtime tracer saw in a cell's last run when that run
+executed the same source. Redefinitions resolve by notebook order: a cell reads a name from
+the last cell above it that writes the name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from .analysis import CellAnalysis, FunctionInfo, analyze_source
+from .models import DynamicCellInfo, NotebookCell
+
+
+@dataclass(frozen=True)
+class GraphCell:
+    cell: NotebookCell
+    analysis: CellAnalysis
+    #: names whose outside value the cell reads (uses, mutated names, function bodies it calls)
+    reads: frozenset[str]
+    #: names the cell rebinds or mutates
+    writes: frozenset[str]
+    #: names it changes in place without rebinding (a stale one needs its producer first)
+    mutates: frozenset[str]
+    #: name -> the cell above that the value is read from (None: no cell above writes it)
+    producers: Mapping[str, str | None]
+
+    @property
+    def cell_id(self) -> str:
+        return self.cell.cell_id
+
+
+@dataclass(frozen=True)
+class Graph:
+    cells: tuple[GraphCell, ...]
+    by_id: Mapping[str, GraphCell]
+    #: name -> ids of the code cells writing it, in notebook order
+    writers: Mapping[str, tuple[str, ...]]
+    position: Mapping[str, int]
+
+    def final_writer(self, name: str) -> str | None:
+        ids = self.writers.get(name)
+        return ids[-1] if ids else None
+
+    def writers_below(self, name: str, cell_id: str) -> tuple[str, ...]:
+        pos = self.position[cell_id]
+        return tuple(w for w in self.writers.get(name, ()) if self.position[w] > pos)
+
+
+def _closure(
+    start: frozenset[str],
+    own_defs: frozenset[str],
+    lookup: Mapping[str, FunctionInfo],
+) -> tuple[set[str], set[str]]:
+    """Module names read and mutated by calling the functions among ``start``, transitively."""
+    reads: set[str] = set()
+    mutated: set[str] = set()
+    seen: set[str] = set()
+    todo = [n for n in start if n in lookup]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        info = lookup[name]
+        reads |= info.free_globals
+        mutated |= info.mutated_globals
+        todo.extend(n for n in info.free_globals if n in lookup and n not in seen)
+    return reads - own_defs, mutated
+
+
+def build_graph(
+    cells: Sequence[NotebookCell],
+    dynamic: Mapping[str, DynamicCellInfo] | None = None,
+) -> Graph:
+    """Graph of the code cells of ``cells``; ``dynamic`` maps cell id to runtime-traced info
+    that still applies (the caller passes it only for cells whose source did not change)."""
+    dynamic = dynamic or {}
+    code = [c for c in cells if c.cell_type == "code"]
+    last_writer: dict[str, str] = {}
+    functions: dict[str, FunctionInfo] = {}  # function name -> info, as seen from above
+    out: list[GraphCell] = []
+    writers: dict[str, list[str]] = {}
+    for cell in code:
+        an = analyze_source(cell.source)
+        lookup = dict(functions)
+        lookup.update(an.functions)
+        called_reads, called_mutated = _closure(an.loaded, an.defs, lookup)
+        reads = set(an.uses) | set(an.mutates) | called_reads | called_mutated
+        mutates = set(an.mutates) | called_mutated
+        writes = set(an.defs) | mutates
+        dyn = dynamic.get(cell.cell_id)
+        if dyn is not None:
+            # a name the cell bound itself is its own, even if the tracer saw it read
+            reads |= (dyn.used - an.defs) | dyn.mutated
+            for syms in dyn.parents.values():
+                reads |= syms - an.defs
+            mutates |= dyn.mutated - an.defs
+            writes |= dyn.defined | dyn.mutated
+        producers = {name: last_writer.get(name) for name in reads}
+        gc = GraphCell(
+            cell=cell,
+            analysis=an,
+            reads=frozenset(reads),
+            writes=frozenset(writes),
+            mutates=frozenset(mutates),
+            producers=producers,
+        )
+        out.append(gc)
+        for name in writes:
+            last_writer[name] = cell.cell_id
+            writers.setdefault(name, []).append(cell.cell_id)
+        for name in an.defs:
+            if name in an.functions:
+                functions[name] = an.functions[name]
+            else:
+                functions.pop(name, None)
+    return Graph(
+        cells=tuple(out),
+        by_id={g.cell_id: g for g in out},
+        writers={k: tuple(v) for k, v in writers.items()},
+        position={g.cell_id: i for i, g in enumerate(out)},
+    )

@@ -1,0 +1,173 @@
+"""Plain records the staleness engine consumes and produces.
+
+Everything here is a frozen dataclass: the tracker hands these out and keeps them, so nobody
+may change one after the fact. ``Plan.to_json()`` is the shape transports show to users.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+CellType = Literal["code", "markdown", "raw"]
+Outcome = Literal["ok", "failed", "interrupted"]
+CellState = Literal["ok", "failed", "stale", "never_run"]
+
+ReasonKind = Literal[
+    "never_run",
+    "source_changed",
+    "failed",
+    "file_changed",
+    "upstream",
+    "state_changed",
+    "restores",
+    "moved",
+    "kernel_restarted",
+    "missing_producer",
+]
+
+#: Reasons that put a cell in the plan by themselves, in the order they are reported.
+REASON_ORDER: tuple[ReasonKind, ...] = (
+    "never_run",
+    "kernel_restarted",
+    "source_changed",
+    "failed",
+    "file_changed",
+    "moved",
+    "upstream",
+    "state_changed",
+    "restores",
+    "missing_producer",
+)
+
+
+@dataclass(frozen=True)
+class NotebookCell:
+    """One cell of the notebook as it is on disk now; ``index`` counts all cells from 0."""
+
+    cell_id: str
+    index: int
+    cell_type: CellType
+    source: str
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """What a file looked like: ``mtime_ns``/``size`` are None when the file does not exist."""
+
+    path: str
+    mtime_ns: int | None
+    size: int | None
+
+    @classmethod
+    def missing(cls, path: str) -> "FileStamp":
+        return cls(path=path, mtime_ns=None, size=None)
+
+    @property
+    def exists(self) -> bool:
+        return self.mtime_ns is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "mtime_ns": self.mtime_ns, "size": self.size}
+
+
+@dataclass(frozen=True)
+class DynamicCellInfo:
+    """What a runtime tracer (ipyflow) saw for one execution of a cell.
+
+    Names are top-level symbol names (``df`` for ``df.col`` or ``df[0]``). ``parents`` maps a
+    parent cell id to the names this cell read from it.
+    """
+
+    cell_id: str
+    defined: frozenset[str] = frozenset()
+    used: frozenset[str] = frozenset()
+    mutated: frozenset[str] = frozenset()
+    parents: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a cell is in the plan, with its evidence: the cells, symbols or file behind it."""
+
+    kind: ReasonKind
+    message: str
+    cells: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    path: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        if self.cells:
+            out["cells"] = list(self.cells)
+        if self.symbols:
+            out["symbols"] = list(self.symbols)
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """A cell to run (or, in ``Plan.blocked``, one that would fail), with its reasons."""
+
+    cell_id: str
+    index: int
+    reasons: tuple[Reason, ...]
+    produces: tuple[str, ...] = ()
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset(r.kind for r in self.reasons)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell_id": self.cell_id,
+            "index": self.index,
+            "reasons": [r.to_json() for r in self.reasons],
+            "produces": list(self.produces),
+        }
+
+
+@dataclass(frozen=True)
+class FreshCell:
+    cell_id: str
+    index: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cell_id": self.cell_id, "index": self.index}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The cells to run, in notebook order, and the code cells that are already right.
+
+    ``blocked`` holds cells that read a name no cell above them defines any more (its producer
+    was deleted or moved below): a fresh run would fail there, and running them in this kernel
+    would only succeed on a leftover value, so they are reported, not planned.
+    """
+
+    stale: tuple[PlanEntry, ...]
+    fresh: tuple[FreshCell, ...]
+    blocked: tuple[PlanEntry, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.stale
+
+    @property
+    def cell_ids(self) -> tuple[str, ...]:
+        return tuple(e.cell_id for e in self.stale)
+
+    def entry(self, cell_id: str) -> PlanEntry | None:
+        for e in self.stale + self.blocked:
+            if e.cell_id == cell_id:
+                return e
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stale": [e.to_json() for e in self.stale],
+            "fresh": [f.to_json() for f in self.fresh],
+            "blocked": [e.to_json() for e in self.blocked],
+        }

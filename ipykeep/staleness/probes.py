@@ -1,0 +1,108 @@
+"""Host side of the in-kernel probes: their sources, how to install and call them, and how to
+read their replies.
+
+A probe is a module from ``_inkernel/`` sent as source text. The engine installs it once per
+kernel by executing ``install_code(name, source)`` (silent, no history), then evaluates the
+expressions built here as ``user_expressions`` of silent executions. A reply's
+``user_expressions[key]["data"]["text/plain"]`` is the repr of the JSON string the probe
+returned; ``decode_expression_value`` turns it back into Python data.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Iterable, Mapping
+
+from ..core.errors import IpykeepError
+from .models import FileStamp
+
+FILETRACK_MODULE = "_ipykeep_filetrack"
+FILETRACK_PROTOCOL = 1
+
+
+class ProbeError(IpykeepError):
+    code = "probe_failed"
+
+
+@lru_cache(maxsize=None)
+def probe_source(filename: str) -> str:
+    """The text of ``_inkernel/<filename>``."""
+    return resources.files(__package__).joinpath("_inkernel", filename).read_text("utf-8")
+
+
+def filetrack_source() -> str:
+    return probe_source("filetrack.py")
+
+
+def install_code(module_name: str, source: str) -> str:
+    """Code that (re)creates ``sys.modules[module_name]`` from ``source`` inside the kernel."""
+    return (
+        "def _ipykeep_install():\n"
+        "    import sys, types\n"
+        f"    mod = types.ModuleType({module_name!r})\n"
+        f"    mod.__file__ = '<ipykeep:{module_name}>'\n"
+        f"    exec(compile({source!r}, mod.__file__, 'exec'), mod.__dict__)\n"
+        f"    sys.modules[{module_name!r}] = mod\n"
+        "_ipykeep_install()\n"
+        "del _ipykeep_install\n"
+    )
+
+
+def call_expr(module_name: str, function: str, *args: Any) -> str:
+    """An expression calling ``function(*args)`` of an installed probe module."""
+    rendered = ", ".join(repr(a) for a in args)
+    return f'__import__("sys").modules[{module_name!r}].{function}({rendered})'
+
+
+def decode_expression_value(entry: Mapping[str, Any]) -> Any:
+    """Python data from one ``user_expressions`` entry whose expression returned JSON text."""
+    status = entry.get("status")
+    if status != "ok":
+        ename = entry.get("ename", "error")
+        evalue = entry.get("evalue", "")
+        raise ProbeError(
+            f"an in-kernel probe failed: {ename}: {evalue}",
+            hint="the probe module may not be installed in this kernel; install it again",
+        )
+    try:
+        text = ast.literal_eval(entry["data"]["text/plain"])
+        return json.loads(text)
+    except (KeyError, ValueError, SyntaxError, TypeError) as exc:
+        raise ProbeError(
+            f"an in-kernel probe returned something that is not JSON text: {exc}",
+            hint="the kernel may run an incompatible probe version; restart the kernel",
+        ) from exc
+
+
+def check_protocol(payload: Mapping[str, Any], expected: int, what: str) -> None:
+    got = payload.get("protocol")
+    if got != expected:
+        raise ProbeError(
+            f"the {what} probe in the kernel speaks protocol {got}, expected {expected}",
+            hint="install the probe again (the kernel holds an older copy)",
+        )
+
+
+# ----------------------------------------------------------------------------- filetrack
+
+
+def filetrack_install_expr(root: str) -> str:
+    return call_expr(FILETRACK_MODULE, "install", root)
+
+
+def filetrack_begin_expr() -> str:
+    return call_expr(FILETRACK_MODULE, "begin")
+
+
+def filetrack_end_expr() -> str:
+    return call_expr(FILETRACK_MODULE, "end")
+
+
+def parse_filetrack_end(payload: Mapping[str, Any]) -> tuple[FileStamp, ...]:
+    """The files a cell read, from the decoded reply of ``end()``."""
+    check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
+    files: Iterable[Mapping[str, Any]] = payload.get("files", [])
+    return tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in files)

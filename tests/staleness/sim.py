@@ -1,0 +1,101 @@
+"""A small simulated notebook + file system driving a StalenessTracker without a kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ipykeep.staleness.analysis import analyze_source
+from ipykeep.staleness.models import FileStamp, NotebookCell, Plan
+from ipykeep.staleness.tracker import StalenessTracker
+
+
+@dataclass
+class Sim:
+    sources: list[tuple[str, str]]  # (cell_id, source); "md:" prefix makes a markdown cell
+    files: dict[str, int] = field(default_factory=dict)  # path -> version (mtime and size)
+    tracker: StalenessTracker = field(default_factory=StalenessTracker)
+    #: cell id -> files the cell reads at run time (what the audit hook would report)
+    reads: dict[str, list[str]] = field(default_factory=dict)
+    writes: dict[str, list[str]] = field(default_factory=dict)
+    failing: set[str] = field(default_factory=set)
+
+    def stat(self, path: str) -> FileStamp | None:
+        v = self.files.get(path)
+        return None if v is None else FileStamp(path, 1_000 + v, 10 + v)
+
+    def cells(self) -> list[NotebookCell]:
+        out = []
+        for i, (cid, src) in enumerate(self.sources):
+            kind = "markdown" if src.startswith("md:") else "code"
+            out.append(NotebookCell(cid, i, kind, src[3:] if kind == "markdown" else src))
+        return out
+
+    def index(self, cid: str) -> int:
+        return [c for c, _ in self.sources].index(cid)
+
+    def source(self, cid: str) -> str:
+        return dict(self.sources)[cid]
+
+    def run(self, *cids: str) -> None:
+        for cid in cids:
+            for path in self.writes.get(cid, []):
+                self.files[path] = self.files.get(path, 0) + 1
+            stamps = [self.stat(p) or FileStamp.missing(p) for p in self.reads.get(cid, [])]
+            outcome = "failed" if cid in self.failing else "ok"
+            self.tracker.record_cell_run(
+                cid, self.index(cid), self.source(cid), outcome, stamps, stat=self.stat
+            )
+
+    def run_all(self) -> None:
+        self.run(*[c.cell_id for c in self.cells() if c.cell_type == "code"])
+
+    def run_plan(self) -> Plan:
+        plan = self.plan()
+        self.run(*plan.cell_ids)
+        return plan
+
+    def scratch(self, source: str) -> None:
+        self.tracker.record_scratch(source)
+
+    def edit(self, cid: str, source: str) -> None:
+        self.sources = [(c, source if c == cid else s) for c, s in self.sources]
+
+    def insert(self, at: int, cid: str, source: str) -> None:
+        self.sources.insert(at, (cid, source))
+
+    def delete(self, cid: str) -> None:
+        self.sources = [(c, s) for c, s in self.sources if c != cid]
+
+    def move(self, cid: str, to: int) -> None:
+        item = self.sources.pop(self.index(cid))
+        self.sources.insert(to, item)
+
+    def touch(self, path: str) -> None:
+        self.files[path] = self.files.get(path, 0) + 1
+
+    def plan(self) -> Plan:
+        return self.tracker.plan(self.cells(), self.stat)
+
+    def kinds(self) -> dict[str, set[str]]:
+        """cell id -> reason kinds, for the planned cells."""
+        return {e.cell_id: set(e.kinds) for e in self.plan().stale}
+
+    def blocked(self) -> dict[str, set[str]]:
+        return {e.cell_id: set(e.kinds) for e in self.plan().blocked}
+
+
+PIPELINE = [
+    ("load", 'import pandas as pd\ndf = pd.read_csv("data.csv")'),
+    ("clean", "clean = df.dropna()"),
+    ("features", "feats = clean.assign(z=clean.a * 2)"),
+    ("report", "summary = feats.describe()\nprint(summary)"),
+]
+
+
+def pipeline(**kw: object) -> Sim:
+    sim = Sim(list(PIPELINE), files={"data.csv": 1}, **kw)  # type: ignore[arg-type]
+    sim.reads.setdefault("load", ["data.csv"])
+    return sim
+
+
+__all__ = ["Sim", "pipeline", "analyze_source"]
