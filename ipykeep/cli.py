@@ -22,7 +22,7 @@ from .core.errors import IpykeepError, NotebookInvalidError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
 from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
-from .core.render import render_batch, render_execution, render_interrupt, render_kernel, render_status
+from .core.render import render_batch, render_interrupt, render_kernel, render_plan, render_status
 
 app = typer.Typer(
     name="ipykeep",
@@ -267,6 +267,69 @@ def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = Js
     """Interrupt what the kernel is running (kill and restart it if it ignores SIGINT)."""
     res = InterruptResult.model_validate(_client().call("interrupt", notebook=_abs(notebook)))
     emit(as_json, res, render_interrupt(res))
+
+
+@app.command("run-stale")
+@guarded
+def run_stale(
+    notebook: Optional[str] = typer.Argument(None, help="Notebook (optional with one kernel)."),
+    execute: bool = typer.Option(False, "--execute", help="Run the plan (default: only show it)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Which cells must re-run after edits, and why; --execute re-runs exactly those.
+
+    Plan mode exits 0 whatever it finds; --execute exits 0 when every cell succeeded, 1 when
+    one failed (its dependents are skipped and reported; independent cells still run).
+    """
+    res = _client().call("run_stale", notebook=_abs(notebook), execute=execute)
+    if as_json:
+        emit(True, res, "")
+    else:
+        typer.echo(render_plan(res))
+    if execute and not res.get("ok", True):
+        raise typer.Exit(1)
+
+
+@app.command()
+@guarded
+def watch(
+    path: str = typer.Argument(..., help="A file the notebook depends on that detection missed."),
+    notebook: Optional[str] = NotebookOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Register PATH as an input of the notebook: its changes make the cells that use it stale."""
+    res = _client().call("watch_file", path=str(Path(path).expanduser().resolve()), notebook=_abs(notebook))
+    emit(as_json, res, f"watching {res['path']}" + ("" if res["exists"] else " (does not exist yet)"))
+
+
+@app.command()
+@guarded
+def inspect(
+    name: str = typer.Argument(..., help='A variable, or a safe path like model.coef_ or df["col"].'),
+    notebook: Optional[str] = NotebookOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """A typed, bounded summary of a live variable."""
+    from .inspection import Summary, render_summary
+
+    summary = Summary.model_validate(_client().call("inspect", name=name, notebook=_abs(notebook)))
+    if as_json:
+        typer.echo(summary.compact_json())
+    else:
+        typer.echo(render_summary(summary))
+
+
+@app.command()
+@guarded
+def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) -> None:
+    """Every user variable in the kernel with type, shape, memory and defining cell."""
+    from .inspection import NamespaceListing, render_namespace
+
+    listing = NamespaceListing.model_validate(_client().call("namespace", notebook=_abs(notebook)))
+    if as_json:
+        typer.echo(listing.compact_json())
+    else:
+        typer.echo(render_namespace(listing))
 
 
 def main() -> None:

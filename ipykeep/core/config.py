@@ -195,3 +195,13 @@ def load_config(root: Path | None = None, environ: dict[str, str] | None = None)
 
 def config_as_dict(config: Config) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def resolve_python(python: str, root: Path) -> str:
+    """A relative ``python`` is taken from the project root; a bare name is looked up on PATH."""
+    import shutil
+
+    if os.sep in python:
+        path = Path(python).expanduser()
+        return str(path if path.is_absolute() else (root / path))
+    return shutil.which(python) or python

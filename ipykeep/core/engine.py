@@ -27,7 +27,7 @@ from typing import Any, Callable
 from .. import __version__
 from .archive import KernelArchive, resolve_artifact_uri
 from .bounding import bound_text
-from .config import Config
+from .config import Config, resolve_python
 from .errors import (
     IpykeepError,
     KernelBusyError,
@@ -389,6 +389,7 @@ class Engine:
         if dataflow is not None and dataflow not in ("ipyflow", "static"):
             raise UsageError(f"dataflow must be 'ipyflow' or 'static', not {dataflow!r}")
         config = self.config.with_overrides(python=python, write_outputs=write_outputs, dataflow=dataflow)
+        config = config.with_overrides(python=resolve_python(config.python, self.paths.root))
         work_dir = self._resolve_cwd(cwd, nb_path)
         kernel_id = f"k{self._next_kernel}"
         self._next_kernel += 1
@@ -692,6 +693,14 @@ class Engine:
             if hasattr(plugin, "after_scratch"):
                 with contextlib.suppress(Exception):
                     await plugin.after_scratch(self, entry, ex)
+
+    async def note_foreign_execution(self, entry: KernelEntry, ex: Execution) -> None:
+        """Code another client (a browser) ran in this kernel: it may have changed state."""
+        entry.archive.append_execution(ex)
+        for plugin in self.plugins:
+            if hasattr(plugin, "after_scratch"):
+                with contextlib.suppress(Exception):
+                    await plugin.after_scratch(self, entry, ex, origin="browser")
 
     async def read_execution(
         self,

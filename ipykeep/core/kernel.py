@@ -324,9 +324,18 @@ class KernelProcess:
         return ex
 
     async def eval_silent(
-        self, expression: str, *, setup: str = "", subshell_id: str | None = None, timeout: float = 30.0
+        self,
+        expression: str,
+        *,
+        setup: str = "",
+        subshell_id: str | None = None,
+        timeout: float = 30.0,
+        decode: bool = True,
     ) -> Any:
-        """Evaluate ``expression`` silently (no history, no ipyflow tracing); decode its JSON str."""
+        """Evaluate ``expression`` silently (no history, no ipyflow tracing).
+
+        The expression must return a JSON string; it is decoded unless ``decode`` is False.
+        """
         msg_id, reply, idle = self._send_execute(
             setup, silent=True, cell_id=None, subshell_id=subshell_id, user_expressions={"r": expression}
         )
@@ -353,8 +362,8 @@ class KernelProcess:
                 f"helper expression failed in {self.name}: {result.get('ename')}: {result.get('evalue')}",
                 details={"traceback": result.get("traceback", [])[-3:]},
             )
-        text = result["data"]["text/plain"]
-        return json.loads(ast.literal_eval(text))
+        text = ast.literal_eval(result["data"]["text/plain"])
+        return json.loads(text) if decode else text
 
     async def install_helper(self, module_name: str, source: str, *, subshell_id: str | None = None) -> None:
         """Install stdlib-only helper source as ``sys.modules[module_name]`` (once per process)."""

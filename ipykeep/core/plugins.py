@@ -12,6 +12,10 @@ from .engine import Engine
 
 
 def install_plugins(engine: Engine) -> None:
-    """Attach every available layer to ``engine`` (idempotent)."""
+    """Attach every layer to ``engine`` (idempotent)."""
     if engine.plugins:
         return
+    from .inspection_layer import InspectionLayer
+    from .staleness_layer import StalenessLayer
+
+    engine.plugins.extend([StalenessLayer(engine), InspectionLayer(engine)])

@@ -81,3 +81,32 @@ def render_status(st: StatusRecord) -> str:
 
 def render_interrupt(res: InterruptResult) -> str:
     return f"{res.kernel_id}: {res.message}"
+
+
+def render_plan(result: dict) -> str:
+    """A run_stale result (plan, or executed plan) as a readable table."""
+    lines: list[str] = []
+    stale, blocked = result.get("stale", []), result.get("blocked", [])
+    executed = result.get("executed")
+    if not stale and not blocked:
+        lines.append("nothing is stale: every cell matches a fresh run of the notebook")
+    else:
+        lines.append(("ran" if executed else "stale") + f": {len(stale)} cell(s)" + ("" if executed else ", in this order:"))
+        for e in stale:
+            produces = f"  → {', '.join(e['produces'][:6])}" if e.get("produces") else ""
+            lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14}{produces}")
+            for r in e["reasons"]:
+                lines.append(f"        {r['kind']:<16} {r['message']}")
+        for e in blocked:
+            lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14} NOT run (would fail in a fresh run)")
+            for r in e["reasons"]:
+                lines.append(f"        {r['kind']:<16} {r['message']}")
+    fresh = result.get("fresh", [])
+    if fresh:
+        lines.append(f"fresh: {len(fresh)} cell(s) not re-run")
+    batch = result.get("batch")
+    if batch:
+        lines.append(render_batch(BatchResult.model_validate(batch)))
+    for notice in result.get("notices") or []:
+        lines.append(f"notice: {notice}")
+    return "\n".join(lines)

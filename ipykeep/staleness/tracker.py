@@ -243,6 +243,10 @@ class StalenessTracker:
                 out[cell.cell_id] = "ok"
         return out
 
+    def last_writers(self) -> dict[str, str]:
+        """Name -> id of the notebook cell that last wrote it (scratch writes are left out)."""
+        return {name: w.cell_id for name, w in self._writers.items() if w.cell_id is not None}
+
     def last_outcome(self, cell_id: str) -> Outcome | None:
         run = self._runs.get(cell_id)
         return run.outcome if run is not None else None

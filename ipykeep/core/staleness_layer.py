@@ -1,0 +1,240 @@
+"""Staleness in the engine: feeds each kernel's tracker and serves ``run_stale``/``watch_file``.
+
+Around every notebook cell the layer asks the kernel (silently) which files the cell read, and,
+in ``ipyflow`` mode, what ipyflow saw it define and use; scratch and browser code is recorded
+from static analysis. Plans are computed from the notebook and the files as they are on disk
+at the moment of the request (re-read, re-stat), never from what a watcher last saw.
+
+A watcher (watchfiles, non-recursive, on the notebook's directory and the directories of the
+files cells read) only adds a notice to the next result, saying what changed and how many
+cells are stale now; it is blind to ipykeep's own notebook writes (recognised by content hash).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
+from ..staleness import probes
+from . import ipyflow_adapter
+from .engine import Engine, KernelEntry
+from .errors import IpykeepError, UsageError
+from .execution import Execution
+from .notebook import NotebookSnapshot, read_notebook
+from .records import BatchResult, Record
+
+log = logging.getLogger("ipykeep.staleness")
+
+_OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
+
+
+class RunStaleResult(Record):
+    kernel_id: str
+    executed: bool
+    stale: list[dict[str, Any]]
+    fresh: list[dict[str, Any]]
+    blocked: list[dict[str, Any]]
+    batch: BatchResult | None = None
+    ok: bool = True
+    notices: list[str] | None = None
+
+
+def _stat_for(entry: KernelEntry):
+    base = entry.cwd
+
+    def stat(path: str) -> FileStamp | None:
+        p = Path(path)
+        if not p.is_absolute():
+            p = base / p
+        try:
+            st = os.stat(p)
+        except OSError:
+            return None
+        return FileStamp(path, st.st_mtime_ns, st.st_size)
+
+    return stat
+
+
+def notebook_cells(snap: NotebookSnapshot) -> list[NotebookCell]:
+    return [NotebookCell(c.cell_id, c.index, c.cell_type, c.source) for c in snap.cells]  # type: ignore[arg-type]
+
+
+class StalenessLayer:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- per-kernel state --------------------------------------------------------------------
+    @staticmethod
+    def tracker(entry: KernelEntry) -> StalenessTracker:
+        return entry.hooks.setdefault("tracker", StalenessTracker())
+
+    async def _install_probes(self, entry: KernelEntry) -> None:
+        proc = entry.process
+        await proc.install_helper(probes.FILETRACK_MODULE, probes.filetrack_source())
+        await proc.eval_silent(probes.filetrack_install_expr(str(self.engine.paths.root)))
+        if proc.dataflow == "ipyflow":
+            await proc.install_helper(ipyflow_adapter.MODULE_NAME, ipyflow_adapter.probe_source_text())
+
+    # -- engine hooks ------------------------------------------------------------------------
+    async def kernel_started(self, engine: Engine, entry: KernelEntry) -> None:
+        self.tracker(entry)
+        await self._install_probes(entry)
+        if entry.notebook is not None:
+            entry.hooks["watch_task"] = asyncio.create_task(self._watch(entry))
+
+    async def kernel_restarted(self, engine: Engine, entry: KernelEntry) -> None:
+        self.tracker(entry).kernel_restarted()
+        await self._install_probes(entry)
+
+    def kernel_lost(self, engine: Engine, entry: KernelEntry) -> None:
+        self.tracker(entry).kernel_restarted()
+
+    async def kernel_closing(self, engine: Engine, entry: KernelEntry) -> None:
+        task = entry.hooks.pop("watch_task", None)
+        if task is not None:
+            task.cancel()
+
+    async def before_cell(self, engine: Engine, entry: KernelEntry, cell: Any) -> None:
+        with contextlib.suppress(IpykeepError):
+            await entry.process.eval_silent(probes.filetrack_begin_expr())
+
+    async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
+        files: tuple[FileStamp, ...] = ()
+        dynamic = None
+        if entry.process.alive:
+            try:
+                files = probes.parse_filetrack_end(await entry.process.eval_silent(probes.filetrack_end_expr()))
+                if entry.process.dataflow == "ipyflow":
+                    dynamic = ipyflow_adapter.parse_cell(await entry.process.eval_silent(ipyflow_adapter.cell_expr(cell.cell_id)))
+            except IpykeepError as exc:
+                log.warning("probe after %s failed: %s", cell.cell_id, exc.message)
+        self.tracker(entry).record_cell_run(
+            cell.cell_id,
+            cell.index,
+            cell.source,
+            _OUTCOME.get(ex.state, "failed"),  # type: ignore[arg-type]
+            files_read=files,
+            dynamic=dynamic,
+            stat=_stat_for(entry),
+        )
+        if files:
+            entry.hooks.setdefault("read_dirs", set()).update(str(Path(f.path).parent) for f in files)
+
+    async def after_scratch(self, engine: Engine, entry: KernelEntry, ex: Execution, origin: str = "scratch") -> None:
+        if ex.state in ("ok", "failed", "interrupted"):
+            self.tracker(entry).record_scratch(ex.code, origin)  # type: ignore[arg-type]
+
+    def stale_reasons(self, entry: KernelEntry, snap: NotebookSnapshot) -> dict[str, list[dict[str, Any]]]:
+        plan = self.plan(entry, snap)
+        return {e.cell_id: [r.to_json() for r in e.reasons] for e in plan.stale + plan.blocked}
+
+    def plan(self, entry: KernelEntry, snap: NotebookSnapshot) -> Plan:
+        return self.tracker(entry).plan(notebook_cells(snap), _stat_for(entry))
+
+    # -- RPC methods -------------------------------------------------------------------------
+    def rpc_methods(self) -> dict[str, Any]:
+        return {"run_stale": self.run_stale, "watch_file": self.watch_file}
+
+    async def run_stale(
+        self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False
+    ) -> RunStaleResult:
+        """The stale plan (read-only); with ``execute`` run it in order on the main shell.
+
+        When a cell fails, the planned cells that depend on it (transitively) are skipped and
+        reported; independent cells still run.
+        """
+        entry = self.engine._live(kernel_id, notebook) if execute else self.engine.entry(kernel_id, notebook)
+        if entry.notebook is None:
+            raise UsageError(f"kernel {entry.kernel_id} has no notebook", hint="run_stale works on a notebook's kernel")
+        snap = read_notebook(entry.notebook)
+        plan = self.plan(entry, snap)
+        batch = None
+        if execute and plan.stale:
+            deps = {e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id} for e in plan.stale}
+            skipped: set[str] = set()
+
+            def skip_if(cell_id: str, failed: set[str]) -> str | None:
+                bad = deps.get(cell_id, set()) & (failed | skipped)
+                if bad:
+                    skipped.add(cell_id)
+                    return f"depends on {', '.join(sorted(bad))}, which failed"
+                return None
+
+            batch = await self.engine._run_batch(entry, snap, list(plan.cell_ids), skip_if=skip_if)
+        plan_json = plan.to_json()
+        return RunStaleResult(
+            kernel_id=entry.kernel_id,
+            executed=bool(execute),
+            stale=plan_json["stale"],
+            fresh=plan_json["fresh"],
+            blocked=plan_json["blocked"],
+            batch=batch,
+            ok=batch.ok if batch is not None else True,
+            notices=entry.take_notices(),
+        )
+
+    async def watch_file(self, path: str, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
+        """Register ``path`` as an input of the notebook (a read the detection missed)."""
+        entry = self.engine.entry(kernel_id, notebook)
+        p = Path(path).expanduser()
+        if not p.is_absolute():
+            p = (entry.cwd / p).resolve()
+        stamp = _stat_for(entry)(str(p))
+        self.tracker(entry).watch(str(p), stamp)
+        entry.hooks.setdefault("read_dirs", set()).add(str(p.parent))
+        return {"kernel_id": entry.kernel_id, "path": str(p), "exists": stamp is not None, "watched": list(self.tracker(entry).watched)}
+
+    # -- watcher -----------------------------------------------------------------------------
+    async def _watch(self, entry: KernelEntry) -> None:
+        """Notice edits made by others; the notice rides on the next result."""
+        from watchfiles import awatch
+
+        assert entry.notebook is not None
+        while not entry.closed:
+            dirs = {str(entry.notebook.parent)} | set(entry.hooks.get("read_dirs", set()))
+            dirs = {d for d in dirs if os.path.isdir(d)}
+            stop = asyncio.Event()
+            entry.hooks["watch_restart"] = stop
+            try:
+                async for changes in awatch(*dirs, recursive=False, debounce=300, step=100, stop_event=stop):
+                    self._on_changes(entry, {Path(p) for _, p in changes})
+                    if set(entry.hooks.get("read_dirs", set())) - {str(Path(d)) for d in dirs}:
+                        break  # a new directory to watch: restart with it
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a vanished directory, inotify limits…
+                log.info("watcher for %s stopped: %s", entry.kernel_id, exc)
+                await asyncio.sleep(2)
+
+    def _on_changes(self, entry: KernelEntry, paths: set[Path]) -> None:
+        nb = entry.notebook
+        if nb is None:
+            return
+        relevant = []
+        if nb in paths:
+            with contextlib.suppress(OSError):
+                digest = hashlib.sha256(nb.read_bytes()).hexdigest()
+                if digest not in entry.own_writes:
+                    relevant.append(nb.name)
+        tracked = set()
+        for run_dir in entry.hooks.get("read_dirs", set()):
+            tracked.add(run_dir)
+        relevant += sorted(
+            p.name
+            for p in paths
+            if p != nb and str(p.parent) in tracked and p.suffix != ".ipynb" and not p.name.startswith(".")
+        )
+        if not relevant:
+            return
+        try:
+            plan = self.plan(entry, read_notebook(nb))
+        except IpykeepError:
+            return
+        note = f"changed on disk: {', '.join(relevant[:5])}; {len(plan.stale)} cell(s) stale now (run_stale to see why)"
+        entry.notices = [n for n in entry.notices if not n.startswith("changed on disk:")] + [note]

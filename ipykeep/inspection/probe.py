@@ -1,0 +1,151 @@
+"""What the engine sends into a kernel to inspect variables, and how it reads the answers.
+
+Protocol, for the engine:
+
+1. Once per kernel (and again after a restart), evaluate :func:`install_expression` silently
+   through ``user_expressions``. It executes the in-kernel source into a fresh module stored as
+   ``sys.modules[MODULE_NAME]`` (keeping summarizers registered in an older copy) and evaluates
+   to the protocol version. It is an expression, so no name is bound in the user's globals; it
+   does nothing when the same source is already installed.
+2. Evaluate :func:`inspect_expression` or :func:`namespace_expression` the same way
+   (``silent=True, store_history=False``, code ``""``), take the ``user_expressions`` entry of
+   the reply and pass it to :func:`decode_user_expression`, then to :func:`parse_inspect_reply`
+   or :func:`parse_namespace_reply`.
+3. When :func:`needs_install` says the answer came from a kernel without the module (restarted
+   kernel), install and ask again.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import IpykeepError, UnknownNameError, UsageError
+from .models import NamespaceListing, Summary
+
+MODULE_NAME = "_ipykeep_inspect"
+#: Must equal PROTOCOL_VERSION in _inkernel/summarize.py (checked by a test).
+PROTOCOL_VERSION = 1
+_SOURCE_PATH = Path(__file__).parent / "_inkernel" / "summarize.py"
+_NOT_INSTALLED = "not_installed"
+
+
+@cache
+def module_source() -> str:
+    """The in-kernel module's source text (standard library only)."""
+    return _SOURCE_PATH.read_text(encoding="utf-8")
+
+
+@cache
+def source_digest() -> str:
+    return hashlib.sha256(module_source().encode()).hexdigest()[:16]
+
+
+def install_expression() -> str:
+    """An expression that installs the in-kernel module (if needed) and yields its protocol."""
+    name, digest = repr(MODULE_NAME), repr(source_digest())
+    install = (
+        "(lambda sys, types: (lambda old: old.PROTOCOL_VERSION "
+        f"if getattr(old, 'SOURCE_DIGEST', None) == {digest} else "
+        "(lambda m: (m.__dict__.update(__file__='<ipykeep-inspect>'), "
+        f"exec(compile({module_source()!r}, '<ipykeep-inspect>', 'exec'), m.__dict__), "
+        f"m._adopt(old), setattr(m, 'SOURCE_DIGEST', {digest}), "
+        f"sys.modules.__setitem__({name}, m), m.PROTOCOL_VERSION)[-1])"
+        f"(types.ModuleType({name})))(sys.modules.get({name})))"
+        "(__import__('sys'), __import__('types'))"
+    )
+    return install
+
+
+def _call(function: str, args: str) -> str:
+    # Yields a recognisable JSON answer, not a KeyError, when the module is missing or stale.
+    missing = json.dumps({"protocol": PROTOCOL_VERSION, "ok": False, "error": {
+        "code": _NOT_INSTALLED, "message": "the inspection module is not installed in this kernel"}})
+    return (
+        f"(lambda m: m.{function}({args}) "
+        f"if getattr(m, 'PROTOCOL_VERSION', None) == {PROTOCOL_VERSION} else {missing!r})"
+        f"(__import__('sys').modules.get({MODULE_NAME!r}))"
+    )
+
+
+def inspect_expression(
+    name: str,
+    budget_s: float = 5.0,
+    summarizers: list[str] | None = None,
+    cell_of: dict[str, str] | None = None,
+) -> str:
+    """Expression summarizing ``name`` (a variable or a safe path like ``df["col"]``)."""
+    args = f"{name!r}, {float(budget_s)!r}, {list(summarizers or [])!r}, {dict(cell_of or {})!r}"
+    return _call("inspect_json", args)
+
+
+def namespace_expression(budget_s: float = 5.0, cell_of: dict[str, str] | None = None) -> str:
+    """Expression listing the kernel's user variables."""
+    return _call("namespace_json", f"{float(budget_s)!r}, {dict(cell_of or {})!r}")
+
+
+def decode_user_expression(entry: dict[str, Any]) -> str:
+    """The JSON text from one ``user_expressions`` reply entry (``{"status", "data"}``)."""
+    if entry.get("status") != "ok":
+        raise IpykeepError(
+            f"inspection call failed in the kernel: {entry.get('ename', '?')}: {entry.get('evalue', '')}",
+            hint="re-install the inspection module (install_expression) and retry",
+        )
+    text = entry.get("data", {}).get("text/plain")
+    if not isinstance(text, str):
+        raise IpykeepError("inspection reply has no text/plain value", hint="retry the inspection")
+    value = ast.literal_eval(text)
+    if not isinstance(value, str):
+        raise IpykeepError("inspection reply is not a string", hint="retry the inspection")
+    return value
+
+
+def needs_install(json_text: str) -> bool:
+    """True when the answer says the module is missing (fresh or restarted kernel)."""
+    try:
+        payload = json.loads(json_text)
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and payload.get("error", {}).get("code") == _NOT_INSTALLED
+
+
+def _payload(json_text: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(json_text)
+    except ValueError as exc:
+        raise IpykeepError(f"inspection reply is not JSON: {exc}", hint="retry the inspection") from None
+    if not isinstance(payload, dict):
+        raise IpykeepError("inspection reply is not a JSON object", hint="retry the inspection")
+    if payload.get("protocol") != PROTOCOL_VERSION:
+        raise IpykeepError(
+            f"inspection protocol mismatch: kernel speaks {payload.get('protocol')!r}, "
+            f"ipykeep expects {PROTOCOL_VERSION}",
+            hint="re-install the inspection module (install_expression)",
+        )
+    if payload.get("ok"):
+        return payload
+    error = payload.get("error") or {}
+    code, message = error.get("code"), str(error.get("message", "inspection failed"))
+    matches = [str(m) for m in error.get("matches") or []]
+    if code == "unknown_name":
+        hint = f"did you mean: {', '.join(matches)}?" if matches else "list variables with the namespace call"
+        raise UnknownNameError(message, hint=hint, details={"name": error.get("name"), "matches": matches})
+    if code == "bad_expression":
+        raise UsageError(message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_')
+    if code == _NOT_INSTALLED:
+        raise IpykeepError(message, hint="install it with install_expression() and retry",
+                           details={"reason": _NOT_INSTALLED})
+    raise IpykeepError(message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected")
+
+
+def parse_inspect_reply(json_text: str) -> Summary:
+    """The summary, or the error it carries (UnknownNameError with close matches, UsageError)."""
+    return Summary.model_validate(_payload(json_text)["summary"])
+
+
+def parse_namespace_reply(json_text: str) -> NamespaceListing:
+    return NamespaceListing.model_validate(_payload(json_text)["namespace"])

@@ -1,0 +1,44 @@
+"""``summarizer`` for notebooks whose kernel can import ipykeep.
+
+Custom summarizers live in the in-kernel module ``_ipykeep_inspect`` (see
+``_inkernel/summarize.py``), because the kernel may run in an environment without ipykeep.
+Two spellings register into that one registry:
+
+* ``from _ipykeep_inspect import summarizer`` works in any kernel ipykeep drives, once the
+  engine has installed the module (it does so before the first inspection);
+* ``from ipykeep.inspection import summarizer`` works when ipykeep is importable in the kernel,
+  and installs the module itself when the engine has not done so yet. The engine's later install
+  sees the same source and keeps it, or adopts the registrations when the source differs.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .probe import MODULE_NAME, module_source, source_digest
+
+
+def inkernel_module() -> types.ModuleType:
+    """The in-kernel module of this process, installed from ipykeep's copy when missing."""
+    module = sys.modules.get(MODULE_NAME)
+    if module is not None and hasattr(module, "summarizer"):
+        return module
+    fresh = types.ModuleType(MODULE_NAME)
+    exec(compile(module_source(), "<ipykeep-inspect>", "exec"), fresh.__dict__)  # noqa: S102
+    fresh._adopt(module)
+    fresh.SOURCE_DIGEST = source_digest()
+    sys.modules[MODULE_NAME] = fresh
+    return fresh
+
+
+def summarizer(match: Any, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn(obj) -> dict | None`` as the summary of objects selected by ``match``.
+
+    ``match`` is a type, a tuple of types, a dotted type name or a predicate. The function's
+    dict goes into the summary's ``custom`` field (a ``"kind"`` key sets the summary's kind);
+    returning None passes to the next summarizer.
+    """
+    return inkernel_module().summarizer(match, name)

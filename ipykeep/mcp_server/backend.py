@@ -1,0 +1,98 @@
+"""The MCP server's link to the project daemon.
+
+Only a call that creates a kernel starts the daemon: the daemon exits when its last kernel is
+closed, and a read-only call (``list_kernels``…) must not leave a daemon with no kernel behind.
+Without a daemon, the other calls fail the way they would with one that has no such kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..core.archive import resolve_artifact_uri
+from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
+from ..core.errors import DaemonUnreachableError, UnknownKernelError, UsageError
+from ..core.project import ProjectPaths, find_project_root
+
+log = logging.getLogger("ipykeep.mcp")
+
+
+class Backend:
+    def __init__(self, project: Path) -> None:
+        self.root = find_project_root(project)
+        self.paths = ProjectPaths(self.root)
+        self._client: DaemonClient | None = None
+        self._start_lock = anyio.Lock()
+
+    def _live_client(self) -> DaemonClient | None:
+        if self._client is not None and _pid_alive(self._client.descriptor.pid):
+            return self._client
+        desc = find_daemon(self.root)
+        self._client = DaemonClient(desc) if desc is not None else None
+        return self._client
+
+    async def _started_client(self) -> DaemonClient:
+        async with self._start_lock:
+            client = self._live_client()
+            if client is None:
+                log.info("starting the ipykeep daemon for %s", self.root)
+                client = await anyio.to_thread.run_sync(ensure_daemon, self.root)
+                self._client = client
+            return client
+
+    async def call(self, method: str, params: dict[str, Any], *, start: bool = False) -> Any:
+        """Call an engine method on the daemon (starting it first when ``start``)."""
+        if start:
+            client = await self._started_client()
+            try:
+                return await client.acall(method, **params)
+            except DaemonUnreachableError:
+                # The daemon exited between the check and the call (its last kernel was
+                # closed by another client): start a fresh one once.
+                if _pid_alive(client.descriptor.pid):
+                    raise
+                self._client = None
+                client = await self._started_client()
+                return await client.acall(method, **params)
+        client = self._live_client()
+        if client is None:
+            return self._without_daemon(method, params)
+        try:
+            return await client.acall(method, **params)
+        except DaemonUnreachableError:
+            # A daemon whose last kernel was just closed stops listening before it exits.
+            if not await self._exits(client.descriptor.pid):
+                raise
+            self._client = None
+            return self._without_daemon(method, params)
+
+    @staticmethod
+    async def _exits(pid: int, within: float = 3.0) -> bool:
+        with anyio.move_on_after(within):
+            while _pid_alive(pid):
+                await anyio.sleep(0.05)
+            return True
+        return False
+
+    def _without_daemon(self, method: str, params: dict[str, Any]) -> Any:
+        if method == "list_kernels":
+            return []
+        if method == "read_artifact":
+            uri = str(params.get("uri", ""))
+            try:
+                path = resolve_artifact_uri(self.paths.state, uri)
+            except ValueError as exc:
+                raise UsageError(str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>") from None
+            raise DaemonUnreachableError(
+                f"no ipykeep daemon is running for {self.root}, so {uri} cannot be served",
+                hint=f"the artifact stays on disk: {path}",
+            )
+        kid = params.get("kernel_id")
+        raise UnknownKernelError(
+            f"no kernel {kid!r}: no ipykeep daemon is running for {self.root}" if kid else f"no ipykeep daemon is running for {self.root}",
+            hint="start a kernel with create_kernel",
+        )

@@ -1,0 +1,174 @@
+"""The MCP tool catalog: names, terse descriptions, argument models, and the engine method each maps to.
+
+Arguments are validated with pydantic (so a bad call gets the usual error envelope, not a
+protocol error) and the published input schemas are derived from the same models, stripped of
+titles and ``null`` branches: every byte of ``tools/list`` is paid for by the agent on every
+turn. No output schemas are published; results are described in ``results.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: How a tool's result is turned into MCP content (see ``results.py``).
+ResultKind = Literal["kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"]
+
+KernelId = Field(description="e.g. k1")
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateKernelArgs(Args):
+    notebook: str | None = Field(None, description=".ipynb to bind (relative to the project)")
+    cwd: str | None = Field(None, description="working dir for a scratch kernel")
+    python: str | None = Field(None, description="interpreter (default: configured)")
+    warm: bool = Field(True, description="run the notebook's cells now")
+
+
+class NoArgs(Args):
+    pass
+
+
+class KernelArgs(Args):
+    kernel_id: str = KernelId
+
+
+class IpythonArgs(Args):
+    kernel_id: str = KernelId
+    code: str
+    yield_time_ms: int = Field(5000, ge=0, le=30000, description="wait this long; 0 returns the handle at once")
+    request_id: str | None = Field(None, description="idempotency key")
+
+
+class ReadCellArgs(Args):
+    kernel_id: str = KernelId
+    cell_id: str = Field(description="execution handle, e.g. c12")
+    yield_time_ms: int = Field(0, ge=0, le=30000, description="wait up to this long for it to finish")
+    cursor: int | None = Field(None, ge=0, description="output offset; default: where you last read")
+
+
+class InterruptArgs(Args):
+    kernel_id: str = KernelId
+    cell_id: str | None = Field(None, description="handle to stop; default: what runs")
+
+
+class MarkdownArgs(Args):
+    kernel_id: str = KernelId
+    source: str
+
+
+class RunStaleArgs(Args):
+    kernel_id: str = KernelId
+    execute: bool = Field(False, description="run the plan; default: only show it")
+
+
+class RunCellsArgs(Args):
+    kernel_id: str = KernelId
+    cells: list[str | int] = Field(min_length=1, description="cell ids or 0-based indexes, run in this order")
+
+
+class InspectArgs(Args):
+    kernel_id: str = KernelId
+    name: str = Field(description="variable or expression, e.g. df or df['a']")
+
+
+class WatchFileArgs(Args):
+    kernel_id: str = KernelId
+    path: str = Field(description="file whose changes make its reader cells stale")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args: type[Args]
+    method: str
+    kind: ResultKind
+    #: Whether this call may start the daemon (only one that creates a kernel should).
+    starts_daemon: bool = False
+    read_only: bool = False
+
+
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "create_kernel",
+        "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
+        CreateKernelArgs,
+        "create_kernel",
+        "kernel",
+        starts_daemon=True,
+    ),
+    ToolSpec("list_kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, "list_kernels", "kernels", read_only=True),
+    ToolSpec("close_kernel", "Shut a kernel down.", KernelArgs, "close_kernel", "kernel"),
+    ToolSpec(
+        "ipython",
+        "Run code in the kernel, keeping state. Returns output (bounded) or, if still running after"
+        " yield_time_ms, a handle for read_cell.",
+        IpythonArgs,
+        "execute",
+        "execution",
+    ),
+    ToolSpec("read_cell", "Output of an execution since you last read it; its state.", ReadCellArgs, "read_execution", "execution", read_only=True),
+    ToolSpec("interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, "interrupt", "interrupt"),
+    ToolSpec("list_cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, "list_cells", "cells", read_only=True),
+    ToolSpec("markdown", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, "markdown", "json"),
+    ToolSpec(
+        "run_stale",
+        "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
+        RunStaleArgs,
+        "run_stale",
+        "stale",
+    ),
+    ToolSpec("run_cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, "run_cells", "batch"),
+    ToolSpec("inspect", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, "inspect", "json", read_only=True),
+    ToolSpec("namespace", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, "namespace", "json", read_only=True),
+    ToolSpec("watch_file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, "watch_file", "json"),
+)
+
+BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
+
+
+def engine_params(spec: ToolSpec, args: Args) -> dict[str, Any]:
+    """Map validated tool arguments onto the engine method's keyword arguments."""
+    values = args.model_dump(exclude_none=True)
+    if spec.method == "read_execution":
+        values["handle"] = values.pop("cell_id")
+    elif spec.method == "interrupt" and "cell_id" in values:
+        values["handle"] = values.pop("cell_id")
+    elif spec.method == "run_cells":
+        values["cells"] = [str(c) for c in values["cells"]]
+    return values
+
+
+def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema without titles, ``null`` branches or empty ``properties``."""
+    schema = model.model_json_schema()
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, dict):
+            node = {k: clean(v) for k, v in node.items() if k != "title"}
+            branches = node.get("anyOf")
+            if isinstance(branches, list):
+                kept = [b for b in branches if b != {"type": "null"}]
+                if len(kept) == 1:
+                    node.pop("anyOf")
+                    node = {**kept[0], **node}
+                else:
+                    node["anyOf"] = kept
+            if node.get("default", ...) is None:
+                node.pop("default")
+            return node
+        if isinstance(node, list):
+            return [clean(v) for v in node]
+        return node
+
+    out = clean(schema)
+    out.pop("additionalProperties", None)
+    if not out.get("properties"):
+        out = {"type": "object"}
+    return out

@@ -1,0 +1,168 @@
+"""Streamable HTTP transport: the SDK's app behind a bearer-token check, served by uvicorn.
+
+Every HTTP request must carry ``Authorization: Bearer <token>`` (compared in constant time);
+anything else gets 401 before it reaches the MCP app. The token comes from
+``IPYKEEP_MCP_TOKEN`` or is generated and shown once on stderr; it never appears in logs.
+A non-loopback host is refused unless the token was given explicitly.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+
+from ..core.errors import UsageError
+from .server import IpykeepMcp
+
+log = logging.getLogger("ipykeep.mcp")
+
+TOKEN_ENV = "IPYKEEP_MCP_TOKEN"
+MCP_PATH = "/mcp"
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    host: str
+    port: int
+    token: str
+    token_explicit: bool
+    connection_file: Path | None = None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str, bool]:
+    """The token to require, and whether it was given explicitly."""
+    env = os.environ if environ is None else environ
+    given = env.get(TOKEN_ENV, "").strip()
+    if given:
+        return given, True
+    if not is_loopback(host):
+        raise UsageError(
+            f"refusing to listen on non-loopback host {host} with a generated token",
+            hint=f"set {TOKEN_ENV} to a long random secret, or use --host 127.0.0.1",
+        )
+    return secrets.token_urlsafe(32), False
+
+
+class BearerAuth:
+    """ASGI middleware: 401 unless the request carries the bearer token."""
+
+    def __init__(self, app: AsgiApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    def _authorized(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers") or []:
+            if name.lower() == b"authorization":
+                return hmac.compare_digest(value, self._expected)
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        log.warning("refused %s %s: missing or wrong bearer token", scope.get("method", ""), scope.get("path", ""))
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps(
+            {"code": "unauthorized", "message": "missing or wrong bearer token", "retryable": False,
+             "hint": "send Authorization: Bearer <token> (see the connection file)"}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="ipykeep"'),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def write_connection_file(path: Path, url: str, token: str) -> None:
+    """Write ``{"url", "headers"}`` as 0600, atomically (never readable by others, even briefly)."""
+    path = path.expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"url": url, "headers": {"Authorization": f"Bearer {token}"}}, fh)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{MCP_PATH}"
+
+
+async def run_http(app: IpykeepMcp, opts: HttpOptions) -> None:
+    import uvicorn
+
+    server = app.server()
+    starlette_app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=opts.host)
+    sock = _bind(opts.host, opts.port)
+    port = sock.getsockname()[1]
+    url = _url(opts.host, port)
+    config = uvicorn.Config(
+        BearerAuth(starlette_app, opts.token),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        log_level="warning",
+    )
+    http = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(http.serve, [sock])
+        while not http.started:
+            if http.should_exit:
+                return
+            await anyio.sleep(0.02)
+        if opts.connection_file is not None:
+            write_connection_file(opts.connection_file, url, opts.token)
+        sys.stderr.write(f"ipykeep MCP server listening on {url}\n")
+        if not opts.token_explicit:
+            sys.stderr.write(f"bearer token (shown once): {opts.token}\n")
+        sys.stderr.flush()
+
+
+def serve_http(app: IpykeepMcp, opts: HttpOptions) -> None:
+    anyio.run(run_http, app, opts)

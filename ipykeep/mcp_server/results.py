@@ -1,0 +1,165 @@
+"""Turning engine records into MCP tool results, within budget.
+
+Wire format, chosen because agents pay for every byte the client receives:
+
+- ``content`` carries one text block rendered with ``core.render`` (the same text the CLI
+  prints, with bounded output and its head/tail marker kept as is), followed by image blocks
+  for images the code displayed, each within the pixel and byte caps.
+- ``structuredContent`` carries a compact machine-readable summary of the record (handles,
+  states, counts, artifact URIs, error names) and never repeats the output text, so a result is
+  not paid for twice. Tools whose record is itself the payload (``inspect``, ``namespace``…)
+  send it once, as compact JSON text.
+- Failures set ``isError`` and carry the error envelope ``{code, message, retryable, hint}``
+  both as JSON text and as structured content (it is small).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
+
+from ..core.bounding import bound_text
+from ..core.errors import IpykeepError
+from ..core.records import BatchResult, CellsRecord, ExecutionRecord, ImageRef, InterruptResult, KernelRecord
+from ..core.render import render_batch, render_cell_line, render_execution, render_interrupt, render_kernel
+from .catalog import ResultKind
+from .images import ImageLimits, prepare_image
+
+#: Images inlined in one result; the rest are named by path.
+MAX_IMAGES = 4
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def error_result(exc: IpykeepError) -> CallToolResult:
+    env = exc.envelope()
+    return CallToolResult(content=[TextContent(text=_json(env))], structured_content=env, is_error=True)
+
+
+def execution_summary(rec: ExecutionRecord) -> dict[str, Any]:
+    """The structured view of an execution: everything but the output text itself."""
+    out: dict[str, Any] = {"cell_id": rec.handle, "kernel_id": rec.kernel_id, "state": rec.state, "cursor": rec.cursor}
+    if rec.cell_id:
+        out["nb_cell"] = rec.cell_id
+        out["index"] = rec.index
+    if rec.execution_count is not None:
+        out["execution_count"] = rec.execution_count
+    if rec.duration_s is not None:
+        out["duration_s"] = rec.duration_s
+    if rec.output.truncated:
+        out["truncated"] = True
+        out["total_chars"] = rec.output.total_chars
+        out["uri"] = rec.output.uri
+    if rec.output.images:
+        out["images"] = [img.uri for img in rec.output.images]
+    if rec.error:
+        out["error"] = {"ename": rec.error.ename, "evalue": rec.error.evalue[:200]}
+    if rec.notices:
+        out["notices"] = rec.notices
+    return out
+
+
+def _kernel_text(rec: KernelRecord) -> str:
+    text = render_kernel(rec)
+    extra = [f"cwd {rec.cwd}"]
+    if rec.stale_count:
+        extra.append(f"{rec.stale_count} cell(s) need a run (run_stale)")
+    if rec.warm is not None and not rec.warm.finished:
+        extra.append(f"warming: {rec.warm.done}/{rec.warm.total} cells")
+    elif rec.warm is not None:
+        failed = f", {len(rec.warm.failed)} failed: {', '.join(rec.warm.failed)}" if rec.warm.failed else ""
+        extra.append(f"warmed {rec.warm.done}/{rec.warm.total} cells{failed}")
+    head, _, rest = text.partition("\n")
+    return "\n".join([head, "  " + "; ".join(extra)] + ([rest] if rest else []))
+
+
+def _kernel_summary(rec: KernelRecord) -> dict[str, Any]:
+    return rec.model_dump(mode="json", exclude_none=True, exclude={"cells"})
+
+
+def _cells_text(rec: CellsRecord) -> str:
+    lines = [f"{rec.kernel_id} {rec.notebook or '(scratch kernel: no notebook)'}: {len(rec.cells)} cell(s)"]
+    lines.extend(render_cell_line(c) for c in rec.cells)
+    if rec.scratch:
+        lines.append("recent scratch executions:")
+        lines.extend("  " + render_execution(r).splitlines()[0] for r in rec.scratch)
+    return "\n".join(lines)
+
+
+async def _images(refs: list[ImageRef], limits: ImageLimits) -> tuple[list[ContentBlock], list[str]]:
+    blocks: list[ContentBlock] = []
+    notes: list[str] = []
+    for i, ref in enumerate(refs):
+        if i >= MAX_IMAGES:
+            notes.append(f"image not inlined (more than {MAX_IMAGES} in one result): {ref.path}")
+            continue
+        prepared = await anyio.to_thread.run_sync(prepare_image, Path(ref.path), ref.mime, limits)
+        if prepared.data is not None:
+            blocks.append(ImageContent(data=base64.b64encode(prepared.data).decode(), mime_type=prepared.mime))
+        if prepared.note:
+            notes.append(prepared.note)
+    return blocks, notes
+
+
+class ResultBuilder:
+    """Builds tool results under the configured text and image budgets."""
+
+    def __init__(self, limits: ImageLimits, max_chars: int) -> None:
+        self.limits = limits
+        #: Cap for listings and JSON payloads (outputs are already bounded by the engine).
+        self.listing_chars = max_chars * 4
+
+    def _bounded(self, text: str) -> str:
+        return bound_text(text, self.listing_chars).text
+
+    async def build(self, kind: ResultKind, raw: Any) -> CallToolResult:
+        if kind == "execution":
+            rec = ExecutionRecord.model_validate(raw)
+            return await self._with_images(render_execution(rec), rec.output.images, execution_summary(rec))
+        if kind == "batch" or (kind == "stale" and isinstance(raw, dict) and "results" in raw):
+            batch = BatchResult.model_validate(raw)
+            summary = {
+                "kernel_id": batch.kernel_id,
+                "ok": batch.ok,
+                "results": [execution_summary(r) for r in batch.results],
+                "skipped": [s.model_dump() for s in batch.skipped],
+            }
+            if batch.notices:
+                summary["notices"] = batch.notices
+            images = [img for r in batch.results for img in r.output.images]
+            return await self._with_images(render_batch(batch), images, summary)
+        if kind == "kernel":
+            rec = KernelRecord.model_validate(raw)
+            return self._text(_kernel_text(rec), _kernel_summary(rec))
+        if kind == "kernels":
+            recs = [KernelRecord.model_validate(r) for r in raw]
+            text = "\n".join(_kernel_text(r) for r in recs) if recs else "no kernels running"
+            return self._text(self._bounded(text), {"kernels": [_kernel_summary(r) for r in recs]})
+        if kind == "cells":
+            # RPC drops None fields, and CellsRecord.notebook has no default (scratch kernels).
+            rec = CellsRecord.model_validate({"notebook": None, **raw})
+            counts = Counter(c.state for c in rec.cells)
+            summary = {"kernel_id": rec.kernel_id, "notebook": rec.notebook, "counts": dict(counts)}
+            return self._text(self._bounded(_cells_text(rec)), summary)
+        if kind == "interrupt":
+            res = InterruptResult.model_validate(raw)
+            return self._text(render_interrupt(res), res.model_dump(mode="json", exclude_none=True))
+        return self._text(self._bounded(_json(raw)), None)
+
+    @staticmethod
+    def _text(text: str, structured: dict[str, Any] | None) -> CallToolResult:
+        return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+
+    async def _with_images(self, text: str, refs: list[ImageRef], structured: dict[str, Any]) -> CallToolResult:
+        blocks, notes = await _images(refs, self.limits)
+        if notes:
+            text = "\n".join([text, *(f"note: {n}" for n in notes)])
+        return CallToolResult(content=[TextContent(text=text), *blocks], structured_content=structured)

@@ -1,0 +1,78 @@
+"""The list of kernels the Jupyter server must host, shared by the daemon and the server.
+
+The daemon writes it (0600, atomically) and asks the server to re-read it; the server adopts
+what is new, re-adopts what changed (a kernel restarted by ipykeep has a new connection file)
+and lets go of what is gone. Standard library only: both processes import it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AdoptedKernel:
+    #: the id Jupyter knows the kernel by (a UUID: Jupyter's URLs only route UUIDs)
+    server_id: str
+    #: ipykeep's id (``k1``), shown as the kernel's display name
+    kernel_id: str
+    connection_file: str
+    pid: int
+    #: notebook paths relative to the server's root dir that get a session bound to this kernel
+    session_paths: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["session_paths"] = list(self.session_paths)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AdoptedKernel:
+        return cls(
+            server_id=str(data["server_id"]),
+            kernel_id=str(data["kernel_id"]),
+            connection_file=str(data["connection_file"]),
+            pid=int(data["pid"]),
+            session_paths=tuple(str(p) for p in data.get("session_paths", ())),
+        )
+
+
+@dataclass(frozen=True)
+class AdoptionSpec:
+    daemon_pid: int
+    kernels: tuple[AdoptedKernel, ...] = field(default_factory=tuple)
+    #: an extra browser origin allowed on the websocket (a tunnel's public URL), if any
+    origin: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"daemon_pid": self.daemon_pid, "kernels": [k.to_json() for k in self.kernels], "origin": self.origin}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> AdoptionSpec:
+        return cls(
+            daemon_pid=int(data["daemon_pid"]),
+            kernels=tuple(AdoptedKernel.from_json(k) for k in data.get("kernels", [])),
+            origin=data.get("origin"),
+        )
+
+
+def write_private_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically, readable by the owner only."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def write_spec(path: Path, spec: AdoptionSpec) -> None:
+    write_private_json(path, spec.to_json())
+
+
+def read_spec(path: Path) -> AdoptionSpec:
+    return AdoptionSpec.from_json(json.loads(path.read_text(encoding="utf-8")))

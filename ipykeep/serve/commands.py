@@ -1,0 +1,78 @@
+"""``ipykeep serve`` and ``ipykeep publish``: thin clients of the daemon's serve methods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..core.client import connect
+from ..core.errors import IpykeepError, UsageError
+from ..core.records import KernelRecord
+from . import errors as _errors  # noqa: F401  (registers serve error codes for RPC replies)
+
+
+def _fail(exc: IpykeepError) -> typer.Exit:
+    typer.echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        typer.echo(f"hint: {exc.hint}", err=True)
+    return typer.Exit(exc.exit_code)
+
+
+def _abs(path: Optional[str]) -> Optional[str]:
+    return str(Path(path).expanduser().resolve()) if path else None
+
+
+def parse_captions(items: List[str]) -> dict[str, str]:
+    """``ID=CAPTION`` pairs (the caption may contain ``=``); a bare ID gets an empty caption."""
+    out: dict[str, str] = {}
+    for item in items:
+        ref, sep, caption = item.partition("=")
+        if not ref.strip():
+            raise UsageError(f"--cell {item!r} names no cell", hint="use --cell ID=CAPTION (id or 0-based index)")
+        out[ref.strip()] = caption.strip() if sep else ""
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def serve(
+        notebook: Optional[str] = typer.Argument(None, help="Serve this notebook's kernel (optional with one kernel)."),
+        stop: bool = typer.Option(False, "--stop", help="Detach the kernel from the Jupyter server instead."),
+        as_json: bool = typer.Option(False, "--json", help="Print compact JSON."),
+    ) -> None:
+        """Open the running kernel in JupyterLab / VS Code: prints the server URL with its token."""
+        try:
+            client = connect(Path.cwd())
+            rec = KernelRecord.model_validate(client.call("unserve" if stop else "serve", notebook=_abs(notebook)))
+        except IpykeepError as exc:
+            raise _fail(exc) from None
+        if as_json:
+            typer.echo(json.dumps(rec.model_dump(mode="json", exclude_none=True), separators=(",", ":")))
+        elif stop:
+            typer.echo(f"{rec.kernel_id} is no longer served")
+        else:
+            typer.echo(f"{rec.kernel_id} ({rec.notebook or 'scratch'}) is served at:")
+            typer.echo(rec.served_url or "")
+
+    @app.command()
+    def publish(
+        notebook: Optional[str] = typer.Argument(None, help="Publish this notebook's kernel (optional with one kernel)."),
+        cell: List[str] = typer.Option([], "--cell", help="Highlight a cell: ID=CAPTION (repeatable)."),
+        tunnel: bool = typer.Option(False, "--tunnel", help="Also expose it through a cloudflared quick tunnel."),
+        as_json: bool = typer.Option(False, "--json", help="Print compact JSON."),
+    ) -> None:
+        """A live, token-protected view of the kernel's notebook with captioned cells."""
+        try:
+            captions = parse_captions(cell)
+            client = connect(Path.cwd())
+            res = client.call("publish", notebook=_abs(notebook), cells=captions or None, tunnel=tunnel)
+        except IpykeepError as exc:
+            raise _fail(exc) from None
+        if as_json:
+            typer.echo(json.dumps(res, separators=(",", ":")))
+        else:
+            typer.echo(f"{res['kernel_id']} published:")
+            typer.echo(res["url"])

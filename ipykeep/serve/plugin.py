@@ -1,0 +1,292 @@
+"""The engine plugin behind ``--serve`` and ``publish``.
+
+``ServePlugin(engine)`` keeps, per daemon, at most one Jupyter server (``launcher``) and the
+set of kernels it hosts. A kernel is hosted while it is *served* (``serve``) or *published*
+(``publish``); the server starts with the first hosted kernel and stops with the last one,
+when a kernel closes (``kernel_closing``), and on daemon exit (``shutdown``), each time
+waiting for the process to be gone.
+
+Executions started by other clients of a kernel (JupyterLab, VS Code, the websocket API) reach
+the daemon on the broadcast iopub channel; ``foreign_message`` turns them into executions of
+kind ``"browser"``: recorded like scratch code, archived, and reported to the engine's
+staleness layer through ``Engine.note_foreign_execution`` when the engine has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from ..core.errors import MissingExtraError, UsageError
+from ..core.execution import Execution
+from ..core.records import KernelRecord
+from .adoption import AdoptedKernel, AdoptionSpec
+
+log = logging.getLogger("ipykeep.serve")
+
+EXTRA_HINT = "pip install 'ipykeep[serve]'"
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """What the server does with one kernel."""
+
+    server_id: str
+    served: bool = False
+    #: API path of the published copy (relative to the project root), when published
+    published_path: str | None = None
+    captions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class _BrowserRuns:
+    """Browser executions in progress on one kernel, by the msg_id of their request."""
+
+    by_parent: dict[str, Execution] = field(default_factory=dict)
+
+
+def require_serve_extra(command: str) -> None:
+    """Fail fast, before any process starts, when the Jupyter packages are missing."""
+    needed = ["jupyter_server", "jupyterlab" if command == "lab" else "notebook"]
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingExtraError(
+            f"serving kernels to Jupyter needs {', '.join(missing)}, which is not installed",
+            hint=f"install the serve extra: {EXTRA_HINT}",
+        )
+
+
+class ServePlugin:
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.server: Any = None  # launcher.JupyterServer while one runs
+        self.tunnel: Any = None  # tunnel.QuickTunnel while one runs
+        self.hosting: dict[str, Hosting] = {}
+        self._runs: dict[str, _BrowserRuns] = {}
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- RPC ---------------------------------------------------------------------------------
+    def rpc_methods(self) -> dict[str, Any]:
+        return {"serve": self.serve, "unserve": self.unserve, "publish": self.publish}
+
+    async def serve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
+        """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
+        entry = self.engine._live(kernel_id, notebook)
+        require_serve_extra(entry.config.server_command)
+        async with self._lock:
+            old = self.hosting.get(entry.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
+            self.hosting[entry.kernel_id] = replace(old, served=True)
+            try:
+                await self._apply()
+            except BaseException:
+                self._forget(entry.kernel_id, old if old.served or old.published_path else None)
+                raise
+            entry.served_url = self._url(self._notebook_api_path(entry))
+        return self.engine.kernel_record(entry)
+
+    async def unserve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
+        """Detach the kernel from the Jupyter server (also ends its publication)."""
+        entry = self.engine.entry(kernel_id, notebook)
+        async with self._lock:
+            if self.hosting.pop(entry.kernel_id, None) is not None:
+                await self._apply()
+            entry.served_url = None
+            entry.published = False
+        return self.engine.kernel_record(entry)
+
+    async def publish(
+        self,
+        kernel_id: str | None = None,
+        notebook: str | None = None,
+        cells: dict[str, str] | None = None,
+        tunnel: bool = False,
+    ) -> dict[str, Any]:
+        """A live, token-protected view of the kernel's notebook with ``cells`` captioned.
+
+        Returns ``{"url", "kernel_id", "path"}``; the same URL while the publication lives.
+        """
+        from . import publish as view
+        from .tunnel import QuickTunnel, require_cloudflared
+
+        entry = self.engine._live(kernel_id, notebook)
+        require_serve_extra(entry.config.server_command)
+        if tunnel:
+            require_cloudflared()
+        if cells is not None and not isinstance(cells, dict):
+            raise UsageError("cells must map cell ids (or indexes) to captions", hint='e.g. {"a1b2": "the fit"}')
+        captions = tuple(sorted((str(k), str(v)) for k, v in (cells or {}).items()))
+        async with self._lock:
+            target, nb, handles = self._publish_source(entry)
+            rendered = view.highlight(nb, dict(captions), handles)  # bad cell names fail here
+            view.write_view(target, rendered)
+            rel = target.relative_to(self.engine.paths.root).as_posix()
+            old = self.hosting.get(entry.kernel_id)
+            base = old or Hosting(server_id=str(uuid.uuid4()))
+            self.hosting[entry.kernel_id] = replace(base, published_path=rel, captions=captions)
+            try:
+                await self._apply()
+            except BaseException:
+                self._forget(entry.kernel_id, old)
+                raise
+            if tunnel and self.tunnel is None:
+                t = QuickTunnel(self.server.base_url)
+                await t.start()  # raises TunnelError: no silent local fallback
+                self.tunnel = t
+                await self._apply()
+            entry.published = True
+            public = self.tunnel.public_url if (tunnel and self.tunnel) else None
+            return {"url": self._url(rel, base=public), "kernel_id": entry.kernel_id, "path": rel}
+
+    # -- engine hooks ------------------------------------------------------------------------
+    async def kernel_closing(self, engine: Any, entry: Any) -> None:
+        entry.served_url = None
+        entry.published = False
+        self._runs.pop(entry.kernel_id, None)
+        async with self._lock:
+            if self.hosting.pop(entry.kernel_id, None) is not None:
+                await self._apply()
+
+    async def kernel_restarted(self, engine: Any, entry: Any) -> None:
+        # A new process and connection file: the server re-adopts it under the same id.
+        self._runs.pop(entry.kernel_id, None)
+        async with self._lock:
+            if entry.kernel_id in self.hosting:
+                await self._apply()
+
+    def foreign_message(self, engine: Any, entry: Any, msg: dict[str, Any]) -> None:
+        parent = (msg.get("parent_header") or {}).get("msg_id")
+        if not parent:
+            return
+        runs = self._runs.setdefault(entry.kernel_id, _BrowserRuns())
+        mtype = msg["header"]["msg_type"]
+        ex = runs.by_parent.get(parent)
+        if ex is None:
+            if mtype != "execute_input":
+                return  # not an execution (kernel_info, comms, completions…)
+            ex = engine._new_execution(entry, msg["content"].get("code", ""), "browser")
+            ex.msg_id = parent
+            ex.start()
+            runs.by_parent[parent] = ex
+            entry.touch()
+        if mtype == "status" and msg["content"].get("execution_state") == "idle":
+            runs.by_parent.pop(parent, None)
+            ex.finish(ex.outcome_after_idle())
+            entry.archive.append_execution(ex)
+            entry.touch()
+            note = getattr(engine, "note_foreign_execution", None)
+            if note is not None:
+                task = asyncio.get_running_loop().create_task(self._note(note, entry, ex))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            return
+        ex.on_iopub(msg)
+
+    async def shutdown(self, engine: Any = None) -> None:
+        """Daemon exit: stop the tunnel and the server, waiting for both processes."""
+        async with self._lock:
+            self.hosting.clear()
+            await self._stop_processes()
+
+    # -- internals ---------------------------------------------------------------------------
+    @staticmethod
+    async def _note(note: Any, entry: Any, ex: Execution) -> None:
+        try:
+            await note(entry, ex)
+        except Exception:
+            log.exception("staleness update for browser execution %s failed", ex.handle)
+
+    def _forget(self, kernel_id: str, previous: Hosting | None) -> None:
+        if previous is None:
+            self.hosting.pop(kernel_id, None)
+        else:
+            self.hosting[kernel_id] = previous
+
+    def _notebook_api_path(self, entry: Any) -> str | None:
+        if entry.notebook is None:
+            return None
+        try:
+            return Path(entry.notebook).relative_to(self.engine.paths.root).as_posix()
+        except ValueError:
+            raise UsageError(
+                f"{entry.notebook} is outside the project {self.engine.paths.root}; Jupyter cannot open it",
+                hint="start ipykeep from a directory that contains the notebook",
+            ) from None
+
+    def _publish_source(self, entry: Any) -> tuple[Path, Any, list[str | None] | None]:
+        from .publish import notebook_view
+
+        out_dir = self.engine.paths.state / "publish" / entry.kernel_id
+        if entry.notebook is not None:
+            return out_dir / Path(entry.notebook).name, notebook_view(Path(entry.notebook)), None
+        nb = entry.archive.to_notebook()
+        handles = [e.get("handle") for e in entry.archive.entries()]
+        return out_dir / "record.ipynb", nb, handles
+
+    def _spec(self) -> AdoptionSpec:
+        kernels = []
+        for kid, host in self.hosting.items():
+            entry = self.engine.kernels.get(kid)
+            if entry is None or entry.closed or not entry.process.connection_file or not entry.process.pid:
+                continue
+            paths: list[str] = []
+            nb = self._notebook_api_path(entry)
+            if host.served and nb:
+                paths.append(nb)
+            if host.published_path:
+                paths.append(host.published_path)
+            kernels.append(
+                AdoptedKernel(
+                    server_id=host.server_id,
+                    kernel_id=kid,
+                    connection_file=str(entry.process.connection_file),
+                    pid=int(entry.process.pid),
+                    session_paths=tuple(paths),
+                )
+            )
+        import os
+
+        origin = self.tunnel.public_url if self.tunnel is not None else None
+        return AdoptionSpec(daemon_pid=os.getpid(), kernels=tuple(kernels), origin=origin)
+
+    async def _apply(self) -> None:
+        """Make the server host exactly ``self.hosting`` (start or stop it as needed)."""
+        if not self.hosting:
+            await self._stop_processes()
+            return
+        spec = self._spec()
+        if self.server is None or not self.server.running:
+            from .launcher import JupyterServer
+
+            cfg = self.engine.config
+            self.server = JupyterServer(self.engine.paths, command=cfg.server_command, port=cfg.serve_port)
+            await self.server.start(spec)
+        await self.server.sync(spec)
+
+    async def _stop_processes(self) -> None:
+        if self.tunnel is not None:
+            await self.tunnel.stop()
+            self.tunnel = None
+        if self.server is not None:
+            await self.server.stop()
+            self.server = None
+        for entry in self.engine.kernels.values():
+            entry.served_url = None
+            entry.published = False
+
+    def _url(self, api_path: str | None, *, base: str | None = None) -> str:
+        assert self.server is not None
+        root = base or self.server.base_url
+        lab = self.server.command == "lab"
+        if api_path is None:
+            page = "/lab" if lab else "/tree"
+        else:
+            page = ("/lab/tree/" if lab else "/notebooks/") + quote(api_path)
+        return f"{root}{page}?token={self.server.token}"

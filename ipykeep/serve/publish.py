@@ -1,0 +1,81 @@
+"""The copy of a kernel's notebook that ``publish`` shows, with the named cells highlighted.
+
+The user's notebook is never touched: ``publish`` renders a copy under
+``.ipykeep/publish/<kernel_id>/`` (the bound notebook as it is on disk, or for a scratch kernel
+its archival record). Each highlighted cell gets
+
+- a Markdown caption cell inserted just above it (``**▶ caption**``, tagged
+  ``ipykeep-caption``), which every front end shows without any extension, and
+- the tag ``ipykeep-highlight`` plus ``metadata.ipykeep.caption`` on the cell itself, for
+  tools that read notebook metadata.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from ..core.errors import UnknownCellError
+from ..core.notebook import _repair_ids, _to_v4, _load_json
+from .adoption import write_private_json
+
+CAPTION_TAG = "ipykeep-caption"
+HIGHLIGHT_TAG = "ipykeep-highlight"
+
+
+def _resolve(nb: Any, ref: str, handles: list[str | None]) -> int:
+    """Index of the cell named by ``ref``: cell id, execution handle (records), or 0-based index."""
+    for i, cell in enumerate(nb.cells):
+        if cell.get("id") == ref:
+            return i
+    if ref in handles:
+        return handles.index(ref)
+    if ref.isdigit() and int(ref) < len(nb.cells):
+        return int(ref)
+    raise UnknownCellError(
+        f"no cell {ref!r} to highlight (the view has {len(nb.cells)} cells)",
+        hint="name cells by id or 0-based index (`ipykeep status`); for a scratch kernel by handle (c3)",
+    )
+
+
+def highlight(nb: Any, captions: dict[str, str], handles: list[str | None] | None = None) -> Any:
+    """A copy of ``nb`` with a caption cell above each named cell (names resolved before inserting)."""
+    nb = copy.deepcopy(nb)
+    handles = handles or [None] * len(nb.cells)
+    targets = sorted(((_resolve(nb, ref, handles), text) for ref, text in captions.items()), reverse=True)
+    for index, text in targets:
+        cell = nb.cells[index]
+        tags = list(cell.metadata.get("tags", []))
+        if HIGHLIGHT_TAG not in tags:
+            tags.append(HIGHLIGHT_TAG)
+        cell.metadata["tags"] = tags
+        cell.metadata["ipykeep"] = {"caption": text}
+        caption = nbformat.v4.new_markdown_cell(f"**▶ {text}**")
+        caption.metadata["tags"] = [CAPTION_TAG]
+        nb.cells.insert(index, caption)
+    return nb
+
+
+def notebook_view(path: Path) -> Any:
+    data, _raw = _load_json(path)
+    nb = _to_v4(data, path)
+    _repair_ids(nb)
+    return nb
+
+
+def write_view(target: Path, nb: Any) -> bool:
+    """Write the view if it differs from what is there; True when written."""
+    text = nbformat.writes(nb)
+    if target.exists() and target.read_text(encoding="utf-8") == text:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)
+    return True
+
+
+__all__ = ["highlight", "notebook_view", "write_view", "write_private_json", "CAPTION_TAG", "HIGHLIGHT_TAG"]

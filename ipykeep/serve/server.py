@@ -1,0 +1,182 @@
+"""The Jupyter server process: ``python -m ipykeep.serve.server SETTINGS_JSON``.
+
+Started by the daemon (``launcher``). ``SETTINGS_JSON`` (0600) carries the front end (lab or
+notebook), port, root dir, token and the path of the adoption list. The server is a stock
+JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and three additions:
+
+- ``POST /ipykeep/sync`` (token required) re-reads the adoption list: adopt new kernels,
+  re-adopt restarted ones, let go of removed ones, and register a session per notebook path so
+  the front end opens it bound to its kernel;
+- the restart action is answered 403 (Jupyter's own handler would turn the refusal into a 500);
+- a watchdog stops the server within a second when the daemon that started it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.services.kernels.handlers import (
+    KernelActionHandler,
+    _kernel_action_regex,
+    _kernel_id_regex,
+)
+from jupyter_server.utils import url_path_join
+from tornado import web
+from tornado.ioloop import PeriodicCallback
+from traitlets.config import Config
+
+from .adoption import AdoptionSpec, read_spec
+from .kernels import REFUSE_RESTART, AdoptingKernelManager
+
+
+def server_config(settings: dict[str, Any]) -> Config:
+    """Traitlets configuration of the hosting server (token and ports from ``settings``)."""
+    cfg = Config()
+    cfg.ServerApp.ip = "127.0.0.1"
+    cfg.ServerApp.port = int(settings["port"])
+    cfg.ServerApp.port_retries = 0
+    cfg.ServerApp.open_browser = False
+    cfg.ServerApp.root_dir = settings["root_dir"]
+    cfg.ServerApp.kernel_manager_class = "ipykeep.serve.kernels.AdoptingKernelManager"
+    cfg.ServerApp.contents_manager_class = "ipykeep.serve.contents.ReplacingFileManager"
+    cfg.ServerApp.kernel_websocket_connection_class = "ipykeep.serve.kernels.GuardedChannelsConnection"
+    cfg.ServerApp.shutdown_no_activity_timeout = 0
+    # The server runs as whoever runs the daemon (root in containers and CI).
+    cfg.ServerApp.allow_root = True
+    cfg.IdentityProvider.token = settings["token"]
+    cfg.MappingKernelManager.cull_idle_timeout = 0
+    # Published copies live under .ipykeep/publish; without this Jupyter would hide them.
+    cfg.ContentsManager.allow_hidden = True
+    cfg.LabApp.news_url = None
+    cfg.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
+    cfg.LabServerApp.open_browser = False
+    return cfg
+
+
+class SyncHandler(APIHandler):
+    """POST /ipykeep/sync: re-read the adoption list and reconcile."""
+
+    @web.authenticated
+    async def post(self) -> None:
+        hosted = await reconcile(self.settings["ipykeep_serverapp"], Path(self.settings["ipykeep_spec_path"]))
+        self.finish(json.dumps({"kernels": hosted}))
+
+
+class RefusingKernelActionHandler(KernelActionHandler):
+    """Interrupt passes through; restart is refused with 403 (see ``kernels``)."""
+
+    @web.authenticated
+    async def post(self, kernel_id: str, action: str) -> None:
+        if action == "restart":
+            self.kernel_manager._check_kernel_id(kernel_id)
+            raise web.HTTPError(403, REFUSE_RESTART)
+        await super().post(kernel_id, action)
+
+
+_reconcile_lock: asyncio.Lock | None = None
+
+
+async def reconcile(serverapp: Any, spec_path: Path) -> list[str]:
+    """Serialised: the start-up sync and a daemon's sync may overlap."""
+    global _reconcile_lock
+    if _reconcile_lock is None:
+        _reconcile_lock = asyncio.Lock()
+    async with _reconcile_lock:
+        return await _reconcile(serverapp, spec_path)
+
+
+async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
+    km: AdoptingKernelManager = serverapp.kernel_manager
+    sm = serverapp.session_manager
+    spec: AdoptionSpec = read_spec(spec_path)
+    wanted = {k.server_id: k for k in spec.kernels}
+    # A tunnel's public origin must pass Jupyter's websocket origin check.
+    serverapp.web_app.settings["allow_origin"] = spec.origin or ""
+    sessions = await sm.list_sessions()
+    for kid in list(km.list_kernel_ids()):
+        k = wanted.get(kid)
+        moved = k is not None and (km.adopted_pid(kid) != k.pid or km.adopted_connection_file(kid) != k.connection_file)
+        if k is None or moved:
+            for s in sessions:
+                if s["kernel"]["id"] == kid:
+                    sm.cursor.execute("DELETE FROM session WHERE session_id=?", (s["id"],))
+            km.detach(kid)
+    sessions = await sm.list_sessions()
+    bound = {(s["path"], s["kernel"]["id"]) for s in sessions}
+    for kid, k in wanted.items():
+        if kid not in km:
+            if not Path(k.connection_file).exists():
+                serverapp.log.warning("kernel %s has no connection file any more; not adopted", k.kernel_id)
+                continue
+            km.adopt(kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}")
+        for path in k.session_paths:
+            if (path, kid) in bound:
+                continue
+            # A session for this path bound to another kernel would make the front end pick it.
+            for s in sessions:
+                if s["path"] == path and s["kernel"]["id"] != kid:
+                    sm.cursor.execute("DELETE FROM session WHERE session_id=?", (s["id"],))
+            await sm.create_session(path=path, name=Path(path).name, type="notebook", kernel_id=kid)
+    return sorted(km.list_kernel_ids())
+
+
+def install(serverapp: Any, spec_path: Path, daemon_pid: int) -> None:
+    """Add ipykeep's handlers and watchdog to an initialized server."""
+    web_app = serverapp.web_app
+    web_app.settings["ipykeep_serverapp"] = serverapp
+    web_app.settings["ipykeep_spec_path"] = str(spec_path)
+    base = web_app.settings.get("base_url", "/")
+    # add_handlers puts these before the server's own rules, so they take precedence.
+    web_app.add_handlers(
+        ".*$",
+        [
+            (url_path_join(base, r"/ipykeep/sync"), SyncHandler),
+            (
+                url_path_join(base, r"/api/kernels/%s/%s" % (_kernel_id_regex, _kernel_action_regex)),
+                RefusingKernelActionHandler,
+            ),
+        ],
+    )
+
+    def watchdog() -> None:
+        if os.getppid() != daemon_pid:
+            serverapp.log.warning("the ipykeep daemon (pid %d) is gone; stopping", daemon_pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    PeriodicCallback(watchdog, 1000).start()
+
+    async def first_sync() -> None:
+        try:
+            await reconcile(serverapp, spec_path)
+        except Exception:
+            serverapp.log.exception("could not adopt ipykeep's kernels")
+
+    serverapp.io_loop.add_callback(first_sync)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    settings_path = Path(args[0])
+    settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    if settings["command"] == "notebook":
+        from notebook.app import JupyterNotebookApp as App
+    else:
+        from jupyterlab.labapp import LabApp as App
+    serverapp = App.initialize_server(argv=[], config=server_config(settings))
+    # The token is ipykeep's even if a user configuration file sets another one.
+    serverapp.identity_provider.token = settings["token"]
+    if not isinstance(serverapp.kernel_manager, AdoptingKernelManager):
+        sys.exit("a Jupyter configuration file overrides ServerApp.kernel_manager_class; ipykeep cannot serve")
+    install(serverapp, Path(settings["spec_path"]), int(settings["daemon_pid"]))
+    serverapp.start()
+
+
+if __name__ == "__main__":
+    main()
