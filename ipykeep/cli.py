@@ -7,6 +7,10 @@ or variable; 6 unknown kernel; 7 kernel failed to start or died; 8 timed out; 9 
 
 from __future__ import annotations
 
+from ipykeep._startup import trim_imports
+
+trim_imports()  # before nbformat is imported (see _startup)
+
 import json
 import os
 import sys
@@ -334,6 +338,7 @@ def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) ->
 
 def main() -> None:
     from .cli_extensions import register_all
+
 
     register_all(app)
     app()

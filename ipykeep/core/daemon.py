@@ -9,6 +9,10 @@ has been closed; its kernels go with it, however it exits (see ``core.kernel``).
 
 from __future__ import annotations
 
+from ipykeep._startup import trim_imports
+
+trim_imports()  # before nbformat is imported (see _startup)
+
 import argparse
 import asyncio
 import contextlib
