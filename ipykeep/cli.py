@@ -124,8 +124,6 @@ def start(
     typer.echo(render_kernel(rec))
     if failed:
         typer.echo(f"{len(failed)} cell(s) failed during warm-up: {', '.join(failed)} (the kernel is up)")
-    if rec.served_url:
-        typer.echo(rec.served_url)
 
 
 def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> KernelRecord:

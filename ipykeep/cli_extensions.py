@@ -6,10 +6,10 @@ import typer
 
 
 def register_all(app: typer.Typer) -> None:
+    from .mcp_server.commands import register as register_mcp
+    from .scaffold.commands import register as register_scaffold
     from .serve.commands import register as register_serve
 
-    register_serve(app)
-
-    from .mcp_server.commands import register as register_mcp
-
     register_mcp(app)
+    register_serve(app)
+    register_scaffold(app)

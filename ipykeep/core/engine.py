@@ -158,11 +158,7 @@ class Engine:
         if kernel_id:
             entry = self.kernels.get(kernel_id)
             if entry is None:
-                live = ", ".join(k for k, e in self.kernels.items() if not e.closed) or "none"
-                raise UnknownKernelError(
-                    f"no kernel {kernel_id!r} (running: {live})",
-                    hint="list kernels with `ipykeep status` or the list_kernels tool",
-                )
+                raise self._unknown_kernel(kernel_id)
             return entry
         live = [e for e in self.kernels.values() if not e.closed]
         if notebook:
@@ -180,6 +176,28 @@ class Engine:
         raise UsageError(
             f"{len(live)} kernels are running ({', '.join(self._describe(e) for e in live)}); say which",
             hint="name the notebook (or pass the kernel id)",
+        )
+
+    def _unknown_kernel(self, kernel_id: str) -> UnknownKernelError:
+        """Say what became of a kernel an earlier daemon had, if anything is known."""
+        live = ", ".join(k for k, e in self.kernels.items() if not e.closed) or "none"
+        kdir = self.paths.kernel_dir(kernel_id)
+        closed = kdir / "closed.json"
+        if closed.is_file():
+            with contextlib.suppress(ValueError, OSError):
+                info = json.loads(closed.read_text())
+                return UnknownKernelError(
+                    f"kernel {kernel_id} was closed: {info.get('reason', 'closed')} (running now: {live})",
+                    hint=f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}",
+                )
+        if kdir.is_dir():
+            return UnknownKernelError(
+                f"kernel {kernel_id} belonged to a daemon that is no longer running; its state is gone (running now: {live})",
+                hint=f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}",
+            )
+        return UnknownKernelError(
+            f"no kernel {kernel_id!r} (running: {live})",
+            hint="list kernels with `ipykeep status` or the list_kernels tool",
         )
 
     def _live(self, kernel_id: str | None, notebook: str | None = None) -> KernelEntry:
@@ -459,12 +477,21 @@ class Engine:
                 with contextlib.suppress(Exception):
                     await plugin.kernel_closing(self, entry)
         await entry.process.shutdown(now=True)
+        with contextlib.suppress(OSError):
+            (entry.archive.dir / "closed.json").write_text(
+                json.dumps({"kernel_id": entry.kernel_id, "reason": why, "closed_at": time.time(),
+                            "notebook": str(entry.notebook) if entry.notebook else None})
+            )
         log.info("kernel %s closed: %s", entry.kernel_id, why)
         if self.on_empty and not any(not e.closed for e in self.kernels.values()):
             self.on_empty()
 
     async def shutdown(self) -> None:
         await asyncio.gather(*(self._close(e, "daemon shutting down") for e in self.kernels.values() if not e.closed))
+        for plugin in self.plugins:
+            if hasattr(plugin, "shutdown"):
+                with contextlib.suppress(Exception):
+                    await plugin.shutdown(self)
 
     def _on_death(self, entry: KernelEntry) -> None:
         if entry.closed:
@@ -535,9 +562,11 @@ class Engine:
         ran: list[tuple[Execution, str]] = []
         # Queue every execution first so the handles exist (and show as queued) at once.
         planned = []
+        previous: dict[str, CellRun | None] = {}
         for cid in cell_ids:
             cell = by_id[cid]
             ex = self._new_execution(entry, cell.source, "cell", cell_id=cid)
+            previous[cid] = entry.cell_runs.get(cid)
             entry.cell_runs[cid] = CellRun(ex.handle, cell.source, "queued", None, cell.index)
             planned.append((cell, ex))
         async with entry.main_lock:
@@ -549,9 +578,12 @@ class Engine:
                 if why or not entry.process.alive or entry.closed:
                     reason = why or ("kernel is not running" if not entry.closed else "kernel closed")
                     ex.finish("lost", note=f"skipped: {reason}")
-                    prev = [r for r in entry.cell_runs.values() if r.handle == ex.handle]
-                    if prev:
+                    # A skipped cell keeps pointing at its last real execution.
+                    before = previous[cell.cell_id]
+                    if before is None:
                         entry.cell_runs.pop(cell.cell_id, None)
+                    else:
+                        entry.cell_runs[cell.cell_id] = before
                     skipped.append(SkippedCell(cell_id=cell.cell_id, index=cell.index, reason=reason))
                     continue
                 await self._run_cell(entry, cell, ex)

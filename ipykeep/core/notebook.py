@@ -14,6 +14,7 @@ ids derived from the cell position, so commands stay consistent between reads.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import nbformat
 
@@ -71,6 +72,22 @@ class NotebookSnapshot:
             f"no cell with id {key!r} in {self.path.name}",
             hint="use `ipykeep status` to list cells with their ids and indexes",
         )
+
+
+@contextlib.contextmanager
+def directory_lock(path: Path | str) -> Iterator[None]:
+    """Exclusive advisory lock on the directory holding ``path`` (no lock file is created).
+
+    ipykeep's write-back and the Jupyter server's saves (``--serve``) both take it around
+    their final check-and-replace, so neither can replace the file between the other's check
+    and its rename.
+    """
+    fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _source(cell: dict[str, Any]) -> str:
@@ -240,9 +257,10 @@ def write_outputs(path: Path | str, updates: dict[str, CellOutputs], *, retries:
                 os.fsync(fh.fileno())
             with contextlib.suppress(OSError):
                 os.chmod(tmp, path.stat().st_mode & 0o7777)
-            if path.read_bytes() != raw:
-                continue  # someone saved meanwhile: merge again from their version
-            os.replace(tmp, path)
+            with directory_lock(path):
+                if path.read_bytes() != raw:
+                    continue  # someone saved meanwhile: merge again from their version
+                os.replace(tmp, path)
             tmp = ""
         finally:
             if tmp:

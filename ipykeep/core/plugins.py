@@ -15,7 +15,8 @@ def install_plugins(engine: Engine) -> None:
     """Attach every layer to ``engine`` (idempotent)."""
     if engine.plugins:
         return
+    from ..serve.plugin import ServePlugin
     from .inspection_layer import InspectionLayer
     from .staleness_layer import StalenessLayer
 
-    engine.plugins.extend([StalenessLayer(engine), InspectionLayer(engine)])
+    engine.plugins.extend([StalenessLayer(engine), InspectionLayer(engine), ServePlugin(engine)])

@@ -11,7 +11,6 @@ notebook's directory (``directory_lock``) that ipykeep's own write-back can shar
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import tempfile
 from pathlib import Path
@@ -19,16 +18,7 @@ from typing import IO, Any, Iterator
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
-
-@contextlib.contextmanager
-def directory_lock(path: Path | str) -> Iterator[None]:
-    """Exclusive advisory lock on the directory holding ``path`` (no lock file is created)."""
-    fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+from ..core.notebook import directory_lock
 
 
 @contextlib.contextmanager

@@ -179,13 +179,16 @@ class ServePlugin:
         if mtype == "status" and msg["content"].get("execution_state") == "idle":
             runs.by_parent.pop(parent, None)
             ex.finish(ex.outcome_after_idle())
-            entry.archive.append_execution(ex)
             entry.touch()
+            # The engine's hook archives the execution and updates staleness; without it
+            # (an older engine) the execution is at least archived here.
             note = getattr(engine, "note_foreign_execution", None)
-            if note is not None:
-                task = asyncio.get_running_loop().create_task(self._note(note, entry, ex))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            if note is None:
+                entry.archive.append_execution(ex)
+                return
+            task = asyncio.get_running_loop().create_task(self._note(note, entry, ex))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
             return
         ex.on_iopub(msg)
 

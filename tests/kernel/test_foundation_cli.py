@@ -227,3 +227,30 @@ def _is_daemon_of(pid: int, root: Path) -> bool:
     except OSError:
         return False
     return b"ipykeep.core.daemon" in cmd and str(root).encode() in cmd
+
+
+def test_idle_expiry_closes_the_kernel_and_ids_are_never_reused(tmp_path):
+    from ipykeep.core.client import DaemonClient, ensure_daemon
+    from ipykeep.core.errors import UnknownKernelError
+    from tests.conftest import cli_env
+
+    root = make_project(tmp_path / "p", example=False)
+    small_notebook(root / "a.ipynb", ["a = 1"])
+    res = run_cli("start", "a.ipynb", "--json", cwd=root, env=cli_env(IPYKEEP_IDLE_TIMEOUT="1"))
+    assert res.returncode == 0, res.stderr
+    first = json.loads(res.stdout)["kernel_id"]
+    desc = find_daemon(root)
+    deadline = time.monotonic() + 15
+    while _pid_alive(desc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pid_alive(desc.pid), "the daemon should exit once its last kernel expired"
+    res = run_cli("exec", "print(a)", cwd=root)
+    assert res.returncode == 3 and "ipykeep start" in res.stderr
+    client = ensure_daemon(root)
+    try:
+        with pytest.raises(UnknownKernelError, match=r"was closed: idle for more than 1 s"):
+            client.call("execute", code="1", kernel_id=first)
+        again = client.call("create_kernel", notebook=str(root / "a.ipynb"))
+        assert again["kernel_id"] != first
+    finally:
+        DaemonClient(client.descriptor).call("shutdown")
