@@ -145,7 +145,7 @@ class KernelProcess:
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
-        await self.eval_silent("'\"ok\"'", setup=INTERRUPT_PATCH)
+        await self.eval_silent("'\"ok\"'", setup=INTERRUPT_PATCH, timeout=timeout)
 
     async def _stop_tasks(self) -> None:
         for task in self._tasks:

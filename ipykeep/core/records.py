@@ -134,6 +134,6 @@ class StatusRecord(Record):
 
 class CellsRecord(Record):
     kernel_id: str
-    notebook: str | None
+    notebook: str | None = None
     cells: list[CellState]
     scratch: list[ExecutionRecord] = Field(default_factory=list)

@@ -58,7 +58,15 @@ def render_cell_line(c: CellState) -> str:
 
 def render_kernel(k: KernelRecord) -> str:
     head = f"{k.kernel_id}  pid {k.pid}  {k.state}  {k.notebook or '(scratch)'}  dataflow={k.dataflow}"
-    lines = [head]
+    extra = [f"cwd {k.cwd}"]
+    if k.stale_count:
+        extra.append(f"{k.stale_count} cell(s) need a run (run-stale)")
+    if k.warm is not None and not k.warm.finished:
+        extra.append(f"warming: {k.warm.done}/{k.warm.total} cells")
+    elif k.warm is not None:
+        failed = f", {len(k.warm.failed)} failed: {', '.join(k.warm.failed)}" if k.warm.failed else ""
+        extra.append(f"warmed {k.warm.done}/{k.warm.total} cells{failed}")
+    lines = [head, "  " + "; ".join(extra)]
     if k.served_url:
         lines.append(f"  served at:\n{k.served_url}")
     if k.running:

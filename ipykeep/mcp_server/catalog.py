@@ -79,7 +79,7 @@ class InspectArgs(Args):
 
 class WatchFileArgs(Args):
     kernel_id: str = KernelId
-    path: str = Field(description="file whose changes make its reader cells stale")
+    path: str = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
 
 
 @dataclass(frozen=True)

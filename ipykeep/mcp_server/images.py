@@ -11,6 +11,7 @@ import io
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: Raster formats MCP hosts display; anything else (SVG, PDF) is pointed to by path.
 RASTER = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -63,7 +64,8 @@ def prepare_image(path: Path, mime: str, limits: ImageLimits) -> PreparedImage:
     return _shrink(img, path, limits)
 
 
-def _shrink(img: "Image.Image", path: Path, limits: ImageLimits) -> PreparedImage:  # type: ignore[name-defined]  # noqa: F821
+def _shrink(img: Any, path: Path, limits: ImageLimits) -> PreparedImage:
+    """Halve the side until a PNG (or, failing that, a JPEG) fits the byte cap."""
     from PIL import Image
 
     original = img.size

@@ -27,7 +27,14 @@ from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 from ..core.bounding import bound_text
 from ..core.errors import IpykeepError
 from ..core.records import BatchResult, CellsRecord, ExecutionRecord, ImageRef, InterruptResult, KernelRecord
-from ..core.render import render_batch, render_cell_line, render_execution, render_interrupt, render_kernel
+from ..core.render import (
+    render_batch,
+    render_cell_line,
+    render_execution,
+    render_interrupt,
+    render_kernel,
+    render_plan,
+)
 from .catalog import ResultKind
 from .images import ImageLimits, prepare_image
 
@@ -67,18 +74,35 @@ def execution_summary(rec: ExecutionRecord) -> dict[str, Any]:
     return out
 
 
-def _kernel_text(rec: KernelRecord) -> str:
-    text = render_kernel(rec)
-    extra = [f"cwd {rec.cwd}"]
-    if rec.stale_count:
-        extra.append(f"{rec.stale_count} cell(s) need a run (run_stale)")
-    if rec.warm is not None and not rec.warm.finished:
-        extra.append(f"warming: {rec.warm.done}/{rec.warm.total} cells")
-    elif rec.warm is not None:
-        failed = f", {len(rec.warm.failed)} failed: {', '.join(rec.warm.failed)}" if rec.warm.failed else ""
-        extra.append(f"warmed {rec.warm.done}/{rec.warm.total} cells{failed}")
-    head, _, rest = text.partition("\n")
-    return "\n".join([head, "  " + "; ".join(extra)] + ([rest] if rest else []))
+def _batch_summary(batch: BatchResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kernel_id": batch.kernel_id,
+        "ok": batch.ok,
+        "results": [execution_summary(r) for r in batch.results],
+        "skipped": [s.model_dump() for s in batch.skipped],
+    }
+    if batch.notices:
+        out["notices"] = batch.notices
+    return out
+
+
+def _plan_summary(raw: dict[str, Any]) -> dict[str, Any]:
+    """A run_stale result without its messages (they are in the text): ids, order, reason kinds."""
+
+    def entry(e: dict[str, Any]) -> dict[str, Any]:
+        return {"cell_id": e["cell_id"], "index": e["index"], "reasons": [r["kind"] for r in e.get("reasons", [])]}
+
+    out: dict[str, Any] = {
+        "kernel_id": raw.get("kernel_id"),
+        "executed": bool(raw.get("executed")),
+        "ok": raw.get("ok", True),
+        "stale": [entry(e) for e in raw.get("stale", [])],
+        "blocked": [entry(e) for e in raw.get("blocked", [])],
+        "fresh": len(raw.get("fresh", [])),
+    }
+    if raw.get("notices"):
+        out["notices"] = raw["notices"]
+    return out
 
 
 def _kernel_summary(rec: KernelRecord) -> dict[str, Any]:
@@ -114,7 +138,9 @@ class ResultBuilder:
 
     def __init__(self, limits: ImageLimits, max_chars: int) -> None:
         self.limits = limits
-        #: Cap for listings and JSON payloads (outputs are already bounded by the engine).
+        #: Cap for listings, batches and JSON payloads. Each output inside is already bounded by
+        #: the engine; a batch cut here still names every handle in its structured content, and
+        #: read_cell returns any one of them.
         self.listing_chars = max_chars * 4
 
     def _bounded(self, text: str) -> str:
@@ -124,24 +150,23 @@ class ResultBuilder:
         if kind == "execution":
             rec = ExecutionRecord.model_validate(raw)
             return await self._with_images(render_execution(rec), rec.output.images, execution_summary(rec))
-        if kind == "batch" or (kind == "stale" and isinstance(raw, dict) and "results" in raw):
+        if kind == "batch":
             batch = BatchResult.model_validate(raw)
-            summary = {
-                "kernel_id": batch.kernel_id,
-                "ok": batch.ok,
-                "results": [execution_summary(r) for r in batch.results],
-                "skipped": [s.model_dump() for s in batch.skipped],
-            }
-            if batch.notices:
-                summary["notices"] = batch.notices
             images = [img for r in batch.results for img in r.output.images]
-            return await self._with_images(render_batch(batch), images, summary)
+            return await self._with_images(self._bounded(render_batch(batch)), images, _batch_summary(batch))
+        if kind == "stale":
+            summary = _plan_summary(raw)
+            batch = BatchResult.model_validate(raw["batch"]) if raw.get("batch") else None
+            images = [img for r in batch.results for img in r.output.images] if batch else []
+            if batch is not None:
+                summary.update(_batch_summary(batch))
+            return await self._with_images(self._bounded(render_plan(raw)), images, summary)
         if kind == "kernel":
             rec = KernelRecord.model_validate(raw)
-            return self._text(_kernel_text(rec), _kernel_summary(rec))
+            return self._text(render_kernel(rec), _kernel_summary(rec))
         if kind == "kernels":
             recs = [KernelRecord.model_validate(r) for r in raw]
-            text = "\n".join(_kernel_text(r) for r in recs) if recs else "no kernels running"
+            text = "\n".join(render_kernel(r) for r in recs) if recs else "no kernels running"
             return self._text(self._bounded(text), {"kernels": [_kernel_summary(r) for r in recs]})
         if kind == "cells":
             # RPC drops None fields, and CellsRecord.notebook has no default (scratch kernels).

@@ -140,7 +140,9 @@ class IpykeepMcp:
             )
 
     async def _run(self, spec: ToolSpec, kwargs: dict[str, Any], ctx: ServerRequestContext[Any]) -> CallToolResult:
-        for key in ("notebook", "cwd", "path"):
+        # watch_file paths stay as given: the engine reads them relative to the kernel's cwd,
+        # like the code in the notebook does.
+        for key in ("notebook", "cwd"):
             if key in kwargs:
                 kwargs[key] = self._local_path(kwargs[key])
         if spec.method in ("execute", "read_execution"):

@@ -1,0 +1,110 @@
+"""Streamable HTTP transport: bearer token on every request, connection file, a real tool call."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from .harness import McpSession, envelope, server_env, shutdown_daemon, text_of
+
+pytestmark = pytest.mark.kernel
+
+
+class HttpServer:
+    def __init__(self, proc: subprocess.Popen[bytes], conn: dict[str, Any], stderr_path: Path) -> None:
+        self.proc = proc
+        self.url: str = conn["url"]
+        self.headers: dict[str, str] = conn["headers"]
+        self.stderr_path = stderr_path
+
+
+@pytest.fixture(scope="module")
+def http_server(project: Path) -> Iterator[HttpServer]:
+    conn_file = project / ".ipykeep" / "mcp-http.json"
+    err_path = project / "mcp-http.stderr"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ipykeep", "mcp-serve", "--transport", "http", "--host", "127.0.0.1",
+             "--port", "0", "--connection-file", str(conn_file)],
+            cwd=project, env=server_env(project), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not conn_file.exists():
+            assert proc.poll() is None, err_path.read_text()
+            assert time.monotonic() < deadline, "no connection file"
+            time.sleep(0.05)
+        yield HttpServer(proc, json.loads(conn_file.read_text()), err_path)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutdown_daemon(project)
+
+
+@pytest.fixture(scope="module")
+def http_mcp(http_server: HttpServer) -> Iterator[McpSession]:
+    def transport() -> Any:
+        return streamable_http_client(http_server.url, http_client=create_mcp_http_client(headers=http_server.headers))
+
+    session = McpSession(transport, mode="auto").start()
+    yield session
+    session.close()
+
+
+def test_connection_file_and_stderr(http_server: HttpServer, project: Path) -> None:
+    conn_file = project / ".ipykeep" / "mcp-http.json"
+    assert stat.S_IMODE(conn_file.stat().st_mode) == 0o600
+    assert http_server.url.startswith("http://127.0.0.1:") and http_server.url.endswith("/mcp")
+    token = http_server.headers["Authorization"].removeprefix("Bearer ")
+    err = http_server.stderr_path.read_text()
+    assert http_server.url in err
+    assert err.count(token) == 1  # shown once, never logged again
+
+
+def _post(url: str, headers: dict[str, str]) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    return httpx.post(url, json=body, headers={"Accept": "application/json, text/event-stream", **headers}, timeout=10)
+
+
+def test_requests_without_the_token_are_refused(http_server: HttpServer) -> None:
+    assert _post(http_server.url, {}).status_code == 401
+    assert _post(http_server.url, {"Authorization": "Bearer not-the-token"}).status_code == 401
+    assert httpx.get(http_server.url.replace("/mcp", "/"), timeout=10).status_code == 401
+    assert http_server.proc.poll() is None
+
+
+def test_tools_over_http(http_mcp: McpSession) -> None:
+    listed = http_mcp.run(lambda c: c.list_tools())
+    assert "ipython" in {t.name for t in listed.tools}
+    assert envelope(http_mcp.tool("ipython", {"kernel_id": "k404", "code": "1"}))["code"] == "unknown_kernel"
+    created = http_mcp.tool("create_kernel", {"warm": False})
+    assert not created.is_error, text_of(created)
+    kid = created.structured_content["kernel_id"]
+    res = http_mcp.tool("ipython", {"kernel_id": kid, "code": "print('over http')"})
+    assert res.structured_content["state"] == "ok" and "over http" in text_of(res)
+    closed = http_mcp.tool("close_kernel", {"kernel_id": kid})
+    assert closed.structured_content["state"] == "closed"
+
+
+def test_non_loopback_host_needs_an_explicit_token(project: Path) -> None:
+    env = {k: v for k, v in server_env(project).items() if k != "IPYKEEP_MCP_TOKEN"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ipykeep", "mcp-serve", "--transport", "http", "--host", "0.0.0.0"],
+        cwd=project, env=env, capture_output=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert b"non-loopback" in proc.stderr and proc.stdout == b""

@@ -1,0 +1,57 @@
+"""Bearer-token middleware, token policy and connection file (no server process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipykeep.core.errors import UsageError
+from ipykeep.mcp_server.http import BearerAuth, is_loopback, resolve_token, write_connection_file
+
+
+async def _inner(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _request(app: BearerAuth, headers: list[tuple[bytes, bytes]]) -> int:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(msg: dict[str, Any]) -> None:
+        sent.append(msg)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"]
+
+
+def test_bearer_auth() -> None:
+    app = BearerAuth(_inner, "s3cret")
+    assert _request(app, [(b"authorization", b"Bearer s3cret")]) == 200
+    assert _request(app, []) == 401
+    assert _request(app, [(b"authorization", b"Bearer wrong")]) == 401
+    assert _request(app, [(b"authorization", b"s3cret")]) == 401
+
+
+def test_token_policy() -> None:
+    token, explicit = resolve_token("127.0.0.1", {})
+    assert len(token) >= 32 and not explicit
+    assert resolve_token("0.0.0.0", {"IPYKEEP_MCP_TOKEN": "given"}) == ("given", True)
+    with pytest.raises(UsageError):
+        resolve_token("0.0.0.0", {})
+    assert is_loopback("localhost") and is_loopback("::1") and not is_loopback("192.168.1.2")
+
+
+def test_connection_file_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "conn.json"
+    write_connection_file(path, "http://127.0.0.1:1/mcp", "tok")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text()) == {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer tok"}}
