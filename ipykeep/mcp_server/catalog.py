@@ -82,6 +82,12 @@ class WatchFileArgs(Args):
     path: str = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
 
 
+class PublishArgs(Args):
+    kernel_id: str = KernelId
+    cells: dict[str, str] | None = Field(None, description="cell id or index -> caption to highlight")
+    tunnel: bool = Field(False, description="public cloudflared quick tunnel instead of a local URL")
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -128,6 +134,13 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("inspect", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, "inspect", "json", read_only=True),
     ToolSpec("namespace", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, "namespace", "json", read_only=True),
     ToolSpec("watch_file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, "watch_file", "json"),
+    ToolSpec(
+        "publish",
+        "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells highlighted; returns the URL.",
+        PublishArgs,
+        "publish",
+        "json",
+    ),
 )
 
 BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}

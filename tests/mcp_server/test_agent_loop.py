@@ -53,6 +53,20 @@ def test_run_cells_by_id_and_index(mcp: McpSession, nb_kernel: str) -> None:
     assert bad["code"] == "unknown_cell"
 
 
+def test_publish_gives_a_stable_token_protected_url(mcp: McpSession, nb_kernel: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    first = _ok(mcp.tool("publish", {"kernel_id": nb_kernel, "cells": {"total": "the total"}}))
+    url = json.loads(text_of(first))["url"]
+    again = json.loads(text_of(_ok(mcp.tool("publish", {"kernel_id": nb_kernel}))))["url"]
+    assert again == url and "token=" in url and url.startswith("http://127.0.0.1:")
+    with urllib.request.urlopen(url, timeout=30) as page:
+        assert page.status == 200
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(url.split("?")[0].replace("/lab/tree/", "/api/contents/"), timeout=30)
+
+
 def test_full_agent_loop(mcp: McpSession, nb_kernel: str, project: Path) -> None:
     # the agent edits the notebook with its own file tools
     path = project / NOTEBOOK
