@@ -618,6 +618,8 @@ class Engine:
             ex.finish("failed", note=exc.message)
         entry.cell_runs[cell.cell_id] = CellRun(ex.handle, cell.source, ex.state, ex.execution_count, cell.index)
         entry.archive.append_execution(ex)
+        with contextlib.suppress(IpykeepError):
+            await entry.process.warm_tracebacks()
         for plugin in self.plugins:
             if hasattr(plugin, "after_cell"):
                 await plugin.after_cell(self, entry, cell, ex)
@@ -721,6 +723,9 @@ class Engine:
             ex.finish("lost", note=f"internal error: {exc}")
         entry.touch()
         entry.archive.append_execution(ex)
+        if "import" in ex.code and subshell is None:
+            with contextlib.suppress(IpykeepError):
+                await entry.process.warm_tracebacks()
         for plugin in self.plugins:
             if hasattr(plugin, "after_scratch"):
                 with contextlib.suppress(Exception):

@@ -36,7 +36,9 @@ from .execution import Execution
 
 log = logging.getLogger("ipykeep.kernel")
 
-INTERRUPT_PATCH = (Path(__file__).parent / "_inkernel" / "interrupt_patch.py").read_text()
+KERNEL_SETUP_MODULE = "_ipykeep_kernel"
+KERNEL_SETUP = (Path(__file__).parent / "_inkernel" / "kernel_setup.py").read_text()
+WARM_TRACEBACKS = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].warm_tracebacks()'
 
 DataflowMode = Literal["ipyflow", "static"]
 
@@ -145,7 +147,8 @@ class KernelProcess:
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
-        await self.eval_silent("'\"ok\"'", setup=INTERRUPT_PATCH, timeout=timeout)
+        await self.install_helper(KERNEL_SETUP_MODULE, KERNEL_SETUP, timeout=timeout)
+        await self.warm_tracebacks()
 
     async def _stop_tasks(self) -> None:
         for task in self._tasks:
@@ -365,7 +368,14 @@ class KernelProcess:
         text = ast.literal_eval(result["data"]["text/plain"])
         return json.loads(text) if decode else text
 
-    async def install_helper(self, module_name: str, source: str, *, subshell_id: str | None = None) -> None:
+    async def warm_tracebacks(self) -> None:
+        """See ``_inkernel/kernel_setup.py``: keeps the first error after an import fast."""
+        if self.alive:
+            await self.eval_silent(WARM_TRACEBACKS)
+
+    async def install_helper(
+        self, module_name: str, source: str, *, subshell_id: str | None = None, timeout: float = 30.0
+    ) -> None:
         """Install stdlib-only helper source as ``sys.modules[module_name]`` (once per process)."""
         if module_name in self.installed_helpers:
             return
@@ -378,7 +388,7 @@ class KernelProcess:
             "del _s, _t\n"
             "try:\n    del _m\nexcept NameError:\n    pass\n"
         )
-        await self.eval_silent("'\"ok\"'", setup=setup, subshell_id=subshell_id)
+        await self.eval_silent("'\"ok\"'", setup=setup, subshell_id=subshell_id, timeout=timeout)
         self.installed_helpers.add(module_name)
 
     # -- subshells ---------------------------------------------------------------------------

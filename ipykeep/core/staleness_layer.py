@@ -49,14 +49,14 @@ def _stat_for(entry: KernelEntry):
     base = entry.cwd
 
     def stat(path: str) -> FileStamp | None:
-        p = Path(path)
-        if not p.is_absolute():
-            p = base / p
+        # normalized like the in-kernel read hook (no symlink resolution), so a path literal
+        # and the run-time read of the same file carry the same name
+        full = os.path.normpath(os.path.join(base, path))
         try:
-            st = os.stat(p)
+            st = os.stat(full)
         except OSError:
             return None
-        return FileStamp(path, st.st_mtime_ns, st.st_size)
+        return FileStamp(full, st.st_mtime_ns, st.st_size)
 
     return stat
 
@@ -106,10 +106,13 @@ class StalenessLayer:
 
     async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
         files: tuple[FileStamp, ...] = ()
+        written: tuple[str, ...] = ()
         dynamic = None
         if entry.process.alive:
             try:
-                files = probes.parse_filetrack_end(await entry.process.eval_silent(probes.filetrack_end_expr()))
+                reply = await entry.process.eval_silent(probes.filetrack_end_expr())
+                files = probes.parse_filetrack_end(reply)
+                written = probes.parse_filetrack_written(reply)
                 if entry.process.dataflow == "ipyflow":
                     dynamic = ipyflow_adapter.parse_cell(await entry.process.eval_silent(ipyflow_adapter.cell_expr(cell.cell_id)))
             except IpykeepError as exc:
@@ -122,6 +125,7 @@ class StalenessLayer:
             files_read=files,
             dynamic=dynamic,
             stat=_stat_for(entry),
+            files_written=written,
         )
         if files:
             entry.hooks.setdefault("read_dirs", set()).update(str(Path(f.path).parent) for f in files)

@@ -149,3 +149,21 @@ async def test_unknown_ids_and_outside_cwd(eng):
         await engine.create_kernel(cwd="/")
     with pytest.raises(Exception, match="remote working directories"):
         await engine.create_kernel(cwd="ssh://host/dir")
+
+
+async def test_watcher_notices_edits_by_others_but_not_its_own_writes(eng):
+    engine, kid, root = eng
+    path = root / "n.ipynb"
+    await engine.run_cells(["0"], kernel_id=kid)  # ipykeep's own write-back
+    await asyncio.sleep(1.0)
+    quiet = await engine.execute("1", kernel_id=kid)
+    assert not any("changed on disk" in n for n in quiet.notices or [])
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = "base = 11"
+    nbformat.write(nb, path)
+    deadline = time.monotonic() + 5
+    notices: list[str] = []
+    while time.monotonic() < deadline and not notices:
+        await asyncio.sleep(0.3)
+        notices = [n for n in engine.kernels[kid].notices if "changed on disk" in n]
+    assert notices and "n.ipynb" in notices[0] and "cell(s) stale" in notices[0]

@@ -1,0 +1,67 @@
+# In-kernel code (standard library only; sent as source, never imports ipykeep).
+# Installed once per kernel process as sys.modules["_ipykeep_kernel"].
+PROTOCOL_VERSION = 1
+
+import asyncio
+import inspect
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+
+
+def install_interrupt_patch():
+    """Make a running top-level ``await`` interruptible on ipykernel 7.
+
+    ipykernel 7 turns SIGINT into cancelling the cell's future through
+    ``IPythonKernel._cancel_on_sigint``, which schedules the cancellation on ``self.io_loop``;
+    that is not the loop running the cell, so ``await asyncio.sleep(60)`` never stops. This
+    cancels the future on the loop it runs in (thread-safe), leaving the rest as it is.
+    """
+    from IPython.core.getipython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    cls = type(kernel)
+    if kernel is None or getattr(cls, "_ipykeep_sigint_patch", False) or not hasattr(cls, "_cancel_on_sigint"):
+        return
+
+    @contextmanager
+    def _cancel_on_sigint(self, future):
+        loop = asyncio.get_event_loop()
+
+        def handle(*_args):
+            loop.call_soon_threadsafe(lambda: future.done() or future.cancel())
+
+        saved = signal.signal(signal.SIGINT, handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, saved)
+
+    cls._cancel_on_sigint = _cancel_on_sigint
+    cls._ipykeep_sigint_patch = True
+
+
+_warmed_modules = 0
+
+
+def warm_tracebacks():
+    """Fill ``inspect.getmodule``'s file cache in a background thread.
+
+    Formatting a traceback calls ``inspect.getmodule``, whose first call walks every module in
+    ``sys.modules``; inside an ipyflow kernel that walk costs ~1.5 ms a module (1-2 s after
+    importing pandas), which made the first error or interrupt after an import slow enough to
+    look like a cell ignoring SIGINT. Done here, off the main thread, when modules were added.
+    """
+    global _warmed_modules
+    count = len(sys.modules)
+    if count == _warmed_modules:
+        return '"unchanged"'
+    _warmed_modules = count
+    threading.Thread(
+        target=inspect.getmodule, args=(compile("0", "<ipykeep-warm>", "eval"),), daemon=True, name="ipykeep-warm"
+    ).start()
+    return '"warming"'
+
+
+install_interrupt_patch()
