@@ -65,10 +65,18 @@ class FunctionInfo:
 
     free_globals: frozenset[str] = frozenset()
     mutated_globals: frozenset[str] = frozenset()
+    #: it changes an argument in place (``def add(xs): xs.append(0)``): a caller passing a
+    #: module name mutates that name
+    mutates_args: bool = False
+    #: for a class: its methods that change ``self`` (or another argument) in place
+    mutating_methods: frozenset[str] = frozenset()
 
     def merge(self, other: "FunctionInfo") -> "FunctionInfo":
         return FunctionInfo(
-            self.free_globals | other.free_globals, self.mutated_globals | other.mutated_globals
+            self.free_globals | other.free_globals,
+            self.mutated_globals | other.mutated_globals,
+            self.mutates_args or other.mutates_args,
+            self.mutating_methods | other.mutating_methods,
         )
 
 
@@ -82,7 +90,15 @@ class CellAnalysis:
     #: every module-level name loaded, including those the cell defined first (to find calls)
     loaded: frozenset[str] = frozenset()
     functions: Mapping[str, FunctionInfo] = field(default_factory=dict)
+    #: function name -> module names passed to it as arguments at module level (bare names
+    #: or their attributes/items), for functions that turn out to mutate their arguments
+    call_args: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: method name -> module names it is called on (``m.tune(3)``), for methods of notebook
+    #: classes that change their instance
+    method_calls: Mapping[str, frozenset[str]] = field(default_factory=dict)
     paths: tuple[str, ...] = ()
+    #: path literals handed to calls that write files (``to_csv("out.csv")``, ``open(p, "w")``)
+    written_paths: tuple[str, ...] = ()
     parseable: bool = True
     star_import: bool = False
 
@@ -128,13 +144,19 @@ def _open_mode_writes(call: ast.Call) -> bool:
 class _Acc:
     """Names seen in a region of code whose evaluation order does not matter to us."""
 
-    __slots__ = ("loads", "stores", "mutated", "paths", "global_decls", "star")
+    __slots__ = (
+        "loads", "stores", "mutated", "paths", "written", "global_decls", "star", "call_args",
+        "method_calls",
+    )
 
     def __init__(self) -> None:
         self.loads: set[str] = set()
         self.stores: set[str] = set()
         self.mutated: set[str] = set()
         self.paths: list[str] = []
+        self.written: list[str] = []
+        self.call_args: dict[str, set[str]] = {}
+        self.method_calls: dict[str, set[str]] = {}
         self.global_decls: set[str] = set()
         self.star = False
 
@@ -185,6 +207,15 @@ def _scan_expr(node: ast.AST | None, acc: _Acc) -> None:
 
 def _scan_call(call: ast.Call, acc: _Acc) -> None:
     name = _call_name(call.func)
+    if isinstance(call.func, ast.Name):
+        passed = {_base_name(a) for a in list(call.args) + [kw.value for kw in call.keywords]}
+        passed.discard(None)
+        if passed:
+            acc.call_args.setdefault(call.func.id, set()).update(passed)  # type: ignore[arg-type]
+    elif isinstance(call.func, ast.Attribute):
+        receiver = _base_name(call.func.value)
+        if receiver is not None:
+            acc.method_calls.setdefault(call.func.attr, set()).add(receiver)
     if isinstance(call.func, ast.Attribute):
         inplace = any(
             kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True
@@ -195,11 +226,10 @@ def _scan_call(call: ast.Call, acc: _Acc) -> None:
             if base is not None:
                 acc.mutated.add(base)
     writes = name in WRITER_CALLS or (name == "open" and _open_mode_writes(call))
-    if not writes:
-        for arg in list(call.args) + [kw.value for kw in call.keywords]:
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                if _looks_like_path(arg.value):
-                    acc.paths.append(arg.value)
+    for arg in list(call.args) + [kw.value for kw in call.keywords]:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            if _looks_like_path(arg.value):
+                (acc.written if writes else acc.paths).append(arg.value)
 
 
 def _scan_comprehension(node: ast.AST, acc: _Acc) -> None:
@@ -223,6 +253,11 @@ def _scan_comprehension(node: ast.AST, acc: _Acc) -> None:
     acc.stores |= inner.stores - bound  # walrus targets bind in the enclosing scope
     acc.mutated |= inner.mutated - bound
     acc.paths.extend(inner.paths)
+    acc.written.extend(inner.written)
+    for fname, names in inner.call_args.items():
+        acc.call_args.setdefault(fname, set()).update(names - bound)
+    for meth, names in inner.method_calls.items():
+        acc.method_calls.setdefault(meth, set()).update(names - bound)
 
 
 def _scan_arguments_defaults(args: ast.arguments, acc: _Acc) -> None:
@@ -246,7 +281,7 @@ def _finish_scope(acc: _Acc, params: set[str]) -> FunctionInfo:
     local = (acc.stores | params) - acc.global_decls
     free = (acc.loads - local) | (acc.loads & acc.global_decls)
     mutated = (acc.stores & acc.global_decls) | (acc.mutated - local)
-    return FunctionInfo(frozenset(free), frozenset(mutated))
+    return FunctionInfo(frozenset(free), frozenset(mutated), bool(acc.mutated & params))
 
 
 def _lambda_info(node: ast.Lambda) -> FunctionInfo:
@@ -266,12 +301,16 @@ def _class_parts(node: ast.ClassDef) -> tuple[_Acc, FunctionInfo]:
     """Reads of the class body (run at definition) and what its methods read when called."""
     body = _Acc()
     methods = FunctionInfo()
+    changing: set[str] = set()
     for stmt in node.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for dec in stmt.decorator_list:
                 _scan_expr(dec, body)
             _scan_arguments_defaults(stmt.args, body)
-            methods = methods.merge(_function_info(stmt))
+            info = _function_info(stmt)
+            methods = methods.merge(info)
+            if info.mutates_args and stmt.name != "__init__":
+                changing.add(stmt.name)
             body.stores.add(stmt.name)
         else:
             _scan_stmt(stmt, body)
@@ -280,7 +319,11 @@ def _class_parts(node: ast.ClassDef) -> tuple[_Acc, FunctionInfo]:
     immediate.loads = body.loads - body.stores
     immediate.mutated = body.mutated - body.stores
     immediate.paths = body.paths
-    return immediate, methods
+    immediate.written = body.written
+    # methods change ``self``, not what the constructor is given
+    return immediate, FunctionInfo(
+        methods.free_globals, methods.mutated_globals, mutating_methods=frozenset(changing)
+    )
 
 
 def _scan_header(node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef, acc: _Acc) -> None:
@@ -384,16 +427,25 @@ class _Module:
         self.loaded: set[str] = set()
         self.functions: dict[str, FunctionInfo] = {}
         self.paths: list[str] = []
+        self.written: list[str] = []
+        self.call_args: dict[str, set[str]] = {}
+        self.method_calls: dict[str, set[str]] = {}
         self.star = False
 
     def apply(self, acc: _Acc) -> None:
         self.uses |= acc.loads - self.defined
         self.loaded |= acc.loads
         self.mutates |= acc.mutated - self.defined
+        for fname, names in acc.call_args.items():
+            # only names whose outside value is passed (not ones this cell bound before)
+            self.call_args.setdefault(fname, set()).update(names - self.defined)
+        for meth, names in acc.method_calls.items():
+            self.method_calls.setdefault(meth, set()).update(names - self.defined)
         self.defined |= acc.stores
         for name in acc.stores:
             self.functions.pop(name, None)  # rebinding drops what we knew about a function
         self.paths.extend(acc.paths)
+        self.written.extend(acc.written)
         self.star = self.star or acc.star
 
     def expr(self, node: ast.AST | None) -> None:
@@ -419,6 +471,7 @@ class _Module:
             acc.loads |= immediate.loads
             acc.mutated |= immediate.mutated
             acc.paths.extend(immediate.paths)
+            acc.written.extend(immediate.written)
             acc.stores.add(stmt.name)
             self.apply(acc)
             self.functions[stmt.name] = methods
@@ -487,7 +540,10 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
         mutates=frozenset(mod.mutates),
         loaded=frozenset(mod.loaded),
         functions=dict(mod.functions),
+        call_args={k: frozenset(v) for k, v in mod.call_args.items() if v},
+        method_calls={k: frozenset(v) for k, v in mod.method_calls.items() if v},
         paths=paths,
+        written_paths=tuple(dict.fromkeys(mod.written)),
         parseable=True,
         star_import=mod.star,
     )

@@ -72,6 +72,23 @@ def _closure(
     return reads - own_defs, mutated
 
 
+def mutated_arguments(an: CellAnalysis, lookup: Mapping[str, FunctionInfo]) -> set[str]:
+    """Module names the cell passes to functions that change their arguments in place, or
+    calls a method on that some notebook class defines as changing its instance (matched by
+    method name: the receiver's type is not known statically)."""
+    out: set[str] = set()
+    for fname, names in an.call_args.items():
+        info = lookup.get(fname)
+        if info is not None and info.mutates_args:
+            out |= names
+    if an.method_calls:
+        changing = set().union(*(info.mutating_methods for info in lookup.values()))
+        for meth, names in an.method_calls.items():
+            if meth in changing:
+                out |= names
+    return out
+
+
 def build_graph(
     cells: Sequence[NotebookCell],
     dynamic: Mapping[str, DynamicCellInfo] | None = None,
@@ -89,6 +106,7 @@ def build_graph(
         lookup = dict(functions)
         lookup.update(an.functions)
         called_reads, called_mutated = _closure(an.loaded, an.defs, lookup)
+        called_mutated |= mutated_arguments(an, lookup)
         reads = set(an.uses) | set(an.mutates) | called_reads | called_mutated
         mutates = set(an.mutates) | called_mutated
         writes = set(an.defs) | mutates

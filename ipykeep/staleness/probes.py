@@ -106,3 +106,9 @@ def parse_filetrack_end(payload: Mapping[str, Any]) -> tuple[FileStamp, ...]:
     check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
     files: Iterable[Mapping[str, Any]] = payload.get("files", [])
     return tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in files)
+
+
+def parse_filetrack_written(payload: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paths a cell opened for writing, from the decoded reply of ``end()``."""
+    check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
+    return tuple(str(p) for p in payload.get("written", []))

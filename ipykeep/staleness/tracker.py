@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Callable, Iterable, Literal, Mapping, Sequence
 
 from .analysis import FunctionInfo, analyze_source
-from .graph import Graph, GraphCell, build_graph
+from .graph import Graph, GraphCell, build_graph, mutated_arguments
 from .hashing import source_hash
 from .models import (
     REASON_ORDER,
@@ -49,6 +49,8 @@ from .models import (
     Reason,
 )
 
+#: path -> the file now, or None when it does not exist. The stamp's ``path`` names the file the
+#: way the run-time read hook does (absolute, normalized), whatever form the argument had.
 StatFn = Callable[[str], "FileStamp | None"]
 Origin = Literal["cell", "scratch", "browser"]
 
@@ -62,6 +64,7 @@ _CAUSE_WORDS = {
     "moved": "moved",
     "upstream": "stale",
     "state_changed": "stale",
+    "restores": "re-run to restore a value",
 }
 
 
@@ -90,6 +93,8 @@ class _Run:
     #: for each name read: the write it saw (None when nothing had written it)
     reads: Mapping[str, _Write | None]
     dynamic: DynamicCellInfo | None
+    #: files the run wrote (or names as written by a call), as ``stat`` names them
+    written: frozenset[str] = frozenset()
 
 
 @lru_cache(maxsize=4096)
@@ -145,10 +150,13 @@ class StalenessTracker:
         files_read: Iterable[FileStamp] = (),
         dynamic: DynamicCellInfo | None = None,
         stat: StatFn | None = None,
+        files_written: Iterable[str] = (),
     ) -> None:
         """A notebook cell finished on the main shell (call in execution order).
 
-        ``files_read`` are the files the run opened for reading (stamped after the run).
+        ``files_read`` are the files the run opened for reading (stamped after the run);
+        ``files_written`` the paths it opened for writing: a later cell reading one of them
+        re-runs after this cell does.
         ``stat``, when given, stamps the path literals the cell names and the watched files it
         depends on, so reads the runtime hook cannot see still count.
         """
@@ -159,9 +167,17 @@ class StalenessTracker:
         if stat is not None:
             for path in analysis.paths + self._watched_paths_for(source):
                 stamp = stat(path)
-                files[path] = stamp if stamp is not None else FileStamp.missing(path)
+                # keyed by the stamp's own path: ``stat`` names a file as the runtime hook does
+                # (absolute), so a literal and the run-time read of one file count once
+                if stamp is not None:
+                    files[stamp.path] = stamp
+                else:
+                    files[path] = FileStamp.missing(path)
         for stamp in files_read:
             files[stamp.path] = stamp
+        written = set(files_written)
+        if stat is not None:
+            written.update(_canonical(stat, p) for p in analysis.written_paths)
         run = _Run(
             cell_id=cell_id,
             seq=self._seq,
@@ -173,6 +189,7 @@ class StalenessTracker:
             files=files,
             reads={name: self._writers.get(name) for name in reads},
             dynamic=dynamic,
+            written=frozenset(written),
         )
         previous = self._runs.get(cell_id)
         if previous is not None and self._is_restore(previous, run, writes):
@@ -222,7 +239,7 @@ class StalenessTracker:
         watch_deps = self._watch_dependents(graph)
         for gc in graph.cells:
             self._direct_reasons(gc, graph, drafts[gc.cell_id], stat, watch_deps)
-        self._propagate(graph, drafts)
+        self._propagate(graph, drafts, self._file_writers(graph, stat))
         return self._assemble(graph, drafts)
 
     def cell_states(self, cells: Sequence[NotebookCell], stat: StatFn) -> dict[str, CellState]:
@@ -260,8 +277,9 @@ class StalenessTracker:
         an = analyze_source(source)
         lookup = dict(self._functions)
         lookup.update(an.functions)
-        reads = set(an.uses) | set(an.mutates)
-        writes = set(an.defs) | set(an.mutates)
+        by_call = mutated_arguments(an, lookup)
+        reads = set(an.uses) | set(an.mutates) | by_call
+        writes = set(an.defs) | set(an.mutates) | by_call
         seen: set[str] = set()
         todo = [n for n in an.loaded if n in lookup]
         while todo:
@@ -456,7 +474,7 @@ class StalenessTracker:
                 Reason("state_changed", f"{name} was changed by {by} after it ran", symbols=(name,))
             )
             return
-        if p_run is None or p_run.epoch != self._epoch:
+        if p_run is None or p_run.epoch != self._epoch or p_run.outcome != "ok":
             return  # the producer is in the plan itself: ``upstream`` covers it
         if seen is None:
             if p_run.seq > run.seq:
@@ -521,12 +539,61 @@ class StalenessTracker:
                 )
             )
 
-    def _propagate(self, graph: Graph, drafts: dict[str, _Draft]) -> None:
+    def _file_writers(self, graph: Graph, stat: StatFn) -> dict[str, tuple[str, ...]]:
+        """path -> ids of the cells that write it (last run, or a literal in the source now)."""
+        out: dict[str, list[str]] = {}
+        for gc in graph.cells:
+            paths = {_canonical(stat, p) for p in gc.analysis.written_paths}
+            run = self._runs.get(gc.cell_id)
+            if run is not None:
+                paths |= run.written
+            for path in paths:
+                out.setdefault(path, []).append(gc.cell_id)
+        return {k: tuple(v) for k, v in out.items()}
+
+    def _file_upstream(
+        self,
+        gc: GraphCell,
+        graph: Graph,
+        drafts: dict[str, _Draft],
+        file_writers: Mapping[str, tuple[str, ...]],
+    ) -> bool:
+        """A cell reading a file that a planned cell above it rewrites must run after it."""
+        run = self._runs.get(gc.cell_id)
+        if run is None:
+            return False
+        changed = False
+        pos = graph.position[gc.cell_id]
+        for path in sorted(run.files):
+            for writer in file_writers.get(path, ()):
+                if graph.position[writer] >= pos:
+                    continue
+                kinds = drafts[writer].kinds()
+                if not kinds or "missing_producer" in kinds:
+                    continue
+                changed |= drafts[gc.cell_id].add(
+                    Reason(
+                        "upstream",
+                        f"reads {path}, which {self._label(graph, writer)} writes "
+                        f"({self._cause(drafts[writer])})",
+                        cells=(writer,),
+                        path=path,
+                    )
+                )
+        return changed
+
+    def _propagate(
+        self,
+        graph: Graph,
+        drafts: dict[str, _Draft],
+        file_writers: Mapping[str, tuple[str, ...]],
+    ) -> None:
         changed = True
         while changed:
             changed = False
             for gc in graph.cells:
                 draft = drafts[gc.cell_id]
+                changed |= self._file_upstream(gc, graph, drafts, file_writers)
                 by_producer: dict[str, list[str]] = {}
                 for name in sorted(gc.reads):
                     producer = gc.producers.get(name)
@@ -662,6 +729,12 @@ class StalenessTracker:
             )
             (blocked if gc.cell_id in blocked_ids else stale).append(entry)
         return Plan(stale=tuple(stale), fresh=tuple(fresh), blocked=tuple(blocked))
+
+
+def _canonical(stat: StatFn, path: str) -> str:
+    """``path`` as ``stat`` names it when the file exists (the literal otherwise)."""
+    stamp = stat(path)
+    return stamp.path if stamp is not None else path
 
 
 def _mentions(source: str, path: str) -> bool:

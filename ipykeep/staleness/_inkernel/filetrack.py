@@ -3,7 +3,8 @@
 Sent into the kernel as source and installed once as a module. A ``sys.addaudithook`` hook
 on the ``open`` event (raised by ``open()``, ``io.open_code`` and ``os.open``, so also by
 pandas, numpy and imports of local modules) collects paths between ``begin()`` and ``end()``.
-Writes are outputs, not inputs, and are skipped. The hook stays installed for the life of the
+Writes are outputs, not inputs: they are reported apart (``written``), so a cell reading a
+file that a re-running cell above rewrites can be re-run after it. The hook stays installed for the life of the
 process (audit hooks cannot be removed), so it does almost nothing while no cell is tracked.
 Standard library only; every public function returns a JSON string.
 """
@@ -19,8 +20,9 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 # Kept on ``sys`` so a re-sent module shares the one hook already installed.
 _state = sys.__dict__.setdefault(
-    _STATE_KEY, {"hooked": False, "active": False, "root": None, "paths": {}}
+    _STATE_KEY, {"hooked": False, "active": False, "root": None, "paths": {}, "written": {}}
 )
+_state.setdefault("written", {})
 
 
 def _hook(event, args):
@@ -29,10 +31,9 @@ def _hook(event, args):
     try:
         path, mode, flags = args
         if isinstance(mode, str):
-            if "w" in mode or "a" in mode or "x" in mode or "+" in mode:
-                return
-        elif isinstance(flags, int) and flags & _WRITE_FLAGS:
-            return
+            writes = "w" in mode or "a" in mode or "x" in mode or "+" in mode
+        else:
+            writes = isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
         if isinstance(path, int):
             return
         path = os.fsdecode(os.fspath(path))
@@ -42,7 +43,7 @@ def _hook(event, args):
             return
         if "__pycache__" in full or os.sep + ".ipykeep" + os.sep in full:
             return
-        paths = _state["paths"]
+        paths = _state["written"] if writes else _state["paths"]
         if len(paths) < MAX_PATHS:
             paths[full] = None
     except Exception:  # an audit hook must never break the user's code
@@ -61,15 +62,19 @@ def install(root):
 def begin():
     """Start collecting reads (for the cell about to run)."""
     _state["paths"] = {}
+    _state["written"] = {}
     _state["active"] = True
     return json.dumps({"protocol": PROTOCOL_VERSION})
 
 
 def end():
-    """Stop collecting; the files read since ``begin()``, stamped now (after the cell ran)."""
+    """Stop collecting; the files read since ``begin()``, stamped now (after the cell ran), and
+    the paths opened for writing."""
     _state["active"] = False
     paths = list(_state["paths"])
+    written = sorted(_state["written"])
     _state["paths"] = {}
+    _state["written"] = {}
     files = []
     for path in paths:
         try:
@@ -81,5 +86,10 @@ def end():
             continue
         files.append({"path": path, "mtime_ns": st.st_mtime_ns, "size": st.st_size})
     return json.dumps(
-        {"protocol": PROTOCOL_VERSION, "files": files, "truncated": len(paths) >= MAX_PATHS}
+        {
+            "protocol": PROTOCOL_VERSION,
+            "files": files,
+            "written": written,
+            "truncated": len(paths) >= MAX_PATHS,
+        }
     )
