@@ -20,7 +20,7 @@ from typing import Any
 
 from .errors import DaemonUnreachableError, IpykeepError
 from .project import ProjectPaths, find_project_root
-from .rpc import Endpoint, call_async, call_sync
+from .rpc import AsyncRpcPool, Endpoint, call_sync
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,20 @@ def find_daemon(root: Path | None = None) -> Descriptor | None:
 class DaemonClient:
     def __init__(self, descriptor: Descriptor) -> None:
         self.descriptor = descriptor
+        self._pool: AsyncRpcPool | None = None
 
     def call(self, method: str, **params: Any) -> Any:
         return call_sync(self.descriptor.endpoint, method, params)
 
     async def acall(self, method: str, **params: Any) -> Any:
-        return await call_async(self.descriptor.endpoint, method, params)
+        """An RPC call from asyncio code, over pooled connections (one pool per client)."""
+        if self._pool is None:
+            self._pool = AsyncRpcPool(self.descriptor.endpoint)
+        return await self._pool.call(method, params)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
 
 
 def connect(root: Path | None = None) -> DaemonClient:

@@ -38,7 +38,7 @@ from .errors import (
     UsageError,
 )
 from .execution import Execution
-from .kernel import KernelProcess
+from .kernel import WARM_TRACEBACKS, KernelProcess
 from .notebook import CellOutputs, NotebookSnapshot, read_notebook, write_outputs
 from .project import ProjectPaths
 from .records import (
@@ -110,6 +110,29 @@ class KernelEntry:
         return out
 
 
+def unknown_kernel_error(paths: ProjectPaths, kernel_id: str, live: list[str]) -> UnknownKernelError:
+    """Say what became of a kernel id, from what earlier daemons left in ``.ipykeep/kernels``."""
+    running = ", ".join(live) or "none"
+    kdir = paths.kernel_dir(kernel_id)
+    closed = kdir / "closed.json"
+    hint = f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}"
+    if closed.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            info = json.loads(closed.read_text())
+            return UnknownKernelError(
+                f"kernel {kernel_id} was closed: {info.get('reason', 'closed')} (running now: {running})", hint=hint
+            )
+    if kdir.is_dir():
+        return UnknownKernelError(
+            f"kernel {kernel_id} belonged to a daemon that is no longer running; its state is gone (running now: {running})",
+            hint=hint,
+        )
+    return UnknownKernelError(
+        f"no kernel {kernel_id!r} (running: {running})",
+        hint="list kernels with `ipykeep status` or the list_kernels tool",
+    )
+
+
 class Engine:
     """Owns every kernel of one project."""
 
@@ -179,26 +202,8 @@ class Engine:
         )
 
     def _unknown_kernel(self, kernel_id: str) -> UnknownKernelError:
-        """Say what became of a kernel an earlier daemon had, if anything is known."""
-        live = ", ".join(k for k, e in self.kernels.items() if not e.closed) or "none"
-        kdir = self.paths.kernel_dir(kernel_id)
-        closed = kdir / "closed.json"
-        if closed.is_file():
-            with contextlib.suppress(ValueError, OSError):
-                info = json.loads(closed.read_text())
-                return UnknownKernelError(
-                    f"kernel {kernel_id} was closed: {info.get('reason', 'closed')} (running now: {live})",
-                    hint=f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}",
-                )
-        if kdir.is_dir():
-            return UnknownKernelError(
-                f"kernel {kernel_id} belonged to a daemon that is no longer running; its state is gone (running now: {live})",
-                hint=f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}",
-            )
-        return UnknownKernelError(
-            f"no kernel {kernel_id!r} (running: {live})",
-            hint="list kernels with `ipykeep status` or the list_kernels tool",
-        )
+        live = [k for k, e in self.kernels.items() if not e.closed]
+        return unknown_kernel_error(self.paths, kernel_id, live)
 
     def _live(self, kernel_id: str | None, notebook: str | None = None) -> KernelEntry:
         entry = self.entry(kernel_id, notebook)
@@ -605,10 +610,16 @@ class Engine:
             notices=entry.take_notices(),
         )
 
-    async def _run_cell(self, entry: KernelEntry, cell: Any, ex: Execution) -> None:
+    def _expressions(self, entry: KernelEntry, hook: str, *args: Any) -> dict[str, str]:
+        """Probe expressions the layers want evaluated with an execution (see KernelProcess.run)."""
+        exprs: dict[str, str] = {}
         for plugin in self.plugins:
-            if hasattr(plugin, "before_cell"):
-                await plugin.before_cell(self, entry, cell)
+            if hasattr(plugin, hook):
+                exprs.update(getattr(plugin, hook)(entry, *args))
+        return exprs
+
+    async def _run_cell(self, entry: KernelEntry, cell: Any, ex: Execution) -> None:
+        ex.expressions = {**self._expressions(entry, "cell_expressions", cell), "ipykeep_warm": WARM_TRACEBACKS}
         timeout = entry.config.cell_timeout or None
         try:
             await entry.process.run(ex, timeout=timeout)
@@ -618,8 +629,6 @@ class Engine:
             ex.finish("failed", note=exc.message)
         entry.cell_runs[cell.cell_id] = CellRun(ex.handle, cell.source, ex.state, ex.execution_count, cell.index)
         entry.archive.append_execution(ex)
-        with contextlib.suppress(IpykeepError):
-            await entry.process.warm_tracebacks()
         for plugin in self.plugins:
             if hasattr(plugin, "after_cell"):
                 await plugin.after_cell(self, entry, cell, ex)
@@ -712,6 +721,9 @@ class Engine:
                 try:
                     async with entry.main_lock:
                         entry.queued -= 1
+                        ex.expressions = self._expressions(entry, "scratch_expressions")
+                        if "import" in ex.code:
+                            ex.expressions["ipykeep_warm"] = WARM_TRACEBACKS
                         await entry.process.run(ex)
                 except BaseException:
                     entry.queued = max(0, entry.queued - 1) if ex.state == "queued" else entry.queued
@@ -723,9 +735,6 @@ class Engine:
             ex.finish("lost", note=f"internal error: {exc}")
         entry.touch()
         entry.archive.append_execution(ex)
-        if "import" in ex.code and subshell is None:
-            with contextlib.suppress(IpykeepError):
-                await entry.process.warm_tracebacks()
         for plugin in self.plugins:
             if hasattr(plugin, "after_scratch"):
                 with contextlib.suppress(Exception):

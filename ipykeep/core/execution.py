@@ -84,6 +84,9 @@ class Execution:
     dropped_bytes: int = 0
     notes: list[str] = field(default_factory=list)
     interrupt_requested: bool = False
+    #: user_expressions sent with the request (probes), and their results from the reply
+    expressions: dict[str, str] = field(default_factory=dict)
+    expression_results: dict[str, Any] = field(default_factory=dict)
     _clear_pending: bool = False
     _done: asyncio.Event = field(default_factory=asyncio.Event)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -216,6 +219,7 @@ class Execution:
 
     def on_reply(self, content: dict[str, Any]) -> None:
         status = content.get("status")
+        self.expression_results = content.get("user_expressions") or {}
         if content.get("execution_count") is not None:
             self.execution_count = content["execution_count"]
         if status == "error" and self.error is None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
@@ -41,6 +42,9 @@ KERNEL_SETUP = (Path(__file__).parent / "_inkernel" / "kernel_setup.py").read_te
 WARM_TRACEBACKS = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].warm_tracebacks()'
 
 DataflowMode = Literal["ipyflow", "static"]
+
+#: Seconds of iopub silence after the reply before a missing idle status is assumed lost.
+IOPUB_QUIET = 3.0
 
 
 def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
@@ -109,6 +113,9 @@ class KernelProcess:
         km.connection_file = str(self.runtime_dir / "kernel.json")
         km.ip = str(self.runtime_dir / "ipc")
         km.cache_ports = False
+        # No receive limit: with zmq's default (1000 messages) a burst of output while the
+        # daemon is busy overflows the queues and messages (even the idle status) are dropped.
+        km.context.setsockopt(zmq.RCVHWM, 0)
         env = dict(os.environ)
         env.pop("JPY_PARENT_PID", None)
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
@@ -298,33 +305,57 @@ class KernelProcess:
     async def run(self, ex: Execution, *, subshell_id: str | None = None, timeout: float | None = None) -> Execution:
         """Execute ``ex.code``; returns when the reply arrived and iopub went idle.
 
-        Like nbclient, the reply and the idle status are awaited together while the alive
-        watcher fails them if the kernel dies. Nothing here cancels the execution: a caller
-        that stops waiting leaves it running.
+        Like nbclient, the reply and the idle status are awaited while the alive watcher fails
+        them if the kernel dies. Nothing here cancels the execution: a caller that stops waiting
+        leaves it running. ``ex.expressions`` travel as user_expressions (ipykeep's probes ride
+        on the execution itself instead of costing round trips of their own); the kernel
+        evaluates them only when the code succeeded.
         """
         msg_id, reply, idle = self._send_execute(
-            ex.code, silent=False, cell_id=ex.cell_id or ex.handle, subshell_id=subshell_id
+            ex.code,
+            silent=False,
+            cell_id=ex.cell_id or ex.handle,
+            subshell_id=subshell_id,
+            user_expressions=ex.expressions,
         )
         ex.msg_id = msg_id
         ex.subshell = subshell_id is not None
         self._pending[msg_id] = ex
         ex.start()
         try:
-            done = asyncio.gather(reply, idle)
             try:
-                msgs = await (asyncio.wait_for(done, timeout) if timeout else done)
+                msg = await (asyncio.wait_for(reply, timeout) if timeout else reply)
             except asyncio.TimeoutError:
                 raise ExecutionTimeoutError(
                     f"{ex.handle} did not finish within {timeout:g} s",
                     hint="it was interrupted; raise cell_timeout in the configuration if it needs longer",
                 ) from None
-            ex.on_reply(msgs[0]["content"])
+            ex.on_reply(msg["content"])
+            await self._drain_until_idle(ex, msg_id, idle)
             ex.finish(ex.outcome_after_idle())
         except KernelDiedError:
             ex.finish("lost", note="the kernel died while this ran")
         finally:
             self._pending.pop(msg_id, None)
         return ex
+
+    async def _drain_until_idle(self, ex: Execution, msg_id: str, idle: asyncio.Future[None]) -> None:
+        """After the reply, wait for the idle status while output keeps arriving.
+
+        Outputs may trail the reply (they travel on another socket). If iopub stays quiet for
+        ``IOPUB_QUIET`` seconds without the idle status, it was lost (as nbclient's
+        ``iopub_timeout`` assumes): finish anyway rather than hold the shell forever.
+        """
+        while True:
+            seen = len(ex.events)
+            try:
+                await asyncio.wait_for(asyncio.shield(idle), IOPUB_QUIET)
+                return
+            except asyncio.TimeoutError:
+                if len(ex.events) == seen:
+                    self._idle.pop(msg_id, None)
+                    ex.add_note("the kernel's idle status never arrived; output may be incomplete")
+                    return
 
     async def eval_silent(
         self,
@@ -371,7 +402,7 @@ class KernelProcess:
     async def warm_tracebacks(self) -> None:
         """See ``_inkernel/kernel_setup.py``: keeps the first error after an import fast."""
         if self.alive:
-            await self.eval_silent(WARM_TRACEBACKS)
+            await self.eval_silent(WARM_TRACEBACKS, decode=False)
 
     async def install_helper(
         self, module_name: str, source: str, *, subshell_id: str | None = None, timeout: float = 30.0

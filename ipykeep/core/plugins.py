@@ -1,8 +1,10 @@
 """The layers that extend the engine (staleness, inspection, serving), installed in the daemon.
 
 A plugin is an object with optional hooks the engine calls (``kernel_started``,
-``before_cell``, ``after_cell``, ``after_scratch``, ``kernel_restarted``, ``kernel_lost``,
-``kernel_closing``, ``foreign_message``, ``stale_reasons``) and an optional ``rpc_methods()``
+``after_cell``, ``after_scratch``, ``kernel_restarted``, ``kernel_lost``,
+``kernel_closing``, ``foreign_message``, ``stale_reasons``), optional ``cell_expressions`` and
+``scratch_expressions`` returning probe expressions evaluated with each execution (their results
+are in ``Execution.expression_results``), and an optional ``rpc_methods()``
 returning extra engine methods to expose over RPC.
 """
 

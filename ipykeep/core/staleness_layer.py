@@ -78,6 +78,7 @@ class StalenessLayer:
         proc = entry.process
         await proc.install_helper(probes.FILETRACK_MODULE, probes.filetrack_source())
         await proc.eval_silent(probes.filetrack_install_expr(str(self.engine.paths.root)))
+        await proc.eval_silent(probes.filetrack_begin_expr())
         if proc.dataflow == "ipyflow":
             await proc.install_helper(ipyflow_adapter.MODULE_NAME, ipyflow_adapter.probe_source_text())
 
@@ -100,9 +101,25 @@ class StalenessLayer:
         if task is not None:
             task.cancel()
 
-    async def before_cell(self, engine: Engine, entry: KernelEntry, cell: Any) -> None:
-        with contextlib.suppress(IpykeepError):
-            await entry.process.eval_silent(probes.filetrack_begin_expr())
+    def cell_expressions(self, entry: KernelEntry, cell: Any) -> dict[str, str]:
+        """Probes evaluated right after the cell, in its own execute request."""
+        exprs = {"ipykeep_files": probes.filetrack_collect_expr()}
+        if entry.process.dataflow == "ipyflow":
+            exprs["ipykeep_flow"] = ipyflow_adapter.cell_expr(cell.cell_id)
+        return exprs
+
+    def scratch_expressions(self, entry: KernelEntry) -> dict[str, str]:
+        # Closes the file-read window so a scratch execution's reads are not charged to the
+        # next notebook cell (the result is not needed).
+        return {"ipykeep_files": probes.filetrack_collect_expr()}
+
+    async def _probe_result(self, entry: KernelEntry, ex: Execution, key: str, expr: str) -> Any:
+        """A probe's value from the execution's reply, or asked for afresh when the cell failed
+        (the kernel evaluates user_expressions only after code that succeeded)."""
+        result = ex.expression_results.get(key)
+        if result is not None:
+            return probes.decode_expression_value(result)
+        return await entry.process.eval_silent(expr)
 
     async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
         files: tuple[FileStamp, ...] = ()
@@ -110,11 +127,12 @@ class StalenessLayer:
         dynamic = None
         if entry.process.alive:
             try:
-                reply = await entry.process.eval_silent(probes.filetrack_end_expr())
+                reply = await self._probe_result(entry, ex, "ipykeep_files", probes.filetrack_collect_expr())
                 files = probes.parse_filetrack_end(reply)
                 written = probes.parse_filetrack_written(reply)
                 if entry.process.dataflow == "ipyflow":
-                    dynamic = ipyflow_adapter.parse_cell(await entry.process.eval_silent(ipyflow_adapter.cell_expr(cell.cell_id)))
+                    flow = await self._probe_result(entry, ex, "ipykeep_flow", ipyflow_adapter.cell_expr(cell.cell_id))
+                    dynamic = ipyflow_adapter.parse_cell(flow)
             except IpykeepError as exc:
                 log.warning("probe after %s failed: %s", cell.cell_id, exc.message)
         self.tracker(entry).record_cell_run(

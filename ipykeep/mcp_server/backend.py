@@ -15,6 +15,7 @@ import anyio
 
 from ..core.archive import resolve_artifact_uri
 from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
+from ..core.engine import unknown_kernel_error
 from ..core.errors import DaemonUnreachableError, UnknownKernelError, UsageError
 from ..core.project import ProjectPaths, find_project_root
 
@@ -32,6 +33,8 @@ class Backend:
         if self._client is not None and _pid_alive(self._client.descriptor.pid):
             return self._client
         desc = find_daemon(self.root)
+        if self._client is not None:
+            self._client.close()
         self._client = DaemonClient(desc) if desc is not None else None
         return self._client
 
@@ -92,7 +95,6 @@ class Backend:
                 hint=f"the artifact stays on disk: {path}",
             )
         kid = params.get("kernel_id")
-        raise UnknownKernelError(
-            f"no kernel {kid!r}: no ipykeep daemon is running for {self.root}" if kid else f"no ipykeep daemon is running for {self.root}",
-            hint="start a kernel with create_kernel",
-        )
+        if kid:
+            raise unknown_kernel_error(self.paths, str(kid), [])
+        raise UnknownKernelError(f"no ipykeep daemon is running for {self.root}", hint="start a kernel with create_kernel")

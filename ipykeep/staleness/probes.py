@@ -101,6 +101,11 @@ def filetrack_end_expr() -> str:
     return call_expr(FILETRACK_MODULE, "end")
 
 
+def filetrack_collect_expr() -> str:
+    """Files touched since the last collect, collection going on (see ``filetrack.collect``)."""
+    return call_expr(FILETRACK_MODULE, "collect")
+
+
 def parse_filetrack_end(payload: Mapping[str, Any]) -> tuple[FileStamp, ...]:
     """The files a cell read, from the decoded reply of ``end()``."""
     check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")

@@ -67,6 +67,17 @@ def begin():
     return json.dumps({"protocol": PROTOCOL_VERSION})
 
 
+def collect():
+    """The files read (and opened for writing) since the last collect/begin; keep collecting.
+
+    Evaluated as a ``user_expression`` of each main-shell execution, so every execution's
+    window is exactly its own run (user expressions are evaluated right after the code).
+    """
+    result = end()
+    _state["active"] = True
+    return result
+
+
 def end():
     """Stop collecting; the files read since ``begin()``, stamped now (after the cell ran), and
     the paths opened for writing."""
