@@ -1,0 +1,74 @@
+"""What every scenario receives: the run's mode and a pool of shared, long-lived sides.
+
+Starting a kernel costs seconds, so the MCP servers and raw kernels that several scenarios use
+the same way (round trip, output volume, context cost) are started once, on first use, and
+closed when the whole run ends. They are entered and left in the run's one task, in order,
+as anyio's cancel scopes require.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .rawkernel import KernelKind, RawKernel, raw_kernel
+from .sessions import Mcp, make_project, mcp_server
+
+
+@dataclass
+class McpSide:
+    mcp: Mcp
+    kernel_id: str
+    root: Path
+
+
+@dataclass
+class Pool:
+    tmp: Path
+    log_dir: Path
+    stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    _mcp: dict[str, McpSide] = field(default_factory=dict)
+    _raw: dict[str, RawKernel] = field(default_factory=dict)
+
+    async def mcp(self, dataflow: str = "ipyflow") -> McpSide:
+        """An MCP server whose daemon runs kernels in ``dataflow`` mode, with a scratch kernel."""
+        if dataflow not in self._mcp:
+            root = make_project(self.tmp / f"pool-mcp-{dataflow}")
+            log = self.log_dir / f"mcp-{dataflow}.log"
+            mcp = await self.stack.enter_async_context(mcp_server(root, dataflow=dataflow, log=log))
+            created = await mcp.call("create_kernel", {})
+            self._mcp[dataflow] = McpSide(mcp, created.data["kernel_id"], root)
+        return self._mcp[dataflow]
+
+    async def raw(self, kind: KernelKind) -> RawKernel:
+        if kind not in self._raw:
+            self._raw[kind] = await self.stack.enter_async_context(raw_kernel(kind))
+        return self._raw[kind]
+
+    async def close(self) -> None:
+        await self.stack.aclose()
+
+
+@dataclass
+class RunContext:
+    quick: bool
+    out: Path
+    tmp: Path
+    pool: Pool
+
+    def reps(self, full: int, quick: int = 1) -> int:
+        return quick if self.quick else full
+
+    def size(self, full: Any, quick: Any) -> Any:
+        return quick if self.quick else full
+
+    def workdir(self, name: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.tmp))
+        return path
+
+    @property
+    def log_dir(self) -> Path:
+        return self.pool.log_dir

@@ -1,0 +1,25 @@
+"""One module per scenario; each exposes ``NAME``, ``TITLE`` and ``async run(ctx) -> list[Metric]``."""
+
+from . import (
+    s1_round_trip,
+    s2_edit_to_fresh,
+    s3_dataflow_overhead,
+    s4_cold_start,
+    s5_memory,
+    s6_output_volume,
+    s7_context_cost,
+    s8_plan_inspect,
+)
+
+#: Run order. Output volume goes last: when an execution hangs there it keeps the shared
+#: kernel's main shell busy, which would skew what follows.
+ALL = (
+    s1_round_trip,
+    s2_edit_to_fresh,
+    s3_dataflow_overhead,
+    s4_cold_start,
+    s5_memory,
+    s7_context_cost,
+    s8_plan_inspect,
+    s6_output_volume,
+)

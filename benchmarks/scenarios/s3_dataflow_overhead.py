@@ -1,0 +1,152 @@
+"""Dataflow overhead: compute-heavy cells in ipykeep's kernels vs a plain ipykernel.
+
+Sides, interleaved per cell: ipykeep in ``static`` mode and in ``ipyflow`` mode (driven
+in-process through the engine, as notebook cells with every probe the daemon runs around a
+cell), a raw plain ipykernel, and two raw ipyflow kernels (tracing on, and ``%flow disable``)
+that split ipyflow's own cost from ipykeep's. To find where ipyflow's time goes, the loop is
+also run under cProfile inside the ipyflow kernel: its instrumentation is ordinary Python
+calls emitted into the cell's code, so the profile shows them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from ..context import RunContext
+from ..notebooks import write_notebook
+from ..rawkernel import raw_kernel
+from ..sessions import engine, make_project
+from ..timing import Metric, Stats, Target, timed
+
+NAME = "dataflow_overhead"
+TITLE = "3. Dataflow overhead"
+
+IMPORTS = "import numpy as np\nimport pandas as pd"
+
+
+def workloads(n: int) -> dict[str, str]:
+    return {
+        "empty": "pass",
+        "loop": f"total = 0\nfor i in range({n}):\n    total += i",
+        "frame": (
+            f"rng = np.random.default_rng(0)\n"
+            f"frame = pd.DataFrame({{'a': np.arange({n}), 'g': np.arange({n}) % 97, 'x': rng.random({n})}})"
+        ),
+        "groupby": "agg = frame.groupby('g')['x'].agg(['mean', 'sum', 'count'])",
+    }
+
+
+LABELS = {"empty": "empty cell (fixed per-cell cost)", "loop": "pure-Python loop", "frame": "build DataFrame", "groupby": "groupby"}
+
+PROFILE = """
+import cProfile as _cp, pstats as _ps, io as _io, json as _js
+_pr = _cp.Profile()
+_pr.enable()
+_t = 0
+for _i in range({n}):
+    _t += _i
+_pr.disable()
+_st = _ps.Stats(_pr)
+_rows = sorted(_st.stats.items(), key=lambda kv: -kv[1][2])[:8]
+_total = sum(v[2] for v in _st.stats.values())
+print(_js.dumps({{"total_s": _total, "top": [[f"{{k[0].split('/')[-1]}}:{{k[2]}}", v[1], round(v[2], 4)] for k, v in _rows]}}))
+"""
+
+
+async def _profile_ipyflow(n: int) -> dict[str, Any]:
+    """Top functions by own time while ipyflow runs the loop (where its cost goes)."""
+    out: dict[str, Any] = {}
+    async with raw_kernel("ipyflow") as k:
+        text: list[str] = []
+
+        def hook(msg: dict[str, Any]) -> None:
+            if msg["header"]["msg_type"] == "stream":
+                text.append(msg["content"]["text"])
+
+        await k.kc.execute_interactive(PROFILE.format(n=n), output_hook=hook, timeout=600)
+        for line in "".join(text).splitlines():
+            if line.startswith("{"):
+                out = json.loads(line)
+    return out
+
+
+async def run(ctx: RunContext) -> list[Metric]:
+    n = ctx.size(2_000_000, 200_000)
+    cells = workloads(n)
+    reps = ctx.reps(5, 1)
+    samples: dict[str, dict[str, list[float]]] = {w: {} for w in cells}
+    roots = {mode: make_project(ctx.workdir(f"{NAME}-{mode}")) for mode in ("static", "ipyflow")}
+    for root in roots.values():
+        write_notebook(root / "compute.ipynb", [("imports", IMPORTS), *cells.items()])
+    async with (
+        engine(roots["static"], dataflow="static") as eng_static,
+        engine(roots["ipyflow"], dataflow="ipyflow") as eng_flow,
+        raw_kernel("plain") as plain,
+        raw_kernel("ipyflow") as flow,
+        contextlib.AsyncExitStack() as extra,
+    ):
+        # The "%flow disable" kernel and the profile only explain ipyflow's cost: full runs only.
+        flow_off = None if ctx.quick else await extra.enter_async_context(raw_kernel("ipyflow"))
+        kernels = {}
+        for mode, eng in (("static", eng_static), ("ipyflow", eng_flow)):
+            rec = await eng.create_kernel(notebook=str(roots[mode] / "compute.ipynb"), warm=False)
+            kernels[mode] = (eng, rec.kernel_id)
+            await eng.run_cells(["imports"], kernel_id=rec.kernel_id)
+        if flow_off is not None:
+            await flow_off.execute("%flow disable")
+        for raw in (plain, flow, flow_off):
+            if raw is not None:
+                await raw.execute(IMPORTS)
+
+        def engine_side(mode: str, cell: str):
+            eng, kid = kernels[mode]
+
+            async def go() -> None:
+                batch = await eng.run_cells([cell], kernel_id=kid)
+                if not batch.ok:
+                    raise RuntimeError(f"{cell} failed in ipykeep ({mode}): {batch.results[0].error}")
+
+            return go
+
+        def raw_side(raw: Any, code: str):
+            async def go() -> None:
+                res = await raw.execute(code)
+                if res.status != "ok":
+                    raise RuntimeError(f"raw kernel failed on {code[:40]!r}")
+
+            return go
+
+        # One untimed round first (unless quick): first-call costs are not what is measured.
+        for round_ in range(reps + (0 if ctx.quick else 1)):
+            for cell, code in cells.items():
+                sides = {
+                    "static": engine_side("static", cell),
+                    "plain": raw_side(plain, code),
+                    "ipyflow": engine_side("ipyflow", cell),
+                    "raw_ipyflow": raw_side(flow, code),
+                }
+                if flow_off is not None:
+                    sides["raw_ipyflow_off"] = raw_side(flow_off, code)
+                for side, fn in sides.items():
+                    seconds, _ = await timed(fn)
+                    if round_ or ctx.quick:
+                        samples[cell].setdefault(side, []).append(seconds)
+    profile = None if ctx.quick else await _profile_ipyflow(300_000)
+    metrics: list[Metric] = []
+    for cell, by_side in samples.items():
+        st = {k: Stats.of(v) for k, v in by_side.items()}
+        label = LABELS[cell] if cell == "empty" else f"{LABELS[cell]} ({n:,})"
+        metrics += [
+            Metric(NAME, f"{label}: static", "s", st["static"], "ipykeep static", "plain ipykernel", st["plain"], Target("ratio", "<=", 1.1)),
+            Metric(NAME, f"{label}: ipyflow", "s", st["ipyflow"], "ipykeep ipyflow", "plain ipykernel", st["plain"], Target("ratio", "<=", 1.5)),
+            Metric(NAME, f"{label}: raw ipyflow kernel", "s", st["raw_ipyflow"], "raw ipyflow kernel", "plain ipykernel", st["plain"]),
+        ]
+        if "raw_ipyflow_off" in st:
+            metrics.append(
+                Metric(NAME, f"{label}: ipyflow, %flow disable", "s", st["raw_ipyflow_off"], "raw ipyflow, dataflow off", "plain ipykernel", st["plain"])
+            )
+    if profile:
+        metrics[0].extra["ipyflow_loop_profile"] = profile
+    return metrics

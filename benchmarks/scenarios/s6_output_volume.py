@@ -1,0 +1,67 @@
+"""Output volume: a cell making many flushed prints, through MCP vs a raw execute.
+
+Each print is its own iopub message, so this measures ipykeep's per-message handling (routing,
+recording, the output cap) and the bounding of what is returned: wall time per side, and the
+bytes each hands back to the agent (the MCP result as received vs every byte of raw output).
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from ..context import RunContext
+from ..timing import Metric, Stats, Target, interleave, single
+
+NAME = "output_volume"
+#: Longest an execution may take through MCP before the scenario reports it as hung.
+DEADLINE_S = 120.0
+TITLE = "6. Output volume"
+
+
+def code(lines: int) -> str:
+    return f"for i in range({lines}):\n    print(f'line {{i}} of the output', flush=True)"
+
+
+async def run(ctx: RunContext) -> list[Metric]:
+    lines = ctx.size(10_000, 1_000)
+    src = code(lines)
+    lines_total = lines
+    sizes: dict[str, int] = {}
+    metrics: list[Metric] = []
+    for mode, kind in (("ipyflow", "ipyflow"), ("static", "plain")):
+        side = await ctx.pool.mcp(mode)
+        raw = await ctx.pool.raw(kind)  # type: ignore[arg-type]
+
+        async def via_mcp() -> None:
+            # An agent whose call yields before the end keeps reading with read_cell: count it all.
+            res = await side.mcp.call("ipython", {"kernel_id": side.kernel_id, "code": src, "yield_time_ms": 30000})
+            total = res.bytes
+            with anyio.move_on_after(DEADLINE_S):
+                while res.data.get("state") in ("queued", "running"):
+                    handle = res.data["cell_id"]
+                    res = await side.mcp.call("read_cell", {"kernel_id": side.kernel_id, "cell_id": handle, "yield_time_ms": 30000})
+                    total += res.bytes
+            if res.data.get("state") in ("queued", "running"):
+                lines = res.text.count("\n")
+                raise RuntimeError(
+                    f"{res.data['cell_id']} still 'running' {DEADLINE_S:g} s after it started although the kernel is"
+                    f" idle: the daemon missed iopub messages (its 'idle' status among them) under {lines_total:,}"
+                    f" flushed prints, so the execution never completes; last read: {res.text.splitlines()[0][:120]}"
+                )
+            if res.data.get("state") != "ok":
+                raise RuntimeError(f"print loop failed through MCP: {res.text[:500]}")
+            sizes[f"mcp_{mode}"] = total
+
+        async def via_raw() -> None:
+            res = await raw.execute(src)
+            sizes[f"raw_{mode}"] = res.output_bytes
+
+        s = await interleave({"mcp": via_mcp, "raw": via_raw}, ctx.reps(5, 1), warmup=ctx.reps(1, 0))
+        label = f"{lines:,} flushed prints, {mode if mode == 'ipyflow' else 'plain (static)'} kernel"
+        metrics.append(
+            Metric(NAME, f"{label}: wall time", "s", Stats.of(s["mcp"]), "MCP ipython", "raw jupyter_client", Stats.of(s["raw"]), Target("ratio", "<=", 1.5))
+        )
+        metrics.append(
+            Metric(NAME, f"{label}: bytes to the agent", "B", single(sizes[f"mcp_{mode}"]), "MCP result", "raw output", single(sizes[f"raw_{mode}"]))
+        )
+    return metrics
