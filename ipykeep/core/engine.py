@@ -60,6 +60,8 @@ from .records import (
 
 log = logging.getLogger("ipykeep.engine")
 
+HANDLE_BLOCK = 1000
+
 
 @dataclass
 class CellRun:
@@ -142,6 +144,7 @@ class Engine:
         self.started_at = time.time()
         self.kernels: dict[str, KernelEntry] = {}
         self._next_kernel, self._next_handle = self._load_counters()
+        self._reserved_handles = self._next_handle
         self._readers: dict[tuple[str, str], int] = {}
         self._expiry_task: asyncio.Task[Any] | None = None
         self.on_empty: Callable[[], None] | None = None
@@ -167,13 +170,17 @@ class Engine:
     def _save_counters(self) -> None:
         self.paths.kernels.mkdir(parents=True, exist_ok=True)
         tmp = self._counters_file().with_suffix(".tmp")
-        tmp.write_text(json.dumps({"kernel": self._next_kernel, "handle": self._next_handle}))
+        tmp.write_text(json.dumps({"kernel": self._next_kernel, "handle": max(self._next_handle, self._reserved_handles)}))
         tmp.replace(self._counters_file())
 
     def _new_handle(self) -> str:
+        # Handles are reserved in blocks so the hot path does not write a file per call; a
+        # daemon that dies starts its successor after the whole reserved block.
+        if self._next_handle >= self._reserved_handles:
+            self._reserved_handles = self._next_handle + HANDLE_BLOCK
+            self._save_counters()
         handle = f"c{self._next_handle}"
         self._next_handle += 1
-        self._save_counters()
         return handle
 
     # -- lookup ------------------------------------------------------------------------------

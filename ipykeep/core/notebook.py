@@ -244,8 +244,14 @@ def write_outputs(path: Path | str, updates: dict[str, CellOutputs], *, retries:
             report.updated.append(cell_id)
         if not report.updated and not report.repairs:
             return report
-        _validate(nb, path)
-        text = nbformat.writes(nb)
+        captured: dict[str, Any] = {}
+        text = nbformat.writes(nb, capture_validation_error=captured)  # validates once
+        if "ValidationError" in captured:
+            exc = captured["ValidationError"]
+            raise NotebookInvalidError(
+                f"{path}: merging outputs would make an invalid notebook ({exc.message}); nothing was written",
+                hint="please report this; the outputs stay in ipykeep's record",
+            )
         if not text.endswith("\n"):
             text += "\n"
         encoded = text.encode("utf-8")

@@ -196,9 +196,13 @@ class IpykeepMcp:
 async def run_stdio(app: IpykeepMcp) -> None:
     from mcp.server.stdio import stdio_server
 
+    from .stdio import pipe_stdio
+
     server = app.server()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    async with pipe_stdio() as streams:
+        stdin, stdout = streams if streams is not None else (None, None)
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def serve_stdio(app: IpykeepMcp) -> None:

@@ -50,12 +50,13 @@ class Graph:
         return tuple(w for w in self.writers.get(name, ()) if self.position[w] > pos)
 
 
-def _closure(
+def called_globals(
     start: frozenset[str],
     own_defs: frozenset[str],
     lookup: Mapping[str, FunctionInfo],
 ) -> tuple[set[str], set[str]]:
-    """Module names read and mutated by calling the functions among ``start``, transitively."""
+    """Module names read and mutated by calling the functions among ``start``, transitively
+    (a function's body may call further notebook functions); reads exclude ``own_defs``."""
     reads: set[str] = set()
     mutated: set[str] = set()
     seen: set[str] = set()
@@ -89,6 +90,16 @@ def mutated_arguments(an: CellAnalysis, lookup: Mapping[str, FunctionInfo]) -> s
     return out
 
 
+def static_effects(an: CellAnalysis, lookup: Mapping[str, FunctionInfo]) -> tuple[set[str], set[str]]:
+    """Names a piece of code reads from outside, and names it changes in place: directly, in the
+    bodies of the notebook functions it calls, or as arguments those functions change.
+    ``lookup`` holds the functions visible to the code (its own definitions included)."""
+    called_reads, called_mutated = called_globals(an.loaded, an.defs, lookup)
+    called_mutated |= mutated_arguments(an, lookup)
+    reads = set(an.uses) | set(an.mutates) | called_reads | called_mutated
+    return reads, set(an.mutates) | called_mutated
+
+
 def build_graph(
     cells: Sequence[NotebookCell],
     dynamic: Mapping[str, DynamicCellInfo] | None = None,
@@ -105,10 +116,7 @@ def build_graph(
         an = analyze_source(cell.source)
         lookup = dict(functions)
         lookup.update(an.functions)
-        called_reads, called_mutated = _closure(an.loaded, an.defs, lookup)
-        called_mutated |= mutated_arguments(an, lookup)
-        reads = set(an.uses) | set(an.mutates) | called_reads | called_mutated
-        mutates = set(an.mutates) | called_mutated
+        reads, mutates = static_effects(an, lookup)
         writes = set(an.defs) | mutates
         dyn = dynamic.get(cell.cell_id)
         if dyn is not None:

@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Callable, Iterable, Literal, Mapping, Sequence
 
 from .analysis import FunctionInfo, analyze_source
-from .graph import Graph, GraphCell, build_graph, mutated_arguments
+from .graph import Graph, GraphCell, build_graph, static_effects
 from .hashing import source_hash
 from .models import (
     REASON_ORDER,
@@ -277,21 +277,8 @@ class StalenessTracker:
         an = analyze_source(source)
         lookup = dict(self._functions)
         lookup.update(an.functions)
-        by_call = mutated_arguments(an, lookup)
-        reads = set(an.uses) | set(an.mutates) | by_call
-        writes = set(an.defs) | set(an.mutates) | by_call
-        seen: set[str] = set()
-        todo = [n for n in an.loaded if n in lookup]
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            info = lookup[name]
-            reads |= info.free_globals - an.defs
-            reads |= info.mutated_globals
-            writes |= info.mutated_globals
-            todo.extend(n for n in info.free_globals if n in lookup)
+        reads, mutates = static_effects(an, lookup)
+        writes = set(an.defs) | mutates
         if dynamic is not None:
             reads |= (dynamic.used - an.defs) | dynamic.mutated
             for syms in dynamic.parents.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 
 from ipykeep.staleness.analysis import analyze_source
@@ -18,10 +19,19 @@ class Sim:
     reads: dict[str, list[str]] = field(default_factory=dict)
     writes: dict[str, list[str]] = field(default_factory=dict)
     failing: set[str] = field(default_factory=set)
+    #: the kernel's working directory: when set, ``stat`` names files as the engine's does
+    #: (joined to it and normalised) and ``files`` is keyed by those names
+    root: str | None = None
+    #: whether the file-tracking probe reports ``writes`` (else only path literals show them)
+    report_writes: bool = False
+
+    def canon(self, path: str) -> str:
+        return path if self.root is None else posixpath.normpath(posixpath.join(self.root, path))
 
     def stat(self, path: str) -> FileStamp | None:
-        v = self.files.get(path)
-        return None if v is None else FileStamp(path, 1_000 + v, 10 + v)
+        full = self.canon(path)
+        v = self.files.get(full)
+        return None if v is None else FileStamp(full, 1_000 + v, 10 + v)
 
     def cells(self) -> list[NotebookCell]:
         out = []
@@ -38,12 +48,21 @@ class Sim:
 
     def run(self, *cids: str) -> None:
         for cid in cids:
-            for path in self.writes.get(cid, []):
+            written = [self.canon(p) for p in self.writes.get(cid, [])]
+            for path in written:
                 self.files[path] = self.files.get(path, 0) + 1
-            stamps = [self.stat(p) or FileStamp.missing(p) for p in self.reads.get(cid, [])]
+            stamps = [
+                self.stat(p) or FileStamp.missing(self.canon(p)) for p in self.reads.get(cid, [])
+            ]
             outcome = "failed" if cid in self.failing else "ok"
             self.tracker.record_cell_run(
-                cid, self.index(cid), self.source(cid), outcome, stamps, stat=self.stat
+                cid,
+                self.index(cid),
+                self.source(cid),
+                outcome,
+                stamps,
+                stat=self.stat,
+                files_written=written if self.report_writes else (),
             )
 
     def run_all(self) -> None:
@@ -71,7 +90,8 @@ class Sim:
         self.sources.insert(to, item)
 
     def touch(self, path: str) -> None:
-        self.files[path] = self.files.get(path, 0) + 1
+        full = self.canon(path)
+        self.files[full] = self.files.get(full, 0) + 1
 
     def plan(self) -> Plan:
         return self.tracker.plan(self.cells(), self.stat)
