@@ -22,7 +22,7 @@ import typer
 
 from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
 from .core.config import load_config
-from .core.errors import IpykeepError, NotebookInvalidError, UsageError
+from .core.errors import IpykeepError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
 from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord

@@ -90,6 +90,36 @@ def directory_lock(path: Path | str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None = None) -> bool:
+    """Atomically give ``path`` the content ``data``; never a half-written file on disk.
+
+    Writes a temporary file beside it (fsynced, with the target's mode), then renames it over
+    the target under ``directory_lock``. With ``unchanged_since``, the target is replaced only
+    if it still holds exactly those bytes (checked under the lock); returns whether it was.
+    """
+    path = os.fspath(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".ipykeep-tmp", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        with directory_lock(path):
+            if unchanged_since is not None:
+                with open(path, "rb") as current:
+                    if current.read() != unchanged_since:
+                        return False
+            os.replace(tmp, path)
+        tmp = ""
+        return True
+    finally:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
 def _source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else str(src)
@@ -255,23 +285,8 @@ def write_outputs(path: Path | str, updates: dict[str, CellOutputs], *, retries:
         if not text.endswith("\n"):
             text += "\n"
         encoded = text.encode("utf-8")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".ipykeep-tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(encoded)
-                fh.flush()
-                os.fsync(fh.fileno())
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, path.stat().st_mode & 0o7777)
-            with directory_lock(path):
-                if path.read_bytes() != raw:
-                    continue  # someone saved meanwhile: merge again from their version
-                os.replace(tmp, path)
-            tmp = ""
-        finally:
-            if tmp:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
+        if not replace_file(path, encoded, unchanged_since=raw):
+            continue  # someone saved meanwhile: merge again from their version
         report.written = True
         report.content_hash = content_hash(encoded)
         return report

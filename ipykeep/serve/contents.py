@@ -11,41 +11,29 @@ notebook's directory (``directory_lock``) that ipykeep's own write-back can shar
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-import tempfile
-from pathlib import Path
 from typing import IO, Any, Iterator
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
-from ..core.notebook import directory_lock
+from ..core.notebook import replace_file
 
 
 @contextlib.contextmanager
 def replacing_writer(path: str, text: bool = True, encoding: str = "utf-8", **kwargs: Any) -> Iterator[IO[Any]]:
+    """A file-like for Jupyter's writers; its content replaces ``path`` atomically on exit."""
     if os.path.islink(path):
         path = os.path.join(os.path.dirname(path), os.readlink(path))
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".jupyter-tmp", dir=directory)
-    try:
-        if text:
-            kwargs.setdefault("newline", "\n")
-            fh: IO[Any] = os.fdopen(fd, "w", encoding=encoding, **kwargs)
-        else:
-            fh = os.fdopen(fd, "wb", **kwargs)
-        with fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        with directory_lock(path):
-            os.replace(tmp, path)
-        tmp = ""
-    finally:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    if text:
+        buffer: IO[Any] = io.StringIO(newline=kwargs.get("newline", "\n"))
+        yield buffer
+        data = buffer.getvalue().encode(encoding)
+    else:
+        buffer = io.BytesIO()
+        yield buffer
+        data = buffer.getvalue()
+    replace_file(path, data)
 
 
 class ReplacingFileManager(AsyncLargeFileManager):

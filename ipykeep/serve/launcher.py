@@ -20,7 +20,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 from ..core.project import ProjectPaths, private_dir

@@ -15,7 +15,6 @@ staleness layer through ``Engine.note_foreign_execution`` when the engine has it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import logging
 import uuid
