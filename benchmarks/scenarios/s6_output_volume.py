@@ -42,7 +42,6 @@ async def run(ctx: RunContext) -> list[Metric]:
                     res = await side.mcp.call("read_cell", {"kernel_id": side.kernel_id, "cell_id": handle, "yield_time_ms": 30000})
                     total += res.bytes
             if res.data.get("state") in ("queued", "running"):
-                res.text.count("\n")
                 raise RuntimeError(
                     f"{res.data['cell_id']} still 'running' {DEADLINE_S:g} s after it started although the kernel is"
                     f" idle: the daemon missed iopub messages (its 'idle' status among them) under {lines_total:,}"
