@@ -119,8 +119,8 @@ async def test_interrupt_sleep_and_await_keep_state(eng):
         t = time.monotonic()
         res = await engine.interrupt(kernel_id=kid)
         assert res.action == "interrupted", res
-        # static kernels stop in ~0.2 s; ipyflow's exception handling adds 0.3-2 s under load
-        assert time.monotonic() - t < engine.config.interrupt_grace
+        # ~0.2 s on a plain kernel, 0.3-0.8 s under ipyflow's tracer; margin for a loaded machine
+        assert time.monotonic() - t < 1.5
         assert (await engine.read_execution(rec.handle, kernel_id=kid)).state == "interrupted"
     assert (await engine.execute("print(kept)", kernel_id=kid)).output.text.strip() == "still here"
 

@@ -222,9 +222,9 @@ def test_interrupt_top_level_await(mcp: McpSession, kid: str) -> None:
     t0 = time.monotonic()
     res = _ok(mcp.tool("interrupt", {"kernel_id": kid}))
     assert res.structured_content["action"] == "interrupted", text_of(res)
-    # The coroutine is cancelled at once; the first traceback an ipyflow kernel formats
-    # (under its tracer) takes 1-2 s more, later ones ~0.3 s. Still well inside the grace.
-    assert time.monotonic() - t0 < 3.0
+    # ~0.3-0.8 s on an ipyflow kernel (its tracer slows traceback formatting; the kernel
+    # set-up warms the first one); margin for a loaded machine.
+    assert time.monotonic() - t0 < 2.0
     assert "still here" in text_of(_ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(survivor)"})))
 
 

@@ -57,11 +57,34 @@ def warm_tracebacks():
     count = len(sys.modules)
     if count == _warmed_modules:
         return '"unchanged"'
+    first = _warmed_modules == 0
     _warmed_modules = count
-    threading.Thread(
-        target=inspect.getmodule, args=(compile("0", "<ipykeep-warm>", "eval"),), daemon=True, name="ipykeep-warm"
-    ).start()
+    threading.Thread(target=_warm, args=(first,), daemon=True, name="ipykeep-warm").start()
     return '"warming"'
+
+
+def _warm(first):
+    inspect.getmodule(compile("0", "<ipykeep-warm>", "eval"))
+    if not first:
+        return
+    # Once per process: format the traceback of a cancelled await, as an interrupt of a
+    # top-level ``await`` produces, so pygments' lexers are compiled and the asyncio sources
+    # parsed before the first real one (~1-2 s under ipyflow's tracer otherwise).
+    try:
+        from IPython.core.getipython import get_ipython
+
+        shell = get_ipython()
+        loop = asyncio.new_event_loop()
+        try:
+            task = loop.create_task(asyncio.sleep(10))
+            loop.call_soon(task.cancel)
+            loop.run_until_complete(task)
+        except BaseException:
+            shell.InteractiveTB.structured_traceback(*sys.exc_info())
+        finally:
+            loop.close()
+    except Exception:
+        pass
 
 
 install_interrupt_patch()
