@@ -14,6 +14,7 @@ subshell is busy and the queue is full the call is refused with a retryable erro
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -239,8 +240,6 @@ class Engine:
             full_path, uri = str(art.path), art.uri
         bounded = bound_text(text, entry.config.max_output_chars, full_path=full_path, uri=uri)
         images = []
-        import base64
-
         for img in ex.images_since(cursor):
             art = entry.archive.store(base64.b64decode(img["data"]), img["mime"])
             images.append(ImageRef(mime=img["mime"], path=str(art.path), uri=art.uri))
@@ -861,6 +860,4 @@ class Engine:
         data = path.read_bytes()
         if path.suffix in (".txt", ".html", ".svg"):
             return {"uri": uri, "path": str(path), "text": data.decode("utf-8", "replace")}
-        import base64
-
         return {"uri": uri, "path": str(path), "blob": base64.b64encode(data).decode(), "mime": "image/png" if path.suffix == ".png" else "application/octet-stream"}
