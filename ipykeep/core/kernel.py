@@ -283,7 +283,9 @@ class KernelProcess:
         content = {
             "code": code,
             "silent": silent,
-            "store_history": not silent,
+            # Subshell code stays out of IPython's history: its sqlite history is written from
+            # the main thread too, and IPython 8 reports concurrent writes into the output.
+            "store_history": not silent and subshell_id is None,
             "user_expressions": user_expressions or {},
             "allow_stdin": False,
             "stop_on_error": False,

@@ -65,26 +65,42 @@ def warm_tracebacks():
 
 def _warm(first):
     inspect.getmodule(compile("0", "<ipykeep-warm>", "eval"))
-    if not first:
-        return
-    # Once per process: format the traceback of a cancelled await, as an interrupt of a
-    # top-level ``await`` produces, so pygments' lexers are compiled and the asyncio sources
-    # parsed before the first real one (~1-2 s under ipyflow's tracer otherwise).
-    try:
-        from IPython.core.getipython import get_ipython
+    if first:
+        for step in (_warm_cancelled_traceback, _warm_sources):
+            try:
+                step()
+            except Exception:  # warming is an optimisation; never disturb the kernel
+                pass
 
-        shell = get_ipython()
-        loop = asyncio.new_event_loop()
-        try:
-            task = loop.create_task(asyncio.sleep(10))
-            loop.call_soon(task.cancel)
-            loop.run_until_complete(task)
-        except BaseException:
-            shell.InteractiveTB.structured_traceback(*sys.exc_info())
-        finally:
-            loop.close()
-    except Exception:
-        pass
+
+def _warm_cancelled_traceback():
+    """Format the traceback of a cancelled await, as interrupting a top-level ``await`` makes,
+    so pygments' lexers are compiled and the asyncio sources parsed before the real one."""
+    from IPython.core.getipython import get_ipython
+
+    shell = get_ipython()
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(asyncio.sleep(10))
+        loop.call_soon(task.cancel)
+        loop.run_until_complete(task)
+    except BaseException:
+        shell.InteractiveTB.structured_traceback(*sys.exc_info())
+    finally:
+        loop.close()
+
+
+def _warm_sources():
+    """Formatting a traceback parses the sources of the frames involved (IPython 8 reads
+    interactiveshell.py, ~4,000 lines, for an interrupted cell; an interrupt can also land in
+    the tracer's own frames): parse them now, rather than later under the tracer."""
+    # stack_data's Source subclass keeps its own cache: that is the one tracebacks use.
+    from stack_data import Source
+
+    for name in ("IPython.core.interactiveshell", "pyccolo.tracer", "ipyflow.tracing.ipyflow_tracer"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            Source.for_filename(module.__file__)
 
 
 install_interrupt_patch()

@@ -166,23 +166,47 @@ def run_bounded(fn, timeout_s: float, mode: str = "auto"):
 # --------------------------------------------------------------------------- small helpers
 
 
-def _type_name(tp) -> str:
-    """Qualified type name read through ``type``'s own descriptors, so no metaclass code runs."""
+def _type_names(tp) -> tuple:
+    """(public name, defining name) of a type, read through ``type``'s own descriptors so no
+    metaclass code runs. The public name is ``pkg.Name`` when the top-level package exports the
+    type under that name (``pandas.DataFrame`` rather than ``pandas.core.frame.DataFrame``,
+    whatever the library version); it is looked up in the module's ``__dict__``, never through
+    a module ``__getattr__``."""
     try:
         module = type.__dict__["__module__"].__get__(tp, type)
         qual = type.__dict__["__qualname__"].__get__(tp, type)
     except Exception:
-        return "?"
+        return ("?", "?")
     if not isinstance(module, str) or module == "builtins":
-        return str(qual)
-    return f"{module}.{qual}"
+        return (str(qual), str(qual))
+    full = f"{module}.{qual}"
+    top = module.split(".", 1)[0]
+    if top != module:
+        try:
+            pkg = sys.modules.get(top)
+            if pkg is not None and vars(pkg).get(qual) is tp:
+                return (f"{top}.{qual}", full)
+        except Exception:
+            pass
+    return (full, full)
+
+
+def _type_name(tp) -> str:
+    return _type_names(tp)[0]
 
 
 def _mro_names(tp) -> list:
+    """Names of the type and its bases, public and defining (for matching by dotted name)."""
     try:
-        return [_type_name(c) for c in type.__dict__["__mro__"].__get__(tp, type)]
+        mro = type.__dict__["__mro__"].__get__(tp, type)
     except Exception:
-        return [_type_name(tp)]
+        mro = (tp,)
+    names = []
+    for cls in mro:
+        for name in _type_names(cls):
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def _is(obj, cls) -> bool:
