@@ -135,7 +135,9 @@ class Execution:
     # -- output handling (called per iopub message) --------------------------------------
     def _admit(self, size: int) -> bool:
         """Apply the per-execution recording cap; the kernel keeps running past it."""
-        if self.recorded_bytes + size > self.cap:
+        # Once past the cap, everything after is dropped, small messages included, so the
+        # record stays a prefix of the output with the note at its end.
+        if self.dropped_bytes or self.recorded_bytes + size > self.cap:
             if self.dropped_bytes == 0:
                 self._log("note", f"[output past {self.cap:,} bytes is not recorded]")
             self.dropped_bytes += size

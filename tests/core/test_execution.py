@@ -48,6 +48,16 @@ def test_cap_drops_the_rest_with_a_note():
     assert "not recorded" in text
 
 
+def test_nothing_is_recorded_after_the_cap_even_small_messages():
+    ex = _ex(cap=100)
+    ex.on_iopub(_msg("stream", name="stdout", text="a" * 90))
+    ex.on_iopub(_msg("stream", name="stdout", text="b" * 50))  # does not fit: dropped
+    ex.on_iopub(_msg("stream", name="stdout", text="c"))  # would fit, but comes after the cut
+    text, _ = ex.text_since(0)
+    assert "c" not in text.replace("recorded", "") and text.rstrip().endswith("is not recorded]")
+    assert ex.dropped_bytes == 51
+
+
 def test_cursors_read_only_new_output():
     ex = _ex()
     ex.on_iopub(_msg("stream", name="stdout", text="one\n"))
