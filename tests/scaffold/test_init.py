@@ -6,6 +6,7 @@ import json
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,8 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
     # Nothing machine-specific in what hosts read.
     for name in (".mcp.json", ".codex/config.toml", ".cursor/mcp.json", "ipykeep.toml"):
         text = (project / name).read_text()
-        assert str(project) not in text and str(Path.home()) not in text and "/work/" not in text
+        assert str(project) not in text and str(Path.home()) not in text
+        assert str(Path(sys.executable).parent) not in text  # no interpreter or venv path
 
 
 def test_existing_configs_are_preserved(app, runner, project: Path) -> None:
