@@ -22,7 +22,7 @@ import typer
 
 from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
 from .core.config import load_config
-from .core.errors import IpykeepError, UsageError
+from .core.errors import IpykeepError, UnknownKernelError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
 from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
@@ -160,12 +160,10 @@ def stop(
 ) -> None:
     """Stop one notebook's kernel, or everything; returns once the processes are gone."""
     desc = find_daemon(Path.cwd())
-    if desc is None:
-        if all_:
-            emit(as_json, {"stopped": []}, "no daemon running")
-            return
-        raise connect_error()
-    client = DaemonClient(desc)
+    if desc is None and all_:
+        emit(as_json, {"stopped": []}, "no daemon running")
+        return
+    client = DaemonClient(desc) if desc is not None else _client()  # _client says what to run
     status = StatusRecord.model_validate(client.call("status"))
     if all_:
         pids = [k.pid for k in status.kernels if k.pid] + [desc.pid]
@@ -173,8 +171,12 @@ def stop(
         _wait_gone(pids)
         emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": desc.pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
         return
-    rec = KernelRecord.model_validate(client.call("status", notebook=_abs(notebook)).get("kernels")[0]) if notebook else None
-    target = rec or (status.kernels[0] if len(status.kernels) == 1 else None)
+    if notebook:
+        target = next((k for k in status.kernels if k.notebook == _abs(notebook)), None)
+        if target is None:
+            raise UnknownKernelError(f"no kernel is bound to {_abs(notebook)}", hint="`ipykeep status` lists the kernels")
+    else:
+        target = status.kernels[0] if len(status.kernels) == 1 else None
     if target is None:
         raise UsageError(
             f"{len(status.kernels)} kernels are running; say which notebook (or --all)",
@@ -184,14 +186,6 @@ def stop(
     client.call("close_kernel", kernel_id=target.kernel_id)
     _wait_gone([p for p in [target.pid] + ([desc.pid] if last else []) if p])
     emit(as_json, {"stopped": [target.kernel_id]}, f"stopped {target.kernel_id} ({target.notebook or 'scratch'})")
-
-
-def connect_error() -> IpykeepError:
-    try:
-        _client()
-    except IpykeepError as exc:
-        return exc
-    return UsageError("daemon state changed; retry")
 
 
 def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 from pathlib import Path
@@ -26,7 +25,7 @@ from . import ipyflow_adapter
 from .engine import Engine, KernelEntry
 from .errors import IpykeepError, UsageError
 from .execution import Execution
-from .notebook import NotebookSnapshot, read_notebook
+from .notebook import NotebookSnapshot, content_hash, read_notebook
 from .records import BatchResult, Record
 
 log = logging.getLogger("ipykeep.staleness")
@@ -146,7 +145,7 @@ class StalenessLayer:
             files_written=written,
         )
         if files:
-            entry.hooks.setdefault("read_dirs", set()).update(str(Path(f.path).parent) for f in files)
+            self._watch_dirs(entry, {str(Path(f.path).parent) for f in files})
 
     async def after_scratch(self, engine: Engine, entry: KernelEntry, ex: Execution, origin: str = "scratch") -> None:
         if ex.state in ("ok", "failed", "interrupted"):
@@ -209,7 +208,7 @@ class StalenessLayer:
             p = (entry.cwd / p).resolve()
         stamp = _stat_for(entry)(str(p))
         self.tracker(entry).watch(str(p), stamp)
-        entry.hooks.setdefault("read_dirs", set()).add(str(p.parent))
+        self._watch_dirs(entry, {str(p.parent)})
         return {"kernel_id": entry.kernel_id, "path": str(p), "exists": stamp is not None, "watched": list(self.tracker(entry).watched)}
 
     # -- watcher -----------------------------------------------------------------------------
@@ -224,15 +223,24 @@ class StalenessLayer:
             stop = asyncio.Event()
             entry.hooks["watch_restart"] = stop
             try:
+                # ends when _watch_dirs adds a directory: the loop restarts with it
                 async for changes in awatch(*dirs, recursive=False, debounce=300, step=100, stop_event=stop):
                     self._on_changes(entry, {Path(p) for _, p in changes})
-                    if set(entry.hooks.get("read_dirs", set())) - {str(Path(d)) for d in dirs}:
-                        break  # a new directory to watch: restart with it
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a vanished directory, inotify limits…
                 log.info("watcher for %s stopped: %s", entry.kernel_id, exc)
                 await asyncio.sleep(2)
+
+    @staticmethod
+    def _watch_dirs(entry: KernelEntry, dirs: set[str]) -> None:
+        """Add directories of files the notebook depends on; restart the watcher if new."""
+        known: set[str] = entry.hooks.setdefault("read_dirs", set())
+        if dirs - known:
+            known |= dirs
+            restart = entry.hooks.get("watch_restart")
+            if restart is not None:
+                restart.set()
 
     def _on_changes(self, entry: KernelEntry, paths: set[Path]) -> None:
         nb = entry.notebook
@@ -241,12 +249,9 @@ class StalenessLayer:
         relevant = []
         if nb in paths:
             with contextlib.suppress(OSError):
-                digest = hashlib.sha256(nb.read_bytes()).hexdigest()
-                if digest not in entry.own_writes:
+                if content_hash(nb.read_bytes()) not in entry.own_writes:
                     relevant.append(nb.name)
-        tracked = set()
-        for run_dir in entry.hooks.get("read_dirs", set()):
-            tracked.add(run_dir)
+        tracked = entry.hooks.get("read_dirs", set())
         relevant += sorted(
             p.name
             for p in paths
