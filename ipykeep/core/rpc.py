@@ -11,6 +11,7 @@ client side as the same error class.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import inspect
 import json
@@ -118,8 +119,13 @@ class RpcServer:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": err.message, "data": err.envelope()}}
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(fn: Any) -> inspect.Signature:
+    return inspect.signature(fn)  # once per method, not on every request
+
+
 def _check_params(fn: Any, params: dict[str, Any], method: str) -> None:
-    sig = inspect.signature(fn)
+    sig = _signature(fn)
     unknown = [p for p in params if p not in sig.parameters]
     if unknown:
         raise UsageError(
