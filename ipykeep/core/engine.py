@@ -30,6 +30,7 @@ from .archive import KernelArchive, resolve_artifact_uri
 from .bounding import bound_text
 from .config import Config, resolve_python
 from .errors import (
+    ExecutionLostError,
     IpykeepError,
     KernelBusyError,
     KernelDiedError,
@@ -718,10 +719,21 @@ class Engine:
     async def _run_scratch(self, entry: KernelEntry, ex: Execution, subshell: str | None) -> None:
         try:
             if subshell is not None:
+                # ipyflow's tracer is not thread-safe: subshell code runs untraced there.
+                untraced = entry.process.dataflow == "ipyflow"
                 try:
-                    await entry.process.run(ex, subshell_id=subshell)
+                    await entry.process.run(ex, subshell_id=subshell, untraced=untraced)
+                    if ex.reply_lost:
+                        # A subshell that lost one reply tends to lose the next ones: replace it.
+                        entry.process.retire_subshell(subshell)
+                        subshell = None
+                except ExecutionLostError:
+                    entry.process.retire_subshell(subshell)
+                    subshell = None
+                    raise
                 finally:
-                    entry.process.release_subshell(subshell)
+                    if subshell is not None:
+                        entry.process.release_subshell(subshell)
             else:
                 entry.queued += 1
                 try:

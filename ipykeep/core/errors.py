@@ -111,6 +111,14 @@ class ExecutionTimeoutError(IpykeepError):
     retryable = True
 
 
+class ExecutionLostError(IpykeepError):
+    """The kernel never answered a request; the execution was given up, the kernel kept."""
+
+    code = "execution_lost"
+    exit_code = 7
+    retryable = True
+
+
 class KernelBusyError(IpykeepError):
     """The kernel's queue is full: try again once running work has finished."""
 

@@ -84,6 +84,10 @@ class Execution:
     dropped_bytes: int = 0
     notes: list[str] = field(default_factory=list)
     interrupt_requested: bool = False
+    #: the kernel published a busy status for this request (it started work on it)
+    acknowledged: bool = False
+    #: the shell reply never came (the state was taken from iopub; see KernelProcess.run)
+    reply_lost: bool = False
     #: user_expressions sent with the request (probes), and their results from the reply
     expressions: dict[str, str] = field(default_factory=dict)
     expression_results: dict[str, Any] = field(default_factory=dict)
@@ -216,6 +220,9 @@ class Execution:
             else:
                 self.outputs = []
             self._log("clear", "")
+        elif mtype == "status":
+            if content.get("execution_state") == "busy":
+                self.acknowledged = True
         elif mtype == "execute_input":
             self.execution_count = content.get("execution_count", self.execution_count)
 

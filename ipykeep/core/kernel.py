@@ -22,7 +22,7 @@ import os
 import shutil
 import signal
 import tempfile
-import time
+
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,7 @@ import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
-from .errors import ExecutionTimeoutError, KernelDiedError, KernelStartError
+from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
 
 log = logging.getLogger("ipykeep.kernel")
@@ -45,12 +45,18 @@ DataflowMode = Literal["ipyflow", "static"]
 
 #: Seconds of iopub silence after the reply before a missing idle status is assumed lost.
 IOPUB_QUIET = 3.0
-
+#: Seconds the shell reply may trail the idle status before the execution is finished from its
+#: iopub messages alone. Under concurrent subshell load ipykernel 7.4 sometimes never sends the
+#: reply although the code ran and went idle; waiting for it forever wedged the kernel.
+REPLY_GRACE = 1.0
+#: Seconds a subshell request may go unacknowledged (no busy status) before it is declared lost
+#: and its subshell retired. Subshells are ipykeep's own, so nothing legitimate queues there.
+SUBSHELL_START_TIMEOUT = 15.0
+UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 
 def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
     module = "ipyflow.kernel" if dataflow == "ipyflow" else "ipykernel_launcher"
     return [python, "-m", module, "-f", "{connection_file}"]
-
 
 def short_runtime_dir() -> Path:
     """A private directory with a short path: ipc sockets are limited to ~107 characters."""
@@ -59,13 +65,11 @@ def short_runtime_dir() -> Path:
     os.chmod(base, 0o700)
     return Path(tempfile.mkdtemp(prefix="k", dir=base))
 
-
 @dataclass(frozen=True)
 class HelperResult:
     """Result of a silent helper evaluation: the decoded JSON value."""
 
     value: Any
-
 
 class KernelProcess:
     """A started kernel: process management plus message routing."""
@@ -89,6 +93,8 @@ class KernelProcess:
         self.on_foreign: Any = None  # callback(msg) for iopub from other clients (browser)
         self._subshells: list[str] = []
         self._subshell_busy: set[str] = set()
+        self._subshell_create = asyncio.Lock()
+        self._control: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -152,6 +158,7 @@ class KernelProcess:
         self._tasks = [
             asyncio.create_task(self._route_iopub(), name=f"{self.name}-iopub"),
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
+            asyncio.create_task(self._route_control(), name=f"{self.name}-control"),
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
         await self.install_helper(KERNEL_SETUP_MODULE, KERNEL_SETUP, timeout=timeout)
@@ -216,6 +223,10 @@ class KernelProcess:
                 fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
         self._replies.clear()
         self._idle.clear()
+        for fut in self._control.values():
+            if not fut.done():
+                fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
+        self._control.clear()
 
     async def _watch_alive(self) -> None:
         while True:
@@ -266,6 +277,21 @@ class KernelProcess:
             if fut is not None and not fut.done():
                 fut.set_result(msg)
 
+    async def _route_control(self) -> None:
+        # One reader for the control channel: concurrent readers raced for each other's
+        # replies ("internal error in execute: Empty").
+        while True:
+            try:
+                msg = await self.kc.get_control_msg()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # pragma: no cover
+                await asyncio.sleep(0.05)
+                continue
+            fut = self._control.pop(msg.get("parent_header", {}).get("msg_id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+
     # -- requests ----------------------------------------------------------------------------
     def _send_execute(
         self,
@@ -304,42 +330,100 @@ class KernelProcess:
         self.kc.shell_channel.send(msg)
         return msg_id, reply, idle
 
-    async def run(self, ex: Execution, *, subshell_id: str | None = None, timeout: float | None = None) -> Execution:
+    async def run(
+        self,
+        ex: Execution,
+        *,
+        subshell_id: str | None = None,
+        timeout: float | None = None,
+        untraced: bool = False,
+    ) -> Execution:
         """Execute ``ex.code``; returns when the reply arrived and iopub went idle.
 
         Like nbclient, the reply and the idle status are awaited while the alive watcher fails
         them if the kernel dies. Nothing here cancels the execution: a caller that stops waiting
         leaves it running. ``ex.expressions`` travel as user_expressions (ipykeep's probes ride
         on the execution itself instead of costing round trips of their own); the kernel
-        evaluates them only when the code succeeded.
+        evaluates them only when the code succeeded. ``untraced`` sends the code silently
+        through ``run_untraced`` (subshells of ipyflow kernels).
+
+        Watchdogs keep a lost message from holding the shell: a reply missing after the idle
+        status finishes the execution from its output after ``REPLY_GRACE``; a subshell request
+        the kernel never acknowledges is declared lost after ``SUBSHELL_START_TIMEOUT``.
         """
+        if untraced:
+            # Empty silent code with the work in a user expression: ipyflow passes empty and
+            # silent requests straight to IPython, and user expressions are plain evals (IPython's
+            # AST transformers, where ipyflow instruments code, are not applied to them).
+            code, expressions = "", {"ipykeep_untraced": UNTRACED.format(code=ex.code)}
+        else:
+            code, expressions = ex.code, ex.expressions
         msg_id, reply, idle = self._send_execute(
-            ex.code,
-            silent=False,
-            cell_id=ex.cell_id or ex.handle,
+            code,
+            silent=untraced,
+            cell_id=None if untraced else ex.cell_id or ex.handle,
             subshell_id=subshell_id,
-            user_expressions=ex.expressions,
+            user_expressions=expressions,
         )
         ex.msg_id = msg_id
         ex.subshell = subshell_id is not None
         self._pending[msg_id] = ex
         ex.start()
         try:
-            try:
-                msg = await (asyncio.wait_for(reply, timeout) if timeout else reply)
-            except asyncio.TimeoutError:
-                raise ExecutionTimeoutError(
-                    f"{ex.handle} did not finish within {timeout:g} s",
-                    hint="it was interrupted; raise cell_timeout in the configuration if it needs longer",
-                ) from None
-            ex.on_reply(msg["content"])
+            msg = await self._await_reply(ex, msg_id, reply, idle, timeout, watch_start=subshell_id is not None)
+            if msg is not None:
+                ex.on_reply(msg["content"])
             await self._drain_until_idle(ex, msg_id, idle)
             ex.finish(ex.outcome_after_idle())
         except KernelDiedError:
             ex.finish("lost", note="the kernel died while this ran")
         finally:
             self._pending.pop(msg_id, None)
+            self._replies.pop(msg_id, None)
+            self._idle.pop(msg_id, None)
         return ex
+
+    async def _await_reply(
+        self,
+        ex: Execution,
+        msg_id: str,
+        reply: asyncio.Future[dict[str, Any]],
+        idle: asyncio.Future[None],
+        timeout: float | None,
+        *,
+        watch_start: bool,
+    ) -> dict[str, Any] | None:
+        """The shell reply, or None when it never came although the execution went idle."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        while not reply.done():
+            elapsed = loop.time() - began
+            if idle.done():
+                if idle.exception() is not None:
+                    raise idle.exception()  # type: ignore[misc]
+                try:
+                    return await asyncio.wait_for(asyncio.shield(reply), REPLY_GRACE)
+                except asyncio.TimeoutError:
+                    self._replies.pop(msg_id, None)
+                    log.warning("%s: no execute_reply for %s (subshell: %s) after idle; finished from iopub", self.name, ex.handle, ex.subshell)
+                    # The output is complete (the idle status follows it), so this stays out of
+                    # the output text; the archive keeps the note.
+                    ex.notes.append("the kernel's reply never arrived; the state was taken from its messages")
+                    ex.reply_lost = True
+                    return None
+            if timeout and elapsed >= timeout:
+                raise ExecutionTimeoutError(
+                    f"{ex.handle} did not finish within {timeout:g} s",
+                    hint="it was interrupted; raise cell_timeout in the configuration if it needs longer",
+                )
+            if watch_start and not ex.acknowledged and elapsed >= SUBSHELL_START_TIMEOUT:
+                raise ExecutionLostError(
+                    f"{ex.handle} was never started by the kernel (no reply or status within {SUBSHELL_START_TIMEOUT:g} s)",
+                    hint="run it again; the kernel and its variables are unharmed",
+                )
+            step = 1.0 if timeout is None else max(0.01, min(1.0, timeout - elapsed))
+            await asyncio.wait({reply, idle}, timeout=step)
+        return reply.result()
 
     async def _drain_until_idle(self, ex: Execution, msg_id: str, idle: asyncio.Future[None]) -> None:
         """After the reply, wait for the idle status while output keeps arriving.
@@ -426,35 +510,55 @@ class KernelProcess:
 
     # -- subshells ---------------------------------------------------------------------------
     async def acquire_subshell(self, limit: int) -> str | None:
-        """A free subshell id (creating one up to ``limit``), or None when all are busy."""
+        """A free subshell id (creating one up to ``limit``), or None when all are busy.
+
+        Creation is serialised (one request on the control channel at a time) and the pool
+        never shrinks below what was made, so a burst of callers neither races on the channel
+        nor creates more than ``limit`` subshells.
+        """
         for sid in self._subshells:
             if sid not in self._subshell_busy:
                 self._subshell_busy.add(sid)
                 return sid
-        if len(self._subshells) >= limit:
-            return None
-        msg = self.kc.session.msg("create_subshell_request", {})
-        self.kc.control_channel.send(msg)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            reply = await self.kc.get_control_msg(timeout=10)
-            if reply.get("parent_header", {}).get("msg_id") == msg["header"]["msg_id"]:
-                sid = reply["content"].get("subshell_id")
-                if not sid:
-                    return None
-                self._subshells.append(sid)
-                self._subshell_busy.add(sid)
-                return sid
-        return None
+        async with self._subshell_create:
+            for sid in self._subshells:  # freed while we waited for the lock
+                if sid not in self._subshell_busy:
+                    self._subshell_busy.add(sid)
+                    return sid
+            if len(self._subshells) >= limit or not self.alive:
+                return None
+            msg = self.kc.session.msg("create_subshell_request", {})
+            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+            self._control[msg["header"]["msg_id"]] = fut
+            self.kc.control_channel.send(msg)
+            try:
+                reply = await asyncio.wait_for(fut, 10)
+            except (asyncio.TimeoutError, KernelDiedError):
+                self._control.pop(msg["header"]["msg_id"], None)
+                return None
+            sid = reply["content"].get("subshell_id")
+            if not sid:
+                return None
+            self._subshells.append(sid)
+            self._subshell_busy.add(sid)
+            return sid
 
     def release_subshell(self, sid: str) -> None:
         self._subshell_busy.discard(sid)
+
+    def retire_subshell(self, sid: str) -> None:
+        """Stop using a subshell that lost a request (it may still be stuck on it)."""
+        with contextlib.suppress(ValueError):
+            self._subshells.remove(sid)
+        self._subshell_busy.discard(sid)
+        msg = self.kc.session.msg("delete_subshell_request", {"subshell_id": sid})
+        with contextlib.suppress(Exception):
+            self.kc.control_channel.send(msg)
 
     # -- signals -----------------------------------------------------------------------------
     async def interrupt(self) -> None:
         if self.km is not None:
             await self.km.interrupt_kernel()
-
 
 def new_msg_id() -> str:
     return uuid.uuid4().hex

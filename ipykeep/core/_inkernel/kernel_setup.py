@@ -104,3 +104,49 @@ def _warm_sources():
 
 
 install_interrupt_patch()
+
+
+_scratch_runs = 0
+
+
+def run_untraced(source):
+    """Run scratch code sent to a subshell of an ipyflow kernel, outside ipyflow's tracer.
+
+    ipyflow's tracer is not thread-safe: traced code on a subshell while a traced cell runs on
+    the main shell fails inside ipyflow. The request is silent with empty code (ipyflow passes
+    those to IPython untouched) and this runs in a user expression: the code runs in the user's
+    namespace, the value of a trailing expression goes through the display hook and an error
+    is shown as IPython shows it.
+    """
+    import ast
+    import linecache
+
+    from IPython.core.getipython import get_ipython
+
+    global _scratch_runs
+    _scratch_runs += 1
+    shell = get_ipython()
+    filename = f"<scratch-{_scratch_runs}>"
+    try:
+        code = shell.transform_cell(source)
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        tree = ast.parse(code, filename=filename)
+    except SyntaxError:
+        shell.showsyntaxerror()
+        return None
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    namespace = shell.user_ns
+    try:
+        exec(compile(tree, filename, "exec"), namespace)
+        if last is not None:
+            value = eval(compile(last, filename, "eval"), namespace)
+            if value is not None:
+                shell.displayhook(value)
+    except BaseException:
+        # Shown as the execution's error output (its state is taken from it), without this
+        # frame; the request itself ends normally.
+        etype, value, tb = sys.exc_info()
+        shell.showtraceback((etype, value, tb.tb_next if tb is not None else None))
+    return None
