@@ -723,10 +723,6 @@ class Engine:
                 untraced = entry.process.dataflow == "ipyflow"
                 try:
                     await entry.process.run(ex, subshell_id=subshell, untraced=untraced)
-                    if ex.reply_lost:
-                        # A subshell that lost one reply tends to lose the next ones: replace it.
-                        entry.process.retire_subshell(subshell)
-                        subshell = None
                 except ExecutionLostError:
                     entry.process.retire_subshell(subshell)
                     subshell = None

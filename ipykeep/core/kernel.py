@@ -48,7 +48,7 @@ IOPUB_QUIET = 3.0
 #: Seconds the shell reply may trail the idle status before the execution is finished from its
 #: iopub messages alone. Under concurrent subshell load ipykernel 7.4 sometimes never sends the
 #: reply although the code ran and went idle; waiting for it forever wedged the kernel.
-REPLY_GRACE = 1.0
+REPLY_GRACE = 0.5
 #: Seconds a subshell request may go unacknowledged (no busy status) before it is declared lost
 #: and its subshell retired. Subshells are ipykeep's own, so nothing legitimate queues there.
 SUBSHELL_START_TIMEOUT = 15.0
@@ -94,6 +94,7 @@ class KernelProcess:
         self._subshells: list[str] = []
         self._subshell_busy: set[str] = set()
         self._subshell_create = asyncio.Lock()
+        self._pool_made = False
         self._control: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -155,6 +156,7 @@ class KernelProcess:
         self.installed_helpers.clear()
         self._subshells.clear()
         self._subshell_busy.clear()
+        self._pool_made = False
         self._tasks = [
             asyncio.create_task(self._route_iopub(), name=f"{self.name}-iopub"),
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
@@ -510,23 +512,26 @@ class KernelProcess:
 
     # -- subshells ---------------------------------------------------------------------------
     async def acquire_subshell(self, limit: int) -> str | None:
-        """A free subshell id (creating one up to ``limit``), or None when all are busy.
+        """A free subshell id, or None when all are busy (the caller then queues).
 
-        Creation is serialised (one request on the control channel at a time) and the pool
-        never shrinks below what was made, so a burst of callers neither races on the channel
-        nor creates more than ``limit`` subshells.
+        The pool is created once, on first need, with ``limit`` subshells made one after the
+        other on the control channel; creating subshells on demand under load raced on the
+        channel and stalled callers behind slow replies.
         """
+        if not self._pool_made:
+            async with self._subshell_create:
+                if not self._pool_made:
+                    await self._make_pool(limit)
         for sid in self._subshells:
             if sid not in self._subshell_busy:
                 self._subshell_busy.add(sid)
                 return sid
-        async with self._subshell_create:
-            for sid in self._subshells:  # freed while we waited for the lock
-                if sid not in self._subshell_busy:
-                    self._subshell_busy.add(sid)
-                    return sid
-            if len(self._subshells) >= limit or not self.alive:
-                return None
+        return None
+
+    async def _make_pool(self, limit: int) -> None:
+        for _ in range(limit):
+            if not self.alive:
+                break
             msg = self.kc.session.msg("create_subshell_request", {})
             fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
             self._control[msg["header"]["msg_id"]] = fut
@@ -535,13 +540,13 @@ class KernelProcess:
                 reply = await asyncio.wait_for(fut, 10)
             except (asyncio.TimeoutError, KernelDiedError):
                 self._control.pop(msg["header"]["msg_id"], None)
-                return None
+                log.warning("%s: creating a subshell failed; using %d", self.name, len(self._subshells))
+                break
             sid = reply["content"].get("subshell_id")
-            if not sid:
-                return None
+            if not sid:  # a kernel without subshells (ipykernel < 7): everything queues
+                break
             self._subshells.append(sid)
-            self._subshell_busy.add(sid)
-            return sid
+        self._pool_made = True
 
     def release_subshell(self, sid: str) -> None:
         self._subshell_busy.discard(sid)
