@@ -1,0 +1,35 @@
+"""Load: 10 concurrent official MCP clients (stdio) on one kernel and on five.
+
+Every call must come back with exactly its own output, whatever the kernel does with its
+replies under load (ipykernel 7.4 loses some execute replies on concurrent subshells). The
+default is 4 calls per client to keep the suite short; ``IPYKEEP_LOAD_CALLS=50`` runs the
+issue's full 10 x 50. Latency is measured by ``python -m benchmarks.load``, not asserted here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.load import run_load
+from tests.conftest import stop_daemon
+
+CALLS = int(os.environ.get("IPYKEEP_LOAD_CALLS", "4"))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("kernels", "dataflow"), [(1, "ipyflow"), (5, "static")])
+def test_every_concurrent_call_returns_its_own_output(tmp_path: Path, kernels: int, dataflow: str) -> None:
+    root = tmp_path / "p"
+    (root / ".git").mkdir(parents=True)
+    try:
+        outcomes = asyncio.run(run_load(root, clients=10, calls=CALLS, kernels=kernels, dataflow=dataflow))
+    finally:
+        stop_daemon(root)
+    assert len(outcomes) == 10 * CALLS
+    wrong = [(o.tag, o.state, o.error, o.text[:200]) for o in outcomes if not o.correct]
+    assert not wrong, wrong[:5]
+    assert len({o.kernel_id for o in outcomes}) == kernels
