@@ -22,7 +22,7 @@ import typer
 
 from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
 from .core.config import load_config
-from .core.errors import IpykeepError, UnknownKernelError, UsageError
+from .core.errors import IpykeepError, KernelDiedError, UnknownKernelError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
 from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
@@ -227,8 +227,25 @@ def run(
     """Run notebook cells, in the order given, with their source on disk now."""
     batch = BatchResult.model_validate(_client().call("run_cells", cells=cells, notebook=_abs(notebook)))
     emit(as_json, batch, render_batch(batch))
-    if not batch.ok:
+    _exit_for_batch(batch.ok, batch.stopped)
+
+
+def _exit_for_batch(ok: bool, stopped: Optional[str]) -> None:
+    """Exit 7 when the kernel died under the batch (cells were skipped), 1 when a cell failed."""
+    if stopped in ("kernel_died", "kernel_closed"):
+        _err("error: the kernel died; the remaining cells did not run")
+        _err("hint: `ipykeep restart` starts it afresh; then `ipykeep run-stale --execute`")
+        raise typer.Exit(KernelDiedError.exit_code)
+    if not ok:
         raise typer.Exit(1)
+
+
+@app.command()
+@guarded
+def restart(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
+    """Restart the notebook's kernel (dead or alive): same kernel id, fresh state."""
+    rec = KernelRecord.model_validate(_client().call("restart", notebook=_abs(notebook)))
+    emit(as_json, rec, render_kernel(rec))
 
 
 @app.command("exec")
@@ -282,8 +299,8 @@ def run_stale(
         emit(True, res, "")
     else:
         typer.echo(render_plan(res))
-    if execute and not res.get("ok", True):
-        raise typer.Exit(1)
+    if execute:
+        _exit_for_batch(res.get("ok", True), (res.get("batch") or {}).get("stopped"))
 
 
 @app.command()

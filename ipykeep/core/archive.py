@@ -144,4 +144,10 @@ def resolve_artifact_uri(state_dir: Path, uri: str) -> Path:
     parts = rest.split("/")
     if len(parts) != 2 or any(p in ("", ".", "..") or "/" in p for p in parts):
         raise ValueError(f"malformed artifact URI: {uri}")
-    return state_dir / "kernels" / parts[0] / "artifacts" / parts[1]
+    base = state_dir / "kernels" / parts[0] / "artifacts"
+    path = base / parts[1]
+    # Artifacts are regular files ipykeep wrote; a symlink (or a link in the kernel's
+    # directory) planted there must not serve a file from elsewhere.
+    if path.is_symlink() or (path.exists() and base.resolve() not in path.resolve().parents):
+        raise ValueError(f"artifact {uri} is not a file ipykeep stored")
+    return path

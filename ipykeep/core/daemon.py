@@ -42,6 +42,7 @@ RPC_METHODS = (
     "create_kernel",
     "wait_warm",
     "close_kernel",
+    "restart",
     "run_cells",
     "execute",
     "read_execution",

@@ -415,6 +415,12 @@ class Engine:
             for e in self.kernels.values():
                 if not e.closed and e.notebook == nb_path:
                     return self.kernel_record(e)
+            root = self.paths.root.resolve()
+            if root not in nb_path.parents:
+                raise UsageError(
+                    f"notebook {nb_path} is outside the project {root}",
+                    hint="use a notebook inside the project, or start ipykeep from the notebook's own project",
+                )
             snap = read_notebook(nb_path)  # validates before anything starts
         if dataflow is not None and dataflow not in ("ipyflow", "static"):
             raise UsageError(f"dataflow must be 'ipyflow' or 'static', not {dataflow!r}")
@@ -581,41 +587,88 @@ class Engine:
             previous[cid] = entry.cell_runs.get(cid)
             entry.cell_runs[cid] = CellRun(ex.handle, cell.source, "queued", None, cell.index)
             planned.append((cell, ex))
-        async with entry.main_lock:
-            for cell, ex in planned:
-                entry.touch()
-                if progress is not None:
-                    progress.current = cell.cell_id
-                why = skip_if(cell.cell_id, failed) if skip_if else None
-                if why or not entry.process.alive or entry.closed:
-                    reason = why or ("kernel is not running" if not entry.closed else "kernel closed")
-                    ex.finish("lost", note=f"skipped: {reason}")
-                    # A skipped cell keeps pointing at its last real execution.
-                    before = previous[cell.cell_id]
-                    if before is None:
-                        entry.cell_runs.pop(cell.cell_id, None)
-                    else:
-                        entry.cell_runs[cell.cell_id] = before
-                    skipped.append(SkippedCell(cell_id=cell.cell_id, index=cell.index, reason=reason))
-                    continue
-                await self._run_cell(entry, cell, ex)
-                if ex.state != "ok":
-                    failed.add(cell.cell_id)
+        stopped: str | None = None
+        current: Execution | None = None
+        try:
+            async with entry.main_lock:
+                for cell, ex in planned:
+                    entry.touch()
                     if progress is not None:
-                        progress.failed.append(cell.cell_id)
-                ran.append((ex, cell.source))
-                results.append(self.record(entry, ex))
-                if progress is not None:
-                    progress.done += 1
+                        progress.current = cell.cell_id
+                    why = skip_if(cell.cell_id, failed) if skip_if else None
+                    if stopped is None and (not entry.process.alive or entry.closed):
+                        stopped = "kernel_died" if not entry.closed else "kernel_closed"
+                    if why or stopped:
+                        reason = why or {
+                            "kernel_died": "kernel is not running",
+                            "kernel_closed": "kernel closed",
+                            "interrupted": "the batch was interrupted",
+                        }[stopped]  # type: ignore[index]
+                        self._skip(entry, ex, cell, previous[cell.cell_id], reason, skipped)
+                        continue
+                    current = ex
+                    await self._run_cell(entry, cell, ex)
+                    current = None
+                    if ex.state != "ok":
+                        failed.add(cell.cell_id)
+                        if progress is not None:
+                            progress.failed.append(cell.cell_id)
+                    if ex.state == "interrupted":
+                        stopped = "interrupted"  # an interrupt stops the whole batch
+                    elif ex.state == "lost" and not entry.process.alive:
+                        stopped = "kernel_died"
+                    ran.append((ex, cell.source))
+                    results.append(self.record(entry, ex))
+                    if progress is not None:
+                        progress.done += 1
+        except asyncio.CancelledError:
+            # The caller went away (a disconnected client): stop the running cell, run no more.
+            if current is not None and not current.finished:
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(self._interrupt_execution(entry, current))
+            for cell, ex in planned:
+                if not ex.finished:
+                    self._skip(entry, ex, cell, previous[cell.cell_id], "the client disconnected", skipped)
+            with contextlib.suppress(Exception):
+                self._write_back(entry, ran)
+            raise
+        finally:
+            # Whatever failed above (a full disk, a bug), no cell stays queued or running.
+            for cell, ex in planned:
+                if not ex.finished:
+                    ex.finish("lost", note="skipped: the batch stopped early")
+                    before = previous[cell.cell_id]
+                    if entry.cell_runs.get(cell.cell_id) is not None and entry.cell_runs[cell.cell_id].handle == ex.handle:
+                        if before is None:
+                            entry.cell_runs.pop(cell.cell_id, None)
+                        else:
+                            entry.cell_runs[cell.cell_id] = before
         write = self._write_back(entry, ran)
+        if stopped == "kernel_died":
+            entry.notices.append(
+                f"kernel {entry.kernel_id} died; {len(skipped)} cell(s) did not run — "
+                "restart it (`ipykeep restart` / the restart_kernel call) and run_stale re-runs what is needed"
+            )
         return BatchResult(
             kernel_id=entry.kernel_id,
-            ok=not failed,
+            ok=not failed and stopped is None,
             results=results,
             skipped=skipped,
             write=write,
+            stopped=stopped,
             notices=entry.take_notices(),
         )
+
+    def _skip(
+        self, entry: KernelEntry, ex: Execution, cell: Any, before: CellRun | None, reason: str, skipped: list[SkippedCell]
+    ) -> None:
+        ex.finish("lost", note=f"skipped: {reason}")
+        # A skipped cell keeps pointing at its last real execution.
+        if before is None:
+            entry.cell_runs.pop(cell.cell_id, None)
+        else:
+            entry.cell_runs[cell.cell_id] = before
+        skipped.append(SkippedCell(cell_id=cell.cell_id, index=cell.index, reason=reason))
 
     def _expressions(self, entry: KernelEntry, hook: str, *args: Any) -> dict[str, str]:
         """Probe expressions the layers want evaluated with an execution (see KernelProcess.run)."""
@@ -628,17 +681,30 @@ class Engine:
     async def _run_cell(self, entry: KernelEntry, cell: Any, ex: Execution) -> None:
         ex.expressions = {**self._expressions(entry, "cell_expressions", cell), "ipykeep_warm": WARM_TRACEBACKS}
         timeout = entry.config.cell_timeout or None
+        # Shielded: a caller that goes away (cancellation) leaves the execution tracked to its
+        # end, so the batch can interrupt it and see it finish.
+        run = asyncio.ensure_future(entry.process.run(ex, timeout=timeout))
         try:
-            await entry.process.run(ex, timeout=timeout)
+            await asyncio.shield(run)
         except IpykeepError as exc:
             if exc.code == "timeout":
                 await self._interrupt_execution(entry, ex)
             ex.finish("failed", note=exc.message)
         entry.cell_runs[cell.cell_id] = CellRun(ex.handle, cell.source, ex.state, ex.execution_count, cell.index)
-        entry.archive.append_execution(ex)
+        self._archive(entry, ex)
         for plugin in self.plugins:
             if hasattr(plugin, "after_cell"):
                 await plugin.after_cell(self, entry, cell, ex)
+
+    def _archive(self, entry: KernelEntry, ex: Execution) -> None:
+        """Append to the kernel's record; a full or read-only disk costs the record, not the run."""
+        try:
+            entry.archive.append_execution(ex)
+        except OSError as exc:
+            log.warning("record of %s not written: %s", ex.handle, exc)
+            note = f"the archival record could not be written ({exc.strerror or exc}); results stay in memory"
+            if note not in entry.notices:
+                entry.notices.append(note)
 
     def _write_back(self, entry: KernelEntry, ran: list[tuple[Execution, str]]) -> WriteResult | None:
         if not ran or entry.notebook is None or not entry.config.write_outputs:
@@ -748,7 +814,7 @@ class Engine:
             log.exception("scratch execution %s failed", ex.handle)
             ex.finish("lost", note=f"internal error: {exc}")
         entry.touch()
-        entry.archive.append_execution(ex)
+        self._archive(entry, ex)
         for plugin in self.plugins:
             if hasattr(plugin, "after_scratch"):
                 with contextlib.suppress(Exception):
@@ -826,6 +892,15 @@ class Engine:
             action="killed_and_restarted",
             message=f"{ex.handle} did not stop within {entry.config.interrupt_grace:g} s; the kernel was killed and restarted (state lost)",
         )
+
+    async def restart(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
+        """Restart a kernel (dead or alive) in place: same id and notebook, fresh state."""
+        entry = self._live(kernel_id, notebook)
+        await asyncio.wait_for(
+            self.restart_kernel(entry, reason="restarted on request" if entry.process.alive else "it had died"), 120
+        )
+        entry.state = "idle"
+        return self.kernel_record(entry)
 
     async def restart_kernel(self, entry: KernelEntry, reason: str) -> None:
         for ex in entry.executions.values():

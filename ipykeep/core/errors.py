@@ -66,6 +66,13 @@ class NotebookInvalidError(IpykeepError):
     exit_code = 4
 
 
+class NotebookWriteError(IpykeepError):
+    """Outputs could not be written back (read-only file or directory, full disk…)."""
+
+    code = "notebook_write_failed"
+    exit_code = 4
+
+
 class NotebookConflictError(IpykeepError):
     code = "notebook_conflict"
     exit_code = 4

@@ -18,7 +18,14 @@ from typing import Any, Literal
 ExecutionState = Literal["queued", "running", "ok", "failed", "interrupted", "lost"]
 FINISHED_STATES = frozenset({"ok", "failed", "interrupted", "lost"})
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# CSI sequences (colours, cursor moves), OSC (window title, clipboard, hyperlinks) and DCS/SOS/
+# PM/APC strings ended by BEL or ST, and any other two-byte escape: none may reach a terminal.
+ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b[\]PX^_][\s\S]*?(?:\x07|\x1b\\|$)"
+    r"|\x1b[ -/]*[0-~]?"
+    r"|[\x80-\x9f]"
+)
 
 
 def strip_ansi(text: str) -> str:
@@ -169,6 +176,13 @@ class Execution:
         content = msg.get("content", {})
         if mtype == "stream":
             text = content.get("text", "")
+            if not self.dropped_bytes and self.recorded_bytes + len(text) > self.cap:
+                # One message larger than what is left: keep its head, then the marker (as for
+                # many small messages) rather than losing the whole message.
+                room = max(0, self.cap - self.recorded_bytes)
+                head, text = text[:room], text[room:]
+                if head:
+                    self.on_iopub({**msg, "content": {**content, "text": head}})
             if not self._admit(len(text)):
                 return
             self._apply_pending_clear()
@@ -182,6 +196,11 @@ class Execution:
         elif mtype in ("execute_result", "display_data"):
             data = content.get("data", {})
             size = sum(len(v) if isinstance(v, str) else 64 for v in data.values())
+            plain = data.get("text/plain")
+            room = self.cap - self.recorded_bytes
+            if not self.dropped_bytes and size > room and isinstance(plain, str) and room > 0:
+                # Too large as a whole: keep the head of its text form, then the marker.
+                self.on_iopub({**msg, "content": {**content, "data": {"text/plain": plain[:room]}}})
             if not self._admit(size):
                 return
             self._apply_pending_clear()

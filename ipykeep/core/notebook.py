@@ -19,15 +19,16 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
-import uuid
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import nbformat
 
-from .errors import NotebookConflictError, NotebookInvalidError, UnknownCellError
+from .errors import NotebookConflictError, NotebookInvalidError, NotebookWriteError, UnknownCellError
 
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
@@ -98,7 +99,7 @@ def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None
     if it still holds exactly those bytes (checked under the lock); returns whether it was.
     """
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".ipykeep-tmp", dir=os.path.dirname(path) or ".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=TEMP_SUFFIX, dir=os.path.dirname(path) or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -118,6 +119,32 @@ def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+TEMP_SUFFIX = ".ipykeep-tmp"
+#: A temporary file this old was left by a write that was killed (a write takes well under it).
+STALE_TEMP_SECONDS = 120.0
+
+
+def _clean_stale_temps(path: Path) -> None:
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    for tmp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a notebook its owner made read-only, even where the rename would succeed."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return
+    if not mode & 0o222:
+        raise NotebookWriteError(
+            f"{path} is read-only (mode {mode:o}); outputs were not written",
+            hint="make it writable (chmod u+w) or start with --no-write-outputs; the results stay in ipykeep's record",
+        )
 
 
 def _source(cell: dict[str, Any]) -> str:
@@ -142,6 +169,10 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
         raise NotebookInvalidError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from exc
     try:
         data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise NotebookInvalidError(
+            f"{path} is nested too deeply to be a notebook", hint="pass a Jupyter .ipynb file; ipykeep did not change it"
+        ) from None
     except UnicodeDecodeError as exc:
         raise NotebookInvalidError(f"{path} is not UTF-8 text", hint="is this really a .ipynb file?") from exc
     except json.JSONDecodeError as exc:
@@ -149,19 +180,41 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
             hint="fix the JSON (an editor's merge conflict or a partial write?); ipykeep did not change it",
         ) from exc
-    if not isinstance(data, dict) or "cells" not in data or "nbformat" not in data:
+    if not isinstance(data, dict) or "nbformat" not in data or ("cells" not in data and "worksheets" not in data):
         raise NotebookInvalidError(
             f"{path} is JSON but not a notebook (no 'nbformat' and 'cells')",
             hint="pass a Jupyter .ipynb file",
         )
+    _check_shape(data, path)
     return data, raw
+
+
+def _check_shape(data: dict[str, Any], path: Path) -> None:
+    """Refuse shapes nbformat's reader would crash on (before its schema can say why)."""
+    if "cells" in data:
+        cells = data["cells"]
+        if not isinstance(cells, list):
+            raise NotebookInvalidError(
+                f"{path}: 'cells' is a {type(cells).__name__}, not a list", hint="fix the file; ipykeep did not change it"
+            )
+        for i, cell in enumerate(cells):
+            if not isinstance(cell, dict):
+                raise NotebookInvalidError(
+                    f"{path}: cell {i} is a {type(cell).__name__}, not an object",
+                    hint="fix the file; ipykeep did not change it",
+                )
 
 
 def _to_v4(data: dict[str, Any], path: Path) -> Any:
     try:
         nb = nbformat.from_dict(data)
         if nb.get("nbformat") != 4:
+            # nbformat's own converter (3 -> 4 upgrades worksheets, prompts, languages).
             nb = nbformat.convert(nb, 4)
+            if not isinstance(nb.get("cells"), list):
+                raise ValueError("no cells after conversion")
+    except RecursionError:
+        raise NotebookInvalidError(f"{path} is nested too deeply to be a notebook", hint="pass a Jupyter .ipynb file") from None
     except Exception as exc:
         raise NotebookInvalidError(
             f"{path} cannot be read as nbformat 4: {exc}", hint="open and re-save it in Jupyter"
@@ -180,14 +233,19 @@ def _repair_ids(nb: Any) -> list[str]:
         notes.append(f"upgraded from nbformat 4.{nb.get('nbformat_minor', 0)} to 4.5 (cell ids added)")
         nb["nbformat_minor"] = 5
     seen: set[str] = set()
+    # Every valid id some cell already has (later cells included): a repaired id must differ
+    # from all of them, or the repair would create the duplicate it fixes.
+    taken = {c.get("id") for c in nb.cells if isinstance(c.get("id"), str) and CELL_ID_RE.match(c.get("id"))}
     for index, cell in enumerate(nb.cells):
         cid = cell.get("id")
         if isinstance(cid, str) and CELL_ID_RE.match(cid) and cid not in seen:
             seen.add(cid)
             continue
         new = f"cell-{index}"
-        while new in seen:
-            new = uuid.uuid4().hex[:8]
+        suffix = 0
+        while new in seen or new in taken:
+            suffix += 1
+            new = f"cell-{index}-{suffix}"
         if cid is None:
             if not notes or "cell ids added" not in notes[0]:
                 notes.append(f"cell {index} had no id; gave it {new!r}")
@@ -201,6 +259,8 @@ def _repair_ids(nb: Any) -> list[str]:
 def _validate(nb: Any, path: Path) -> None:
     try:
         nbformat.validate(nb)
+    except RecursionError:
+        raise NotebookInvalidError(f"{path} is nested too deeply to be a notebook", hint="pass a Jupyter .ipynb file") from None
     except nbformat.ValidationError as exc:
         where = "/".join(str(p) for p in getattr(exc, "absolute_path", []) or [])
         raise NotebookInvalidError(
@@ -252,6 +312,7 @@ def write_outputs(path: Path | str, updates: dict[str, CellOutputs], *, retries:
     """
     path = Path(path).resolve()
     report = WriteReport()
+    _clean_stale_temps(path)
     for attempt in range(1, retries + 1):
         report.attempts = attempt
         data, raw = _load_json(path)
@@ -285,7 +346,15 @@ def write_outputs(path: Path | str, updates: dict[str, CellOutputs], *, retries:
         if not text.endswith("\n"):
             text += "\n"
         encoded = text.encode("utf-8")
-        if not replace_file(path, encoded, unchanged_since=raw):
+        _check_writable(path)
+        try:
+            replaced = replace_file(path, encoded, unchanged_since=raw)
+        except OSError as exc:
+            raise NotebookWriteError(
+                f"outputs not written to {path}: {exc.strerror or exc}",
+                hint="free disk space or make the notebook's directory writable; the results stay in ipykeep's record",
+            ) from exc
+        if not replaced:
             continue  # someone saved meanwhile: merge again from their version
         report.written = True
         report.content_hash = content_hash(encoded)

@@ -11,6 +11,7 @@ client side as the same error class.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hmac
 import inspect
@@ -27,6 +28,13 @@ from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError,
 log = logging.getLogger("ipykeep.rpc")
 
 MAX_LINE = 64 * 1024 * 1024
+#: The first request of a connection (which must carry the token) may be this long at most, so
+#: an unauthenticated peer cannot make the daemon buffer more.
+MAX_UNAUTHENTICATED_LINE = 64 * 1024
+#: Connections served at once; more are closed at accept.
+MAX_CONNECTIONS = 256
+#: Seconds a connection may stay silent before its first (authenticated) request.
+UNAUTHENTICATED_IDLE = 10.0
 
 
 def to_jsonable(value: Any) -> Any:
@@ -46,6 +54,7 @@ class RpcServer:
         self.methods = methods
         self._token = token.encode()
         self.server: asyncio.base_events.Server | None = None
+        self._connections = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_LINE)
@@ -64,22 +73,77 @@ class RpcServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        if self._connections >= MAX_CONNECTIONS:
+            log.warning("refused a connection from %s: %d connections open", peer, self._connections)
+            writer.close()
+            return
+        self._connections += 1
+        authenticated = False
         try:
             while True:
-                line = await reader.readline()
+                if authenticated:
+                    line = await reader.readline()
+                else:
+                    line = await asyncio.wait_for(self._first_line(reader), UNAUTHENTICATED_IDLE)
                 if not line:
                     return
-                response = await self._handle(line, peer)
+                response = await self._handle_until_disconnect(line, peer, reader)
+                if response is None:  # the client went away; its call was cancelled
+                    return
                 writer.write(json.dumps(response).encode() + b"\n")
                 await writer.drain()
                 if response.get("error", {}).get("data", {}).get("code") == "unauthorized":
                     return
-        except (ConnectionError, asyncio.IncompleteReadError):
+                if "error" not in response or response["error"].get("code") != -32700:
+                    authenticated = True
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError, asyncio.LimitOverrunError):
             return
         except asyncio.CancelledError:
             raise
         finally:
+            self._connections -= 1
             writer.close()
+
+    @staticmethod
+    async def _first_line(reader: asyncio.StreamReader) -> bytes:
+        """The first line, refused past ``MAX_UNAUTHENTICATED_LINE`` bytes (ValueError)."""
+        buf = bytearray()
+        while not buf.endswith(b"\n"):
+            chunk = await reader.read(MAX_UNAUTHENTICATED_LINE + 1 - len(buf))
+            if not chunk:
+                return bytes(buf)
+            buf += chunk
+            nl = buf.find(b"\n")
+            if nl >= 0:
+                if nl + 1 < len(buf):  # pipelined bytes after the first line: not a client of ours
+                    raise ValueError("data after the first request")
+                break
+            if len(buf) > MAX_UNAUTHENTICATED_LINE:
+                raise ValueError("first request too long")
+        return bytes(buf)
+
+    async def _handle_until_disconnect(
+        self, line: bytes, peer: Any, reader: asyncio.StreamReader
+    ) -> dict[str, Any] | None:
+        """Handle one request; cancel it if the client disconnects first (a killed CLI, a
+        closed MCP session), so a multi-cell run does not go on for nobody."""
+        handler = asyncio.ensure_future(self._handle(line, peer))
+        eof = asyncio.ensure_future(reader.read(1))
+        try:
+            done, _ = await asyncio.wait({handler, eof}, return_when=asyncio.FIRST_COMPLETED)
+            if handler in done:
+                return handler.result()
+            if eof.result():  # a client sent more before its answer: protocol misuse
+                log.warning("client %s sent data before its answer; closing", peer)
+            handler.cancel()
+            with contextlib.suppress(BaseException):
+                await handler
+            return None
+        finally:
+            if not eof.done():
+                eof.cancel()
+                with contextlib.suppress(BaseException):
+                    await eof
 
     async def _handle(self, line: bytes, peer: Any) -> dict[str, Any]:
         try:

@@ -50,6 +50,8 @@ def server_config(settings: dict[str, Any]) -> Config:
     cfg.ServerApp.shutdown_no_activity_timeout = 0
     # The server runs as whoever runs the daemon (root in containers and CI).
     cfg.ServerApp.allow_root = True
+    # No terminals: a token holder gets the notebook and its kernel, not a shell on the machine.
+    cfg.ServerApp.terminals_enabled = False
     cfg.IdentityProvider.token = settings["token"]
     cfg.MappingKernelManager.cull_idle_timeout = 0
     # Published copies live under .ipykeep/publish; without this Jupyter would hide them.

@@ -51,11 +51,38 @@ def test_cap_drops_the_rest_with_a_note():
 def test_nothing_is_recorded_after_the_cap_even_small_messages():
     ex = _ex(cap=100)
     ex.on_iopub(_msg("stream", name="stdout", text="a" * 90))
-    ex.on_iopub(_msg("stream", name="stdout", text="b" * 50))  # does not fit: dropped
+    ex.on_iopub(_msg("stream", name="stdout", text="b" * 50))  # only its head fits
     ex.on_iopub(_msg("stream", name="stdout", text="c"))  # would fit, but comes after the cut
     text, _ = ex.text_since(0)
     assert "c" not in text.replace("recorded", "") and text.rstrip().endswith("is not recorded]")
-    assert ex.dropped_bytes == 51
+    assert "a" * 90 + "b" * 10 + "\n[output past" in text
+    assert ex.recorded_bytes == 100 and ex.dropped_bytes == 41
+
+
+def test_one_message_larger_than_the_cap_keeps_its_head_and_the_marker():
+    ex = _ex(cap=1000)
+    ex.on_iopub(_msg("stream", name="stdout", text="early\n"))
+    ex.on_iopub(_msg("stream", name="stdout", text="a" * 2100))
+    ex.on_iopub(_msg("execute_result", data={"text/plain": "z" * 5000}, metadata={}, execution_count=1))
+    outputs = ex.nbformat_outputs()
+    assert outputs == [{"output_type": "stream", "name": "stdout", "text": "early\n" + "a" * 994}]
+    text, _ = ex.text_since(0)
+    assert text.startswith("early\naaa") and text.rstrip().endswith("is not recorded]")
+
+
+def test_a_large_rich_result_keeps_the_head_of_its_text():
+    ex = _ex(cap=1000)
+    ex.on_iopub(_msg("execute_result", data={"text/plain": "z" * 5000, "text/html": "<b>" * 3000}, metadata={}, execution_count=1))
+    (out,) = ex.nbformat_outputs()
+    assert out["data"] == {"text/plain": "z" * 1000}
+    assert ex.text_since(0)[0].rstrip().endswith("is not recorded]")
+
+
+def test_terminal_escapes_are_stripped_from_text():
+    from ipykeep.core.execution import strip_ansi
+
+    raw = "a\x1b[31mred\x1b[0m b\x1b]52;c;ZXZpbA==\x07 c\x1b]0;title\x1b\\ d\x1bPq#0\x1b\\ e\x1b=f"
+    assert strip_ansi(raw) == "ared b c d ef"
 
 
 def test_cursors_read_only_new_output():

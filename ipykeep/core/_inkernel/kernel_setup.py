@@ -103,7 +103,32 @@ def _warm_sources():
             Source.for_filename(module.__file__)
 
 
+def install_orphan_guard():
+    """Take the whole process group down when the daemon dies, however it dies.
+
+    ipykernel's parent poller ends the kernel itself, but processes a cell started (a
+    ``subprocess.Popen``, a ``multiprocessing`` worker, a fork) would live on. The kernel leads
+    its own process group, so killing the group ends them with it.
+    """
+    import os
+
+    parent = os.getppid()
+    if getattr(sys, "_ipykeep_orphan_guard", False) or os.getpgrp() != os.getpid():
+        return
+    sys._ipykeep_orphan_guard = True
+
+    def watch():
+        import time
+
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="ipykeep-orphan-guard").start()
+
+
 install_interrupt_patch()
+install_orphan_guard()
 
 
 _scratch_runs = 0
