@@ -125,6 +125,25 @@ def install_orphan_guard():
         os.killpg(0, signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True, name="ipykeep-orphan-guard").start()
+    # ipykernel's own parent poller may notice first and ``os._exit`` the kernel alone: make
+    # its exit take the group too.
+    try:
+        import ipykernel.parentpoller as poller
+    except ImportError:
+        return
+
+    class _GroupExit:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def _exit(code):
+            try:
+                os.killpg(0, signal.SIGKILL)
+            finally:
+                os._exit(code)
+
+    poller.os = _GroupExit()
 
 
 install_interrupt_patch()

@@ -1,0 +1,84 @@
+"""The daemon killed outright: no orphan processes, and the notebook is never half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+from ipykeep.core.client import find_daemon
+from tests.conftest import run_cli, stop_daemon
+
+from .helpers import STATIC, kernel_pid, pid_alive, start_project, wait_until, write_notebook
+
+
+def test_sigkill_of_the_daemon_leaves_no_orphans_within_5_s(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    client = start_project(root, ["x = 1"])
+    try:
+        kpid = kernel_pid(client)
+        rec = client.call(
+            "execute",
+            code=(
+                "import subprocess, os\n"
+                "child = subprocess.Popen(['sleep', '300'])\n"
+                "forked = os.fork()\n"
+                "if forked == 0:\n"
+                "    import time\n"
+                "    time.sleep(300)\n"
+                "print(child.pid, forked)"
+            ),
+        )
+        child, forked = map(int, rec["output"]["text"].split())
+        assert pid_alive(child) and pid_alive(forked)
+        os.kill(client.descriptor.pid, signal.SIGKILL)
+        assert wait_until(lambda: not any(pid_alive(p) for p in (kpid, child, forked)), 5), [
+            p for p in (kpid, child, forked) if pid_alive(p)
+        ]
+    finally:
+        stop_daemon(root)
+
+
+def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cleaned(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    # Large outputs make each write-back take a while, so the kill lands inside one.
+    sources = [f"print('{i}' * 400_000)" for i in range(12)]
+    client = start_project(root, ["x = 1"])
+    path = root / "nb.ipynb"
+    write_notebook(path, sources)
+    old = path.read_bytes()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ipykeep", "run", *[f"c{i}" for i in range(12)]],
+        cwd=root, env=STATIC, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Kill while the write-back is under way: as soon as a temporary file appears.
+        saw_tmp = wait_until(lambda: any(root.glob(".nb.ipynb.*.ipykeep-tmp")), 60, step=0.002)
+        os.kill(client.descriptor.pid, signal.SIGKILL)
+        proc.wait(30)
+        data = path.read_bytes()
+        assert data == old or nbformat.reads(data.decode(), as_version=4).cells[0].outputs
+        json.loads(data)  # never a partial file
+        assert saw_tmp
+        # A temporary file left by the killed write is removed by the next write once stale.
+        leftovers = list(root.glob(".nb.ipynb.*.ipykeep-tmp"))
+        stale = root / ".nb.ipynb.killed.ipykeep-tmp"
+        stale.write_text("partial")
+        os.utime(stale, (time.time() - 3600, time.time() - 3600))
+        for tmp in leftovers:
+            os.utime(tmp, (time.time() - 3600, time.time() - 3600))
+        write_notebook(path, ["y = 2"])
+        assert run_cli("start", "nb.ipynb", cwd=root, env=STATIC).returncode == 0
+        assert not list(root.glob(".nb.ipynb.*.ipykeep-tmp"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stop_daemon(root)
+        if find_daemon(root) is not None:
+            os.kill(find_daemon(root).pid, signal.SIGKILL)  # type: ignore[union-attr]
