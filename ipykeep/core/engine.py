@@ -170,10 +170,16 @@ class Engine:
         return nk, nh
 
     def _save_counters(self) -> None:
-        self.paths.kernels.mkdir(parents=True, exist_ok=True)
         tmp = self._counters_file().with_suffix(".tmp")
-        tmp.write_text(json.dumps({"kernel": self._next_kernel, "handle": max(self._next_handle, self._reserved_handles)}))
-        tmp.replace(self._counters_file())
+        try:
+            self.paths.kernels.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"kernel": self._next_kernel, "handle": max(self._next_handle, self._reserved_handles)}))
+            tmp.replace(self._counters_file())
+        except OSError as exc:
+            # Ids stay unique in this daemon; only a successor could reuse some after a crash.
+            log.warning("counters not saved: %s", exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
     def _new_handle(self) -> str:
         # Handles are reserved in blocks so the hot path does not write a file per call; a
@@ -236,14 +242,20 @@ class Engine:
     def _output_view(self, entry: KernelEntry, ex: Execution, cursor: int) -> tuple[OutputView, int]:
         text, new_cursor = ex.text_since(cursor)
         full_path = uri = None
-        if len(text) > entry.config.max_output_chars:
-            art = entry.archive.store_text(text)
-            full_path, uri = str(art.path), art.uri
-        bounded = bound_text(text, entry.config.max_output_chars, full_path=full_path, uri=uri)
         images = []
-        for img in ex.images_since(cursor):
-            art = entry.archive.store(base64.b64decode(img["data"]), img["mime"])
-            images.append(ImageRef(mime=img["mime"], path=str(art.path), uri=art.uri))
+        try:
+            if len(text) > entry.config.max_output_chars:
+                art = entry.archive.store_text(text)
+                full_path, uri = str(art.path), art.uri
+            for img in ex.images_since(cursor):
+                art = entry.archive.store(base64.b64decode(img["data"]), img["mime"])
+                images.append(ImageRef(mime=img["mime"], path=str(art.path), uri=art.uri))
+        except OSError as exc:  # a full disk costs the artifact, never the result
+            log.warning("artifact of %s not stored: %s", ex.handle, exc)
+            note = f"artifacts could not be stored ({exc.strerror or exc}); the output shown is all there is"
+            if note not in entry.notices:
+                entry.notices.append(note)
+        bounded = bound_text(text, entry.config.max_output_chars, full_path=full_path, uri=uri)
         view = OutputView(
             text=bounded.text,
             truncated=bounded.truncated,

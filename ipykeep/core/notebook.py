@@ -213,6 +213,11 @@ def _to_v4(data: dict[str, Any], path: Path) -> Any:
             nb = nbformat.convert(nb, 4)
             if not isinstance(nb.get("cells"), list):
                 raise ValueError("no cells after conversion")
+            # The converter draws random ids; drop them so ids derive from positions as for any
+            # notebook without ids (the same on every read, kept by the first write).
+            for cell in nb.cells:
+                cell.pop("id", None)
+            nb["nbformat_minor"] = 4
     except RecursionError:
         raise NotebookInvalidError(f"{path} is nested too deeply to be a notebook", hint="pass a Jupyter .ipynb file") from None
     except Exception as exc:
