@@ -17,6 +17,7 @@ import hmac
 import inspect
 import json
 import logging
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ MAX_UNAUTHENTICATED_LINE = 64 * 1024
 MAX_CONNECTIONS = 256
 #: Seconds a connection may stay silent before its first (authenticated) request.
 UNAUTHENTICATED_IDLE = 10.0
+_TOKEN_HEAD = re.compile(rb'\A\s*\{\s*"token"\s*:\s*"([^"\\]*)"')
 
 
 def to_jsonable(value: Any) -> Any:
@@ -104,22 +106,25 @@ class RpcServer:
             self._connections -= 1
             writer.close()
 
-    @staticmethod
-    async def _first_line(reader: asyncio.StreamReader) -> bytes:
-        """The first line, refused past ``MAX_UNAUTHENTICATED_LINE`` bytes (ValueError)."""
+    async def _first_line(self, reader: asyncio.StreamReader) -> bytes:
+        """The first line of a connection, buffered past ``MAX_UNAUTHENTICATED_LINE`` bytes only
+        when it begins with the right token (ValueError otherwise)."""
         buf = bytearray()
-        while not buf.endswith(b"\n"):
+        while True:
             chunk = await reader.read(MAX_UNAUTHENTICATED_LINE + 1 - len(buf))
             if not chunk:
                 return bytes(buf)
             buf += chunk
-            nl = buf.find(b"\n")
-            if nl >= 0:
-                if nl + 1 < len(buf):  # pipelined bytes after the first line: not a client of ours
-                    raise ValueError("data after the first request")
+            if buf.find(b"\n") >= 0:
                 break
             if len(buf) > MAX_UNAUTHENTICATED_LINE:
-                raise ValueError("first request too long")
+                head = _TOKEN_HEAD.match(bytes(buf))
+                if head is None or not hmac.compare_digest(head.group(1), self._token):
+                    raise ValueError("long first request without the token at its head")
+                return bytes(buf) + await reader.readline()
+        nl = buf.find(b"\n")
+        if nl + 1 < len(buf):  # pipelined bytes after the first line: not a client of ours
+            raise ValueError("data after the first request")
         return bytes(buf)
 
     async def _handle_until_disconnect(
@@ -213,7 +218,8 @@ class Endpoint:
 
 
 def _request(method: str, params: dict[str, Any], token: str, rid: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params, "token": token}).encode() + b"\n"
+    # The token comes first: the daemon authenticates a long first request from its head.
+    return json.dumps({"token": token, "jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n"
 
 
 def _unwrap(response: dict[str, Any]) -> Any:

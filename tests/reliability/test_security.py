@@ -1,0 +1,140 @@
+"""Security limits: artifacts, project boundaries, the RPC port before authentication, terminals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ipykeep.core import rpc
+from ipykeep.core.client import DaemonClient
+from ipykeep.core.rpc import _request
+from tests.conftest import stop_daemon
+
+from .helpers import error_of, start_project, write_notebook
+
+
+@pytest.fixture(scope="module")
+def proj(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, DaemonClient]]:
+    root = tmp_path_factory.mktemp("sec") / "p"
+    client = start_project(root, ["x = 1"])
+    yield root, client
+    stop_daemon(root)
+
+
+def test_a_symlink_in_an_artifacts_directory_serves_nothing(proj):
+    root, client = proj
+    rec = client.call("execute", code="print('\\n'.join(map(str, range(20000))))")
+    uri = rec["output"]["uri"]
+    assert client.call("read_artifact", uri=uri)["text"].startswith("0\n1\n")
+    kid = client.call("list_kernels")[0]["kernel_id"]
+    link = root / ".ipykeep" / "kernels" / kid / "artifacts" / "evil.txt"
+    link.symlink_to("/etc/passwd")
+    exc = error_of(client, "read_artifact", uri=f"ipykeep://artifacts/{kid}/evil.txt")
+    assert exc.code == "bad_argument" and "root:" not in exc.message
+
+
+def test_a_notebook_outside_the_project_is_refused_like_a_cwd(proj, tmp_path: Path):
+    root, client = proj
+    outside = tmp_path / "elsewhere.ipynb"
+    write_notebook(outside, ["print('outside')"])
+    exc = error_of(client, "create_kernel", notebook=str(outside))
+    assert exc.code == "bad_argument" and "outside the project" in exc.message
+    exc = error_of(client, "create_kernel", cwd=str(tmp_path))
+    assert exc.code == "bad_argument" and "outside the project" in exc.message
+
+
+def _closed(sock: socket.socket, timeout: float) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1 << 16) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_the_daemon_port_closes_oversized_unauthenticated_lines(proj):
+    root, client = proj
+    ep = client.descriptor.endpoint
+    with socket.create_connection((ep.host, ep.port)) as sock:
+        try:
+            sock.sendall(b"x" * (rpc.MAX_UNAUTHENTICATED_LINE + 10))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert _closed(sock, 5)
+    # an authenticated client may still send large requests
+    big = "y = '" + "z" * 200_000 + "'"
+    assert client.call("execute", code=big)["state"] == "ok"
+
+
+async def _serve(**limits: float) -> tuple[rpc.RpcServer, int]:
+    for name, value in limits.items():
+        setattr(rpc, name, value)
+
+    async def ping() -> dict:
+        return {"pong": True}
+
+    server = rpc.RpcServer({"ping": ping}, "secret")
+    _, port = await server.start()
+    return server, port
+
+
+def test_idle_unauthenticated_connections_time_out_and_connections_are_capped(monkeypatch):
+    monkeypatch.setattr(rpc, "UNAUTHENTICATED_IDLE", 0.5)
+    monkeypatch.setattr(rpc, "MAX_CONNECTIONS", 3)
+
+    async def scenario() -> None:
+        server, port = await _serve()
+        try:
+            idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+            await asyncio.sleep(0.1)
+            # the fourth is closed at once: the cap is reached
+            r4, w4 = await asyncio.open_connection("127.0.0.1", port)
+            assert await asyncio.wait_for(r4.read(), 2) == b""
+            # the idle ones are closed after UNAUTHENTICATED_IDLE
+            began = time.monotonic()
+            for r, _ in idle:
+                assert await asyncio.wait_for(r.read(), 3) == b""
+            assert time.monotonic() - began < 2.5
+            # and then a real client gets in, and stays past the idle limit once authenticated
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(_request("ping", {}, "secret", 1))
+            assert b'"pong": true' in await r.readline()
+            await asyncio.sleep(0.8)
+            w.write(_request("ping", {}, "secret", 2))
+            assert b'"pong": true' in await r.readline()
+            w.close()
+        finally:
+            await server.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_served_jupyter_server_has_no_terminals(tmp_path: Path) -> None:
+    import urllib.error
+    import urllib.request
+
+    pytest.importorskip("jupyter_server")
+    root = tmp_path / "p"
+    client = start_project(root, ["x = 1"])
+    try:
+        rec = client.call("serve", kernel_id=client.call("list_kernels")[0]["kernel_id"])
+        url = rec["served_url"]
+        base, _, query = url.partition("?")
+        base = base.split("/lab")[0].split("/notebooks")[0].rstrip("/")
+        token = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("token", "")
+        req = urllib.request.Request(f"{base}/api/terminals", headers={"Authorization": f"token {token}"})
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(req, timeout=10)
+        assert info.value.code == 404
+        ok = urllib.request.Request(f"{base}/api/kernels", headers={"Authorization": f"token {token}"})
+        assert urllib.request.urlopen(ok, timeout=10).status == 200
+    finally:
+        stop_daemon(root)
+        os.environ.pop("_IPYKEEP_UNUSED", None)
