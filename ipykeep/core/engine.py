@@ -233,6 +233,8 @@ class Engine:
         return f"{e.kernel_id}: {e.notebook.name if e.notebook else 'scratch'}"
 
     def _notebook_path(self, notebook: str) -> Path:
+        if "\0" in notebook:
+            raise UsageError(f"not a path: {notebook!r}", hint="pass the path of a file or directory")
         path = Path(notebook).expanduser()
         if not path.is_absolute():
             path = Path(os.getcwd()) / path

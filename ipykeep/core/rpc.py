@@ -19,10 +19,11 @@ import json
 import logging
 import re
 import socket
+import typing
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError, create_model
 
 from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError, error_from_envelope
 
@@ -36,6 +37,8 @@ MAX_UNAUTHENTICATED_LINE = 64 * 1024
 MAX_CONNECTIONS = 256
 #: Seconds a connection may stay silent before its first (authenticated) request.
 UNAUTHENTICATED_IDLE = 10.0
+#: Parameters that name files: a NUL byte there is a bad argument, not an OS-level ValueError.
+PATH_PARAMS = frozenset({"path", "notebook", "cwd", "python", "uri"})
 _TOKEN_HEAD = re.compile(rb'\A\s*\{\s*"token"\s*:\s*"([^"\\]*)"')
 
 
@@ -175,8 +178,7 @@ class RpcServer:
                 raise UsageError(f"unknown method {method!r}", hint=f"known: {', '.join(sorted(self.methods))}")
             if not isinstance(params, dict):
                 raise UsageError("params must be an object")
-            _check_params(fn, params, method)
-            result = fn(**params)
+            result = fn(**_check_params(fn, params, method))
             if inspect.isawaitable(result):
                 result = await result
             return {"jsonrpc": "2.0", "id": rid, "result": to_jsonable(result)}
@@ -193,7 +195,25 @@ def _signature(fn: Any) -> inspect.Signature:
     return inspect.signature(fn)  # once per method, not on every request
 
 
-def _check_params(fn: Any, params: dict[str, Any], method: str) -> None:
+@functools.lru_cache(maxsize=None)
+def _params_model(fn: Any) -> type[BaseModel] | None:
+    """A pydantic model of ``fn``'s keyword parameters (from its annotations), or None."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: only names are checked
+        return None
+    fields: dict[str, Any] = {}
+    for name, p in _signature(fn).parameters.items():
+        if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
+            continue
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[name] = (hints.get(name, Any), default)
+    return create_model(f"{getattr(fn, '__name__', 'method')}_params", **fields)  # type: ignore[call-overload]
+
+
+def _check_params(fn: Any, params: dict[str, Any], method: str) -> dict[str, Any]:
+    """Validate ``params`` against ``fn``'s signature: a typed bad_argument error, never a
+    TypeError deep inside the engine. Returns the (coerced) keyword arguments."""
     sig = _signature(fn)
     unknown = [p for p in params if p not in sig.parameters]
     if unknown:
@@ -208,6 +228,18 @@ def _check_params(fn: Any, params: dict[str, Any], method: str) -> None:
     ]
     if missing:
         raise UsageError(f"{method}: missing argument(s) {', '.join(missing)}")
+    for name in PATH_PARAMS & params.keys():
+        if isinstance(params[name], str) and "\0" in params[name]:
+            raise UsageError(f"{method}: {name} is not a path (it holds a NUL byte)")
+    model = _params_model(fn)
+    if model is None:
+        return params
+    try:
+        validated = model.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5])
+        raise UsageError(f"{method}: bad argument(s): {problems}", hint=f"{method} takes: {', '.join(sig.parameters)}") from None
+    return {name: getattr(validated, name) for name in params}
 
 
 @dataclass(frozen=True)
