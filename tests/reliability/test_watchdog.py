@@ -1,0 +1,102 @@
+"""Watchdogs on a real kernel, with the loss the upstream bug causes injected deterministically.
+
+ipykernel 7.4 sometimes never sends an execute reply under concurrent subshell load; the load
+test meets it by chance, these tests make it happen every time: the reply of one request is
+dropped on arrival, or a subshell request is never delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import pytest_asyncio
+
+from ipykeep.core import kernel as kernel_mod
+from ipykeep.core.config import Config
+from ipykeep.core.engine import Engine
+from ipykeep.core.project import ProjectPaths
+from tests.conftest import make_project
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def eng(tmp_path_factory):
+    root = make_project(tmp_path_factory.mktemp("watchdog") / "p", example=False)
+    engine = Engine(ProjectPaths(root), Config(idle_timeout=0, dataflow="ipyflow", max_subshells=2))
+    rec = await engine.create_kernel()
+    yield engine, rec.kernel_id
+    await engine.shutdown()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_lost_reply_is_finished_from_iopub_and_the_shell_is_free_again(eng):
+    engine, kid = eng
+    process = engine.kernels[kid].process
+    real = process._replies
+
+    class DropFirst(dict):
+        dropped = 0
+
+        def pop(self, key, *default):
+            fut = dict.pop(self, key, *default)
+            if fut is not None and not DropFirst.dropped:
+                DropFirst.dropped += 1
+                return None  # as if the reply never came
+            return fut
+
+    process._replies = DropFirst(real)
+    try:
+        began = time.monotonic()
+        rec = await engine.execute("print('still here')", kernel_id=kid)
+        assert DropFirst.dropped == 1
+        assert rec.state == "ok" and rec.output.text.strip() == "still here"
+        assert time.monotonic() - began < 10
+        ex = engine.kernels[kid].executions[rec.handle]
+        assert ex.reply_lost and any("reply never arrived" in n for n in ex.notes)
+        failing = await engine.execute("1/0", kernel_id=kid)
+        assert failing.state == "failed" and failing.error.ename == "ZeroDivisionError"
+    finally:
+        process._replies = real
+    assert (await engine.execute("print(1 + 1)", kernel_id=kid)).output.text.strip() == "2"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retired(eng, monkeypatch):
+    engine, kid = eng
+    entry = engine.kernels[kid]
+    process = entry.process
+    monkeypatch.setattr(kernel_mod, "SUBSHELL_START_TIMEOUT", 1.0)
+    slow = await engine.execute("import time\ntime.sleep(4)", kernel_id=kid, yield_time_ms=0)
+    await asyncio.sleep(0.3)
+    send = process.kc.shell_channel.send
+    swallowed = []
+
+    def lose_subshell_requests(msg):
+        if msg["header"].get("subshell_id"):
+            swallowed.append(msg["header"]["subshell_id"])
+            return None
+        return send(msg)
+
+    monkeypatch.setattr(process.kc.shell_channel, "send", lose_subshell_requests)
+    lost = await engine.execute("print('never delivered')", kernel_id=kid, yield_time_ms=5000)
+    monkeypatch.setattr(process.kc.shell_channel, "send", send)
+    assert lost.state == "lost" and lost.subshell
+    assert "never started by the kernel" in lost.output.text
+    assert swallowed and swallowed[0] not in process._subshells  # retired
+    ok = await engine.execute("print('on the other subshell')", kernel_id=kid)
+    assert ok.state == "ok" and ok.subshell and ok.output.text.strip() == "on the other subshell"
+    assert (await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)).state == "ok"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_subshell_code_in_an_ipyflow_kernel_runs_untraced_while_a_traced_cell_runs(eng):
+    engine, kid = eng
+    await engine.execute("base = 20", kernel_id=kid)
+    slow = await engine.execute("import time\nfor _ in range(30):\n    time.sleep(0.05)\n    base = base", kernel_id=kid, yield_time_ms=0)
+    await asyncio.sleep(0.2)
+    results = await asyncio.gather(*(engine.execute(f"base + {i}", kernel_id=kid) for i in range(6)))
+    assert all(r.state == "ok" for r in results), [(r.state, r.error) for r in results]
+    assert sorted(r.output.text.strip() for r in results) == [str(20 + i) for i in range(6)]
+    assert any(r.subshell for r in results)
+    assert (await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)).state == "ok"
