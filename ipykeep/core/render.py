@@ -43,7 +43,12 @@ def render_batch(batch: BatchResult) -> str:
     for notice in batch.notices or []:
         parts.append(f"notice: {notice}")
     failed = [r for r in batch.results if r.state != "ok"]
-    parts.append(f"{len(batch.results)} ran, {len(failed)} failed, {len(batch.skipped)} skipped")
+    stopped = {
+        "interrupted": "; the batch was interrupted",
+        "kernel_died": "; the kernel died",
+        "kernel_closed": "; the kernel was closed",
+    }.get(batch.stopped or "", "")
+    parts.append(f"{len(batch.results)} ran, {len(failed)} failed, {len(batch.skipped)} skipped{stopped}")
     return "\n".join(parts)
 
 
