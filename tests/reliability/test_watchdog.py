@@ -92,11 +92,12 @@ async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retir
 @pytest.mark.asyncio(loop_scope="session")
 async def test_subshell_code_in_an_ipyflow_kernel_runs_untraced_while_a_traced_cell_runs(eng):
     engine, kid = eng
-    await engine.execute("base = 20", kernel_id=kid)
-    slow = await engine.execute("import time\nfor _ in range(30):\n    time.sleep(0.05)\n    base = base", kernel_id=kid, yield_time_ms=0)
+    await engine.execute("base = 20\ndef plus(a):\n    out = [a]\n    for i in range(2):\n        out.append(i)\n    return base + sum(out) - 1", kernel_id=kid)
+    slow = await engine.execute("import time\nfor _ in range(30):\n    time.sleep(0.05)\n    base = plus(0) - 0", kernel_id=kid, yield_time_ms=0)
     await asyncio.sleep(0.2)
-    results = await asyncio.gather(*(engine.execute(f"base + {i}", kernel_id=kid) for i in range(6)))
+    # functions defined (and instrumented) in traced cells, called from several subshells at once
+    results = await asyncio.gather(*(engine.execute(f"plus({i})", kernel_id=kid) for i in range(6)))
     assert all(r.state == "ok" for r in results), [(r.state, r.error) for r in results]
-    assert sorted(r.output.text.strip() for r in results) == [str(20 + i) for i in range(6)]
+    assert sorted(int(r.output.text.strip()) for r in results) == [20 + i for i in range(6)]
     assert any(r.subshell for r in results)
     assert (await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)).state == "ok"

@@ -153,6 +153,26 @@ install_orphan_guard()
 _scratch_runs = 0
 
 
+def _publish_result(shell, value):
+    """Send ``value`` as this request's execute_result.
+
+    IPython's display hook keeps the message being built on the hook object itself, shared by
+    every thread: two subshells showing results at once lose one. This builds the message
+    locally and sends it as the display publisher does (its parent header is per thread).
+    """
+    pub = shell.display_pub
+    try:
+        from ipykernel.jsonutil import encode_images, json_clean
+
+        data, metadata = shell.display_formatter.format(value)
+        pub._flush_streams()
+        content = {"data": encode_images(data), "metadata": metadata, "execution_count": shell.execution_count}
+        msg = pub.session.msg("execute_result", json_clean(content), parent=pub.parent_header)
+        pub.session.send(pub.pub_socket, msg, ident=pub.topic)
+    except Exception:  # an unusual publisher: fall back to IPython's hook
+        shell.displayhook(value)
+
+
 def run_untraced(source):
     """Run scratch code sent to a subshell of an ipyflow kernel, outside ipyflow's tracer.
 
@@ -187,7 +207,7 @@ def run_untraced(source):
         if last is not None:
             value = eval(compile(last, filename, "eval"), namespace)
             if value is not None:
-                shell.displayhook(value)
+                _publish_result(shell, value)
     except BaseException:
         # Shown as the execution's error output (its state is taken from it), without this
         # frame; the request itself ends normally.
