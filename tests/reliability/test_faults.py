@@ -186,6 +186,10 @@ def test_kernel_death_mid_cell_and_os_exit_give_exit_7_then_restart(proj):
     assert "restart" in res.stderr
     res = run_cli("run-stale", "--execute", cwd=root, env=STATIC)
     assert res.returncode == 7, (res.stdout, res.stderr)
-    assert run_cli("restart", cwd=root, env=STATIC).returncode == 0
     write_notebook(root / "nb.ipynb", CELLS)
+    client.call("run_cells", cells=["c0"])
+    assert run_cli("restart", cwd=root, env=STATIC).returncode == 0
+    plan = json.loads(run_cli("run-stale", "--json", cwd=root, env=STATIC).stdout)
+    reasons = {e["cell_id"]: [r["kind"] for r in e["reasons"]] for e in plan["stale"]}
+    assert "kernel_restarted" in reasons["c0"]  # the restart says what must re-run
     assert client.call("execute", code="print('back')")["output"]["text"].strip() == "back"
