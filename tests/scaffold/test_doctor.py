@@ -74,7 +74,9 @@ def test_invalid_config_fails(app, runner, project: Path) -> None:
 def test_host_entry_with_missing_command_fails(project: Path, home: Path) -> None:
     (project / ".mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": "no-such-ipykeep-cmd", "args": []}}}')
     (home / ".cursor").mkdir()
-    (home / ".cursor/mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep"}}}')
+    (home / ".cursor/mcp.json").write_text(
+        '{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}}'
+    )
     checks = {c.name: c for c in check_hosts(project)}
     claude = checks["host Claude Code (project)"]
     assert claude.status is Status.fail and "no-such-ipykeep-cmd" in claude.detail and claude.fix

@@ -24,6 +24,7 @@ ENTRY = {"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}
 
 PROJECT_FILES = [
     ".mcp.json",
+    ".claude/settings.local.json",
     ".claude/skills/ipykeep/SKILL.md",
     ".codex/config.toml",
     ".cursor/mcp.json",
@@ -41,8 +42,10 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
         assert f"created      {name}" in result.output
     assert json.loads((project / ".mcp.json").read_text()) == {"mcpServers": {"ipykeep": ENTRY}}
     assert json.loads((project / ".cursor/mcp.json").read_text()) == {
-        "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}
+        "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}
     }
+    assert json.loads((project / ".claude/settings.local.json").read_text()) == {"enabledMcpjsonServers": ["ipykeep"]}
+    assert "note: Codex: this project is not trusted yet" in result.output
     codex = tomlkit.parse((project / ".codex/config.toml").read_text()).unwrap()
     assert codex == {"mcp_servers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}
     assert load_config(project, environ={}).notebook == "analysis.ipynb"
