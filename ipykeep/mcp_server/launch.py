@@ -42,6 +42,11 @@ def serve(opts: ServeOptions) -> int:
 
     _setup_logging()
     try:
+        if opts.project is not None and "${" in str(opts.project):
+            raise UsageError(
+                f"--project {opts.project} was not expanded by the host",
+                hint="use a host that expands ${workspaceFolder} (Cursor does), or write the project's path",
+            )
         project_dir = (opts.project or Path.cwd()).expanduser().resolve()
         if not project_dir.is_dir():
             raise UsageError(f"project directory {project_dir} does not exist", hint="pass an existing --project DIR")

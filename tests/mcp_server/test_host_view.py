@@ -40,6 +40,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 #: MCP log messages the client received (notices), in order.
 LOGS: list[Any] = []
+#: Artifact URIs announced to the model, read again once every kernel is gone.
+ANNOUNCED: list[str] = []
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +106,7 @@ def test_long_print_head_and_tail_within_budget(mcp: McpSession, kid: str) -> No
     view = HostView(res)
     assert "line 0000" in view.text and "line 2999" in view.text and "line 1500" not in view.text
     assert res.structured_content["uri"] in view.text  # where the rest is
+    ANNOUNCED.append(res.structured_content["uri"])
     assert view.size < 4096, view.size
     text_bytes, structured_bytes = channel_sizes(res)
     assert text_bytes < 4096 and structured_bytes < 4096
@@ -195,3 +198,18 @@ def test_notices_are_sent_as_log_messages(mcp: McpSession, kid: str, project: Pa
     assert any("changed on disk" in n for n in notices), notices
     assert any("changed on disk" in json.dumps(p.data) for p in LOGS), LOGS
     assert all(p.level == "warning" and p.logger == "ipykeep" for p in LOGS)
+
+
+def test_artifacts_stay_readable_after_the_last_kernel_closes(mcp: McpSession, kid: str, project: Path) -> None:
+    from ipykeep.core.client import find_daemon
+
+    assert ANNOUNCED, "the long-print test announces an artifact first"
+    closed = _ok(mcp.tool("close_kernel", {"kernel_id": kid}))
+    assert closed.structured_content["state"] == "closed"
+    deadline = time.monotonic() + 20
+    while find_daemon(project) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert find_daemon(project) is None, "the daemon exits with its last kernel"
+    full = mcp.run(lambda c: c.read_resource(ANNOUNCED[0]))
+    body = full.contents[0].text
+    assert body.startswith("line 0000\n") and body.endswith("line 2999\n")
