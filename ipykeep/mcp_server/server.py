@@ -125,17 +125,21 @@ class IpykeepMcp:
         return self._results
 
     def server(self) -> Server[Any]:
-        return Server(
-            "ipykeep",
-            version=__version__,
-            instructions=INSTRUCTIONS,
-            on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
-            on_list_resources=self.list_resources,
-            on_list_resource_templates=self.list_resource_templates,
-            on_read_resource=self.read_resource,
-            on_set_logging_level=self.set_logging_level,
-        )
+        # The SDK warns that the logging capability is deprecated for 2026-07-28 sessions; the
+        # hosts in use speak earlier versions, where log messages are how notices reach them.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return Server(
+                "ipykeep",
+                version=__version__,
+                instructions=INSTRUCTIONS,
+                on_list_tools=self.list_tools,
+                on_call_tool=self.call_tool,
+                on_list_resources=self.list_resources,
+                on_list_resource_templates=self.list_resource_templates,
+                on_read_resource=self.read_resource,
+                on_set_logging_level=self.set_logging_level,
+            )
 
     # -- logging -------------------------------------------------------------------------------
     async def set_logging_level(self, ctx: ServerRequestContext[Any], params: SetLevelRequestParams) -> EmptyResult:
