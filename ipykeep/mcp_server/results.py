@@ -110,18 +110,30 @@ def _batch_summary(batch: BatchResult, budget: int) -> dict[str, Any]:
     return out
 
 
-def _plan_summary(raw: dict[str, Any]) -> dict[str, Any]:
-    """A run_stale result: the plan's cells in order, each with its reasons (kind and message)."""
+def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
+    """A run_stale result: the plan's cells in order, each with its reasons (kind and message).
+
+    Past ``budget`` characters, entries keep only their id and index (enough to run them, and
+    ``reasons_cut`` says how many lost their reasons; the text channel has them, cut the same way).
+    """
+    used = 0
+    cut = 0
 
     def entry(e: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "cell_id": e["cell_id"],
-            "index": e["index"],
+        nonlocal used, cut
+        out: dict[str, Any] = {"cell_id": e["cell_id"], "index": e["index"]}
+        full = {
+            **out,
             "reasons": [{"kind": r["kind"], "message": r["message"]} for r in e.get("reasons", [])],
         }
         if e.get("produces"):
-            out["produces"] = e["produces"][:12]
-        return out
+            full["produces"] = e["produces"][:12]
+        size = len(_json(full))
+        if used + size > budget:
+            cut += 1
+            return out
+        used += size
+        return full
 
     out: dict[str, Any] = {
         "kernel_id": raw.get("kernel_id"),
@@ -131,6 +143,8 @@ def _plan_summary(raw: dict[str, Any]) -> dict[str, Any]:
         "blocked": [entry(e) for e in raw.get("blocked", [])],
         "fresh": len(raw.get("fresh", [])),
     }
+    if cut:
+        out["reasons_cut"] = cut
     if raw.get("notices"):
         out["notices"] = raw["notices"]
     return out
@@ -225,7 +239,7 @@ class ResultBuilder:
                 self._bounded(render_batch(batch)), images, _batch_summary(batch, self.listing_chars)
             )
         if kind == "stale":
-            summary = _plan_summary(raw)
+            summary = _plan_summary(raw, self.listing_chars)
             batch = BatchResult.model_validate(raw["batch"]) if raw.get("batch") else None
             images = [img for r in batch.results for img in r.output.images] if batch else []
             if batch is not None:
