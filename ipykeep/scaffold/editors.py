@@ -17,7 +17,7 @@ from tomlkit.items import InlineTable, Table
 from ipykeep.core.errors import ConfigError
 
 from .content import AGENTS_END, AGENTS_SECTION, AGENTS_START
-from .files import FileChange, change, conflict, read_text
+from .files import ChangeStatus, FileChange, change, conflict, read_text
 from .jsonfile import parse_json_object, set_nested_member, set_top_member
 from .launcher import Launcher
 
@@ -95,6 +95,12 @@ def plan_json_servers(
     else:
         note = "replaced the ipykeep server entry" if existing is not None else "added the ipykeep server entry"
     return change(path, label, before, after, note)
+
+
+def left_alone(path: Path, label: str, note: str) -> FileChange:
+    """A file init reads but must not change, not even create."""
+    before = read_text(path)
+    return FileChange(path, label, before, before or "", ChangeStatus.unchanged, note)
 
 
 def plan_claude_approval(path: Path, label: str) -> FileChange:

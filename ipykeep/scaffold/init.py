@@ -160,9 +160,15 @@ def plan_init(options: InitOptions) -> InitPlan:
             )
         )
         if options.scope is Scope.project:
-            changes.append(
-                editors.plan_claude_approval(base / ".claude" / "settings.local.json", "Claude Code approval")
-            )
+            from .gates import claude_approval
+
+            local = base / ".claude" / "settings.local.json"
+            approval = claude_approval(options.root, options.home_dir)
+            if approval.state == "disabled" and approval.source != local:
+                # disabled in another settings file: the user's refusal stands
+                changes.append(editors.left_alone(local, "Claude Code approval", f"ipykeep is disabled in {approval.source}"))
+            else:
+                changes.append(editors.plan_claude_approval(local, "Claude Code approval"))
         changes.append(editors.plan_owned_file(skill, "Claude Code skill", SKILL_MD, replace=replace))
     if Provider.codex in providers:
         changes.append(editors.plan_codex_toml(codex_toml, "Codex MCP servers", launcher, replace=replace))
