@@ -39,6 +39,11 @@ def test_tools_list_is_small(mcp: McpSession) -> None:
     assert size < 12_000, size
     assert {t.name for t in listed.tools} >= {"ipython", "read_cell", "run_stale", "inspect"}
     assert all(t.output_schema is None for t in listed.tools)
+    # as a host receives them: a title and every hint set (Codex refuses un-annotated tools)
+    for tool in listed.tools:
+        hints = tool.annotations
+        assert tool.title and hints is not None, tool.name
+        assert all(isinstance(h, bool) for h in (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint)), tool.name
     templates = mcp.run(lambda c: c.list_resource_templates())
     assert [t.uri_template for t in templates.resource_templates] == ["ipykeep://artifacts/{kernel_id}/{name}"]
 
