@@ -112,6 +112,12 @@ def test_tools_over_http(http_mcp: McpSession) -> None:
     assert "42" in HostView(http_mcp.tool("ipython", {"kernel_id": kid, "code": "y = 41; y + 1"})).text
     failed = HostView(http_mcp.tool("ipython", {"kernel_id": kid, "code": "1/0"}))
     assert "ZeroDivisionError" in failed.text and "1/0" in failed.text
+    long = HostView(http_mcp.tool("ipython", {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"}))
+    assert "line 0000" in long.text and "line 2999" in long.text and long.size < 4096
+    sleeper = http_mcp.tool("ipython", {"kernel_id": kid, "code": "__import__('time').sleep(2)", "yield_time_ms": 0})
+    assert sleeper.structured_content["state"] in ("queued", "running")
+    overlap = http_mcp.tool("ipython", {"kernel_id": kid, "code": "6 * 7"})
+    assert overlap.structured_content["output"].strip() == "42" and "42" in HostView(overlap).text
     closed = http_mcp.tool("close_kernel", {"kernel_id": kid})
     assert closed.structured_content["state"] == "closed"
 
