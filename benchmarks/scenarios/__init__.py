@@ -9,6 +9,7 @@ from . import (
     s6_output_volume,
     s7_context_cost,
     s8_plan_inspect,
+    s9_mcp_startup,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -21,5 +22,6 @@ ALL = (
     s5_memory,
     s7_context_cost,
     s8_plan_inspect,
+    s9_mcp_startup,
     s6_output_volume,
 )
