@@ -38,7 +38,6 @@ def serve(opts: ServeOptions) -> int:
     """Run the server until the client goes away; returns the exit code."""
     from ..core.config import load_config
     from ..core.project import find_project_root
-    from .server import IpykeepMcp, serve_stdio
 
     _setup_logging()
     try:
@@ -51,9 +50,16 @@ def serve(opts: ServeOptions) -> int:
         if not project_dir.is_dir():
             raise UsageError(f"project directory {project_dir} does not exist", hint="pass an existing --project DIR")
         config = load_config(find_project_root(project_dir))
+        prefetch = None
+        if opts.transport == "stdio":
+            from . import early
+
+            prefetch = early.start()  # answers the handshake while the SDK below is imported
+        from .server import IpykeepMcp, serve_stdio
+
         app = IpykeepMcp(project_dir, config)
         if opts.transport == "stdio":
-            serve_stdio(app)
+            serve_stdio(app, prefetch)
         elif opts.transport == "http":
             from .http import HttpOptions, resolve_token, serve_http
 

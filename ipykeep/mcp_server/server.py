@@ -16,7 +16,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.context import ServerRequestContext
@@ -46,6 +46,9 @@ from .. import __version__
 from ..core.config import Config
 from ..core.errors import IpykeepError, UsageError
 from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
+
+if TYPE_CHECKING:
+    from .early import StdinPrefetch
 
 log = logging.getLogger("ipykeep.mcp")
 
@@ -320,17 +323,17 @@ def _notices(structured: Any) -> list[str]:
     return notices
 
 
-async def run_stdio(app: IpykeepMcp) -> None:
+async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
     from mcp.server.stdio import stdio_server
 
     from .stdio import pipe_stdio
 
     server = app.server()
-    async with pipe_stdio() as streams:
+    async with pipe_stdio(prefetch) as streams:
         stdin, stdout = streams if streams is not None else (None, None)
         async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_stdio(app: IpykeepMcp) -> None:
-    anyio.run(run_stdio, app)
+def serve_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
+    anyio.run(run_stdio, app, prefetch)
