@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..staleness.analysis import is_kernel_name
 from ..staleness.models import DynamicCellInfo
 from ..staleness.probes import ProbeError, call_expr, check_protocol, probe_source
 
@@ -49,7 +50,9 @@ class IpyflowSnapshot:
 def _names(values: Any) -> frozenset[str]:
     if not isinstance(values, list):
         raise ProbeError(f"ipyflow probe: expected a list of names, got {type(values).__name__}")
-    return frozenset(str(v) for v in values) - _KERNEL_NAMES
+    # IPython's history names (``_``, ``_5``, ``Out``…) are bound by any cell that ends in an
+    # expression; as notebook names they would make every such cell "restore" every other
+    return frozenset(n for n in (str(v) for v in values) if n not in _KERNEL_NAMES and not is_kernel_name(n))
 
 
 def _cell_info(record: Mapping[str, Any]) -> DynamicCellInfo:

@@ -87,6 +87,33 @@ class DynamicCellInfo:
 
 
 @dataclass(frozen=True)
+class Observed:
+    """What one execution was seen to do to the kernel's namespace (runtime evidence).
+
+    Taken in the kernel right after the code ran, by comparing every global name with what it
+    held before: its object identity and a bounded content fingerprint (containers, arrays,
+    frames, random generator state, object attributes). Names shared by several globals (aliases)
+    change together, so a mutation through an alias or inside a library call shows on every name
+    that reaches the object.
+    """
+
+    #: names that did not exist before, or now hold a different value
+    bound: frozenset[str] = frozenset()
+    #: names still holding the same object, whose content changed (in place)
+    mutated: frozenset[str] = frozenset()
+    deleted: frozenset[str] = frozenset()
+    #: names whose content cannot be fingerprinted (compared by identity only): a mutation of
+    #: them would go unseen, so static guesses about them stand
+    opaque: frozenset[str] = frozenset()
+    #: names whose fingerprint is sampled or by identity: "unchanged" is not proof of equality
+    inexact: frozenset[str] = frozenset()
+
+    @property
+    def changed(self) -> frozenset[str]:
+        return self.bound | self.mutated | self.deleted
+
+
+@dataclass(frozen=True)
 class Reason:
     """Why a cell is in the plan, with its evidence: the cells, symbols or file behind it."""
 
