@@ -139,6 +139,9 @@ class CellAnalysis:
     #: augmented assignment, ``del x[...]``); the rest of ``mutates`` are guesses from method
     #: names and calls, which runtime evidence may overrule
     assigned_into: frozenset[str] = frozenset()
+    #: names the cell may unbind without defining them: ``except … as e`` deletes ``e`` when the
+    #: handler ends (so a global ``e`` made elsewhere is gone), but gives readers no value
+    unbinds: frozenset[str] = frozenset()
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -478,6 +481,7 @@ class _Module:
         self.star = False
         self.assigned: set[str] = set()
         self.imports: dict[str, str] = {}
+        self.unbinds: set[str] = set()
 
     def apply(self, acc: _Acc) -> None:
         self.uses |= acc.loads - self.defined
@@ -553,8 +557,10 @@ class _Module:
                 self.apply(acc)
                 self.block(handler.body)
                 if not had:
-                    # Python deletes ``except ... as e`` names when the handler ends: not a global
+                    # Python deletes ``except ... as e`` names when the handler ends: not a
+                    # global the cell defines, but one it may unbind
                     self.defined.discard(handler.name)  # type: ignore[arg-type]
+                    self.unbinds.add(handler.name)  # type: ignore[arg-type]
             self.block(stmt.orelse)
             self.block(stmt.finalbody)
         elif isinstance(stmt, ast.Match):
@@ -610,6 +616,7 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
         star_import=mod.star,
         imports={k: v for k, v in mod.imports.items() if k in mod.defined},
         assigned_into=_notebook_names(mod.assigned),
+        unbinds=_notebook_names(mod.unbinds - mod.defined),
     )
 
 

@@ -105,7 +105,7 @@ def cell_effects(
     lookup: Mapping[str, FunctionInfo],
     dyn: DynamicCellInfo | None = None,
     obs: Observed | None = None,
-    carried: frozenset[str] = frozenset(),
+    carried: Observed | None = None,
 ) -> tuple[set[str], set[str], set[str]]:
     """(reads, writes, mutates) of one piece of code: static analysis, widened by what a tracer
     (ipyflow) saw, and corrected by what the kernel observed its last run do.
@@ -116,31 +116,35 @@ def cell_effects(
     mutation) that the fingerprints show did not happen is dropped, unless the syntax proves it
     (item/attribute assignment) or the value cannot be fingerprinted.
 
-    ``carried``: names an earlier run of an edited cell was seen to change in place; they stay
-    mutations until the edited cell has run once (a draw from ``rng`` edited is still a draw).
+    ``carried``: what the last run of an edited cell was seen to do. The names it changed in
+    place stay mutations and the names it bound stay its outputs until the edited cell has run
+    once (a draw from ``rng`` edited is still a draw; ``globals()["g"] = …`` edited still binds
+    ``g``): sound until the new text has evidence of its own.
     """
     reads, mutates = static_effects(an, lookup)
-    writes = set(an.defs) | mutates
+    writes = set(an.defs) | mutates | an.unbinds
     if dyn is not None:
         # a name the cell bound itself is its own, even if the tracer saw it read
-        reads |= (dyn.used - an.defs) | dyn.mutated
+        own = an.defs | an.unbinds  # ``except … as e``: the handler's own e, not a global
+        reads |= (dyn.used - own) | (dyn.mutated - own)
         for syms in dyn.parents.values():
-            reads |= syms - an.defs
-        mutates |= dyn.mutated - an.defs
+            reads |= syms - own
+        mutates |= dyn.mutated - own
         writes |= dyn.defined | dyn.mutated
     if obs is not None:
         unseen = mutates - obs.mutated - obs.opaque - an.assigned_into - obs.bound - obs.deleted
         mutates -= unseen
         writes -= unseen - an.defs
+        writes -= an.unbinds - obs.deleted  # the handler did not run
         mutates |= obs.mutated - an.defs
         reads |= obs.mutated - an.defs
         writes |= obs.changed
-    if carried:
+    if carried is not None:
         # kept even when the new text does not name them: the change may go through an alias
-        kept = carried - an.defs
+        kept = carried.mutated - an.defs
         mutates |= kept
         reads |= kept
-        writes |= kept
+        writes |= kept | carried.bound
     return reads, writes, mutates
 
 
@@ -148,7 +152,7 @@ def build_graph(
     cells: Sequence[NotebookCell],
     dynamic: Mapping[str, DynamicCellInfo] | None = None,
     observed: Mapping[str, Observed] | None = None,
-    carried: Mapping[str, frozenset[str]] | None = None,
+    carried: Mapping[str, Observed] | None = None,
 ) -> Graph:
     """Graph of the code cells of ``cells``; ``dynamic`` maps cell id to runtime-traced info
     and ``observed`` to the namespace evidence of its last run, both only for cells whose source
@@ -170,7 +174,7 @@ def build_graph(
             lookup,
             dynamic.get(cell.cell_id),
             observed.get(cell.cell_id),
-            carried.get(cell.cell_id, frozenset()),
+            carried.get(cell.cell_id),
         )
         producers = {name: last_writer.get(name) for name in reads}
         gc = GraphCell(

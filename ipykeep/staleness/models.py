@@ -102,11 +102,9 @@ class Observed:
     #: names still holding the same object, whose content changed (in place)
     mutated: frozenset[str] = frozenset()
     deleted: frozenset[str] = frozenset()
-    #: names whose content cannot be fingerprinted (compared by identity only): a mutation of
-    #: them would go unseen, so static guesses about them stand
+    #: names whose content is fingerprinted only in part (sampled) or not at all (identity): a
+    #: mutation of them may go unseen, so static guesses about them stand
     opaque: frozenset[str] = frozenset()
-    #: names whose fingerprint is sampled or by identity: "unchanged" is not proof of equality
-    inexact: frozenset[str] = frozenset()
 
     @property
     def changed(self) -> frozenset[str]:

@@ -79,6 +79,9 @@ class _Write:
     #: identifies the value written: a run that only restores a clobbered value (same source,
     #: same inputs) keeps the version of the run it repeats, so its readers stay fresh
     version: int
+    #: the kernel observed what the code changed (so a value behind an alias that changed
+    #: would show as a write of its own)
+    evidence: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ class StalenessTracker:
                 writes & analyze_source(source).assigned_into
             )
         for name in writes:
-            self._writers[name] = _Write(origin, None, self._seq, self._seq)
+            self._writers[name] = _Write(origin, None, self._seq, self._seq, observed is not None)
         self._note_functions(source)
 
     def kernel_restarted(self) -> None:
@@ -399,19 +402,19 @@ class StalenessTracker:
 
     def _evidence(
         self, cells: Sequence[NotebookCell]
-    ) -> tuple[dict[str, Observed], dict[str, frozenset[str]]]:
+    ) -> tuple[dict[str, Observed], dict[str, Observed]]:
         """Runtime evidence per cell: the full observation of runs whose source is unchanged,
         and, for edited cells, the in-place changes their last run made (still likely)."""
         full: dict[str, Observed] = {}
-        carried: dict[str, frozenset[str]] = {}
+        carried: dict[str, Observed] = {}
         for cell in cells:
             run = self._runs.get(cell.cell_id)
             if run is None or run.observed is None or run.outcome != "ok":
                 continue
             if run.epoch == self._epoch and run.source_hash == _hash(cell.source):
                 full[cell.cell_id] = run.observed
-            elif run.observed.mutated:
-                carried[cell.cell_id] = run.observed.mutated
+            elif run.observed.mutated or run.observed.bound:
+                carried[cell.cell_id] = run.observed
         return full, carried
 
     def _block(self, graph: Graph, drafts: dict[str, _Draft]) -> None:
@@ -554,7 +557,19 @@ class StalenessTracker:
         p_run = self._runs.get(producer)
         label = self._label(graph, producer)
         latest = self._writers.get(name)
+        p_run = self._runs.get(producer)
         if latest is not None and latest.origin != "cell" and latest.seq > run.seq:
+            if (
+                latest.evidence
+                and seen is not None
+                and seen.origin == "cell"
+                and seen.cell_id == producer
+                and p_run is not None
+                and seen.version == p_run.version_of(name)
+            ):
+                # the cell ran on the producer's value; the scratch change is undone by the
+                # producer's restore, and the kernel saw that it touched nothing else
+                return
             by = "scratch code" if latest.origin == "scratch" else "the browser"
             draft.add(
                 Reason("state_changed", f"{name} was changed by {by} after it ran", symbols=(name,))
@@ -735,6 +750,12 @@ class StalenessTracker:
             why = self._not_from_producer(gc, graph, drafts, name, producer, p_run)
             if why is None:
                 continue
+            if graph.final_writer(name) == producer:
+                # the producer has the last word on the name: say why the kernel lost it
+                clobber = self._kernel_clobber(graph, name, producer)
+                if clobber is not None:
+                    changed |= drafts[producer].add(clobber)
+                    continue
             changed |= drafts[producer].add(
                 Reason(
                     "restores",
