@@ -142,6 +142,8 @@ class CellAnalysis:
     #: names the cell may unbind without defining them: ``except … as e`` deletes ``e`` when the
     #: handler ends (so a global ``e`` made elsewhere is gone), but gives readers no value
     unbinds: frozenset[str] = frozenset()
+    #: the cell calls a ``seed`` method/function (``np.random.seed(0)``, ``random.seed(1)``)
+    seeds: bool = False
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -617,6 +619,9 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
         imports={k: v for k, v in mod.imports.items() if k in mod.defined},
         assigned_into=_notebook_names(mod.assigned),
         unbinds=_notebook_names(mod.unbinds - mod.defined),
+        seeds=any(
+            isinstance(n, ast.Call) and _call_name(n.func) == "seed" for n in ast.walk(tree)
+        ),
     )
 
 

@@ -145,7 +145,18 @@ def cell_effects(
         mutates |= kept
         reads |= kept
         writes |= kept | carried.bound
+    if an.seeds:
+        # ``np.random.seed(…)``/``random.seed(…)`` sets the hidden generators' state: the state
+        # before does not matter
+        pseudo = {n for n in mutates if not n.isidentifier()}
+        mutates -= pseudo
+        reads -= pseudo
     return reads, writes, mutates
+
+
+def _pseudo(name: str) -> bool:
+    """Names that stand for hidden state (``<numpy.random>``), not Python identifiers."""
+    return not name.isidentifier()
 
 
 def build_graph(
@@ -176,6 +187,15 @@ def build_graph(
             observed.get(cell.cell_id),
             carried.get(cell.cell_id),
         )
+        # A change seen in a value that no cell above makes cannot happen in a fresh run (the
+        # object does not exist yet there): it came through an object graph reaching a later
+        # cell's value, so it is not this cell's input or output.
+        seen_only = (reads | writes) - an.loaded - an.defs - an.mutates - an.unbinds
+        for name in seen_only:
+            if name not in last_writer and not _pseudo(name):
+                reads.discard(name)
+                writes.discard(name)
+                mutates.discard(name)
         producers = {name: last_writer.get(name) for name in reads}
         gc = GraphCell(
             cell=cell,

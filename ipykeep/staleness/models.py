@@ -105,6 +105,9 @@ class Observed:
     #: names whose content is fingerprinted only in part (sampled) or not at all (identity): a
     #: mutation of them may go unseen, so static guesses about them stand
     opaque: frozenset[str] = frozenset()
+    #: for hidden state (``<numpy.random>``): a digest of the state after the run, so a reseed
+    #: to the same seed gives the same value as before
+    states: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> frozenset[str]:

@@ -153,6 +153,7 @@ def parse_statemon(payload: Mapping[str, Any]) -> Observed | None:
         mutated=names("mutated"),
         deleted=names("deleted"),
         opaque=names("opaque"),
+        states={str(k): str(v) for k, v in (payload.get("states") or {}).items()},
     )
 
 

@@ -152,6 +152,8 @@ class StalenessTracker:
         self._writers: dict[str, _Write] = {}
         self._functions: dict[str, FunctionInfo] = {}
         self._watched: dict[str, FileStamp | None] = {}
+        #: digest of a hidden state (``<numpy.random>``) -> the version standing for it
+        self._state_versions: dict[tuple[str, str], int] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -217,6 +219,14 @@ class StalenessTracker:
             run = replace(run, version=previous.version, versions=versions)
         else:
             run = replace(run, versions=self._value_versions(cell_id, run, writes, analysis, observed))
+        if observed is not None and observed.states:
+            # equal generator states are the same value, whoever set them
+            versions = dict(run.versions)
+            for name, digest in observed.states.items():
+                if name in writes:
+                    key = (name, digest)
+                    versions[name] = self._state_versions.setdefault(key, -len(self._state_versions) - 1)
+            run = replace(run, versions=versions)
         self._runs[cell_id] = run
         for name in writes:
             self._writers[name] = _Write("cell", cell_id, self._seq, run.version_of(name))
@@ -517,8 +527,8 @@ class StalenessTracker:
             draft.add(Reason("file_changed", f"file {path} {what} since it last ran", path=path))
 
     def _missing_producer(self, gc: GraphCell, graph: Graph, draft: _Draft, name: str) -> None:
-        if gc.producers.get(name) is not None:
-            return
+        if gc.producers.get(name) is not None or not name.isidentifier():
+            return  # pseudo-names (``<numpy.random>``) stand for state that always exists
         below = graph.writers_below(name, gc.cell_id)
         below = tuple(w for w in below if w != gc.cell_id)
         if below:
@@ -818,6 +828,10 @@ class StalenessTracker:
         """The last writer of each name must have the last word on it."""
         changed = False
         for name, writer_ids in graph.writers.items():
+            if not name.isidentifier():
+                # hidden generator state is no notebook name: what matters is that cells
+                # drawing from it re-run after it is reset (``upstream``), not its final value
+                continue
             final = writer_ids[-1]
             if drafts[final].reasons:
                 continue

@@ -139,6 +139,12 @@ async def test_random_generator_drawn_from_by_several_cells(make_nb: Any, mode: 
             ("k", "k = 5"),
             ("d2", "b = float(rng.normal())"),
             ("d3", "c = rng.integers(0, 100, size=3).tolist()"),
+            ("seed", "np.random.seed(0)"),
+            ("g1", "u = float(np.random.rand())"),
+            ("g2", "v = float(np.random.rand())"),
+            ("r0", "import random\nrandom.seed(1)"),
+            ("r1", "p = random.random()"),
+            ("r2", "q = random.random()"),
         ],
     )
     await nb.start()
@@ -152,6 +158,22 @@ async def test_random_generator_drawn_from_by_several_cells(make_nb: Any, mode: 
     }
     await execute_exactly(nb, ["rng", "d1", "d2", "d3"])
     await nb.assert_fresh("a", "b", "c", "k")
+
+    # the hidden global generators of numpy and random chain the cells drawing from them
+    nb.edit("g1", "u = float(np.random.rand()) + 1")
+    nb.edit("r1", "p = random.random() + 1")
+    plan = await nb.plan()
+    assert kinds(plan) == {
+        "seed": {"restores"},
+        "g1": {"source_changed"},
+        "g2": {"upstream"},
+        "r0": {"restores"},
+        "r1": {"source_changed"},
+        "r2": {"upstream"},
+    }
+    assert reason(plan, "g2", "upstream")["symbols"] == ["<numpy.random>"]
+    await execute_exactly(nb, ["seed", "g1", "g2", "r0", "r1", "r2"])
+    await nb.assert_fresh("a", "b", "c", "u", "v", "p", "q")
 
 
 @pytest.mark.parametrize("mode", MODES)

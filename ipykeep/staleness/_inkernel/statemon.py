@@ -12,6 +12,11 @@ global name with what it held after the previous execution and reports
 * ``deleted``: a name that is gone;
 * ``opaque``: names whose content cannot be fingerprinted (identity only).
 
+Two pseudo-names stand for hidden global state that cells share: ``<numpy.random>`` (the legacy
+global generator behind ``np.random.seed``/``np.random.normal``) and ``<random>`` (the ``random``
+module's). A cell that draws from them mutates them, so cells drawing in sequence depend on one
+another as they do in a fresh run.
+
 A value is fingerprinted by identity plus a bounded content hash: scalars and strings by value,
 containers up to ``MAX_ITEMS`` items and ``MAX_DEPTH`` levels (sampled beyond), numpy arrays by
 their bytes (sampled beyond ``MAX_BYTES``), pandas frames and series by their blocks and index,
@@ -122,6 +127,10 @@ class _Fp:
         if np is not None:
             if isinstance(obj, np.ndarray):
                 return self._array(obj)
+            if isinstance(obj, (np.random.Generator, np.random.RandomState)) and depth < MAX_DEPTH:
+                # a generator held inside another object (scipy distributions hold the global
+                # one): its draws are not a change of the holder
+                return ("rng-id", id(obj)), False, False
             if isinstance(obj, np.random.Generator):
                 return ("rng", repr(obj.bit_generator.state)), True, False
             if isinstance(obj, np.random.RandomState):
@@ -141,6 +150,8 @@ class _Fp:
             if isinstance(obj, pd.Index):
                 fp, exact = self._index(obj)
                 return fp, exact, not exact
+        if isinstance(obj, _random_type()) and depth < MAX_DEPTH:
+            return ("rng-id", id(obj)), False, False
         if isinstance(obj, _random_type()):
             return ("random", hash(obj.getstate())), True, False
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__code__"):
@@ -235,9 +246,32 @@ def _random_type():
     return mod.Random if mod is not None else ()
 
 
+RNG_NAMES = ("<numpy.random>", "<random>")
+
+
+def _global_rngs():
+    out = {}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            st = np.random.mtrand._rand.get_state()
+            out["<numpy.random>"] = ("rs", st[1].tobytes(), st[2], st[3], st[4])
+        except Exception:
+            pass
+    rnd = sys.modules.get("random")
+    if rnd is not None and hasattr(rnd, "_inst"):
+        try:
+            out["<random>"] = ("random", hash(rnd._inst.getstate()))
+        except Exception:
+            pass
+    return out
+
+
 def _snapshot(ns):
     fp = _Fp()
     out = {}
+    for name, state in _global_rngs().items():
+        out[name] = (0, state, True, False, state)
     for name in list(ns):
         if not isinstance(name, str) or _skip(name):
             continue
@@ -277,7 +311,10 @@ def collect():
         if opq:
             opaque.append(name)
         if before is None:
-            bound.append(name)
+            if name in RNG_NAMES:  # created by the import (and maybe seeded): state it set
+                mutated.append(name)
+            else:
+                bound.append(name)
         elif before[0] == oid:
             if before[1] != fp:
                 mutated.append(name)
@@ -294,6 +331,8 @@ def collect():
             "deleted": sorted(deleted)[:MAX_REPORT],
             "opaque": sorted(opaque)[:MAX_REPORT],
             "truncated": max(len(bound), len(mutated), len(deleted), len(opaque)) > MAX_REPORT,
+            # the hidden generators' state, so equal states are recognised as the same value
+            "states": {n: str(hash(cur[n][1])) for n in RNG_NAMES if n in cur},
             "ms": round((time.perf_counter() - start) * 1000, 3),
         }
     )
