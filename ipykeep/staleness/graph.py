@@ -190,7 +190,7 @@ def build_graph(
         # A change seen in a value that no cell above makes cannot happen in a fresh run (the
         # object does not exist yet there): it came through an object graph reaching a later
         # cell's value, so it is not this cell's input or output.
-        seen_only = (reads | writes) - an.loaded - an.defs - an.mutates - an.unbinds
+        seen_only = mutates - an.loaded - an.defs - an.mutates - an.unbinds
         for name in seen_only:
             if name not in last_writer and not _pseudo(name):
                 reads.discard(name)
