@@ -79,7 +79,18 @@ def _listing_stamp(path: str) -> tuple[int, int]:
 
 
 def notebook_cells(snap: NotebookSnapshot) -> list[NotebookCell]:
-    return [NotebookCell(c.cell_id, c.index, c.cell_type, c.source) for c in snap.cells]  # type: ignore[arg-type]
+    return [
+        NotebookCell(c.cell_id, c.index, c.cell_type, c.source, tuple(getattr(c, "tags", ())))  # type: ignore[arg-type]
+        for c in snap.cells
+    ]
+
+
+def _batch_ok(batch: BatchResult | None, snap: NotebookSnapshot) -> bool:
+    """Every cell ran fine, or failed as its ``raises-exception`` tag says it should."""
+    if batch is None:
+        return True
+    expected = {c.cell_id for c in notebook_cells(snap) if c.expects_failure}
+    return all(r.state == "ok" or (r.state == "failed" and r.cell_id in expected) for r in batch.results)
 
 
 class StalenessLayer:
@@ -216,12 +227,13 @@ class StalenessLayer:
             skipped: set[str] = set()
 
             cells = notebook_cells(snap)
+            expected = {c.cell_id for c in cells if c.expects_failure}
             tracker = self.tracker(entry)
             stat = _stat_for(entry)
             first = plan.stale[0].cell_id
 
             def skip_if(cell_id: str, failed: set[str]) -> str | None:
-                bad = deps.get(cell_id, set()) & (failed | skipped)
+                bad = deps.get(cell_id, set()) & ((failed - expected) | skipped)
                 if bad:
                     skipped.add(cell_id)
                     return f"depends on {', '.join(sorted(bad))}, which failed"
@@ -243,7 +255,7 @@ class StalenessLayer:
             fresh=plan_json["fresh"],
             blocked=plan_json["blocked"],
             batch=batch,
-            ok=batch.ok if batch is not None else True,
+            ok=_batch_ok(batch, snap),
             notices=entry.take_notices(),
         )
 

@@ -26,6 +26,9 @@ ReasonKind = Literal[
     "missing_producer",
 ]
 
+#: The cell tag (nbval/nbsphinx convention) that makes a cell's error its expected outcome.
+EXPECTED_FAILURE_TAG = "raises-exception"
+
 #: Reasons that put a cell in the plan by themselves, in the order they are reported.
 REASON_ORDER: tuple[ReasonKind, ...] = (
     "never_run",
@@ -49,6 +52,12 @@ class NotebookCell:
     index: int
     cell_type: CellType
     source: str
+    #: ``metadata.tags``; ``raises-exception`` accepts the cell's failure as its expected outcome
+    tags: tuple[str, ...] = ()
+
+    @property
+    def expects_failure(self) -> bool:
+        return EXPECTED_FAILURE_TAG in self.tags
 
 
 @dataclass(frozen=True)

@@ -492,7 +492,7 @@ class StalenessTracker:
             return
         if run.source_hash != _hash(gc.cell.source):
             draft.add(Reason("source_changed", "source edited since it last ran"))
-        if run.outcome != "ok":
+        if run.outcome != "ok" and not (run.outcome == "failed" and gc.cell.expects_failure):
             verb = "raised an error" if run.outcome == "failed" else "was interrupted"
             draft.add(Reason("failed", f"its last run {verb}"))
         self._file_reasons(gc, run, draft, stat, watch_deps.get(cid, ()))

@@ -344,3 +344,31 @@ async def test_blocking_is_transitive(make_nb: Any, mode: str) -> None:
     res = await nb.execute_plan()
     assert res.batch is None and res.ok
     assert await nb.values("v") == ["<undefined>"]
+
+
+# ----------------------------------------------------------------------------- expected failure
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_expected_failure_tag(make_nb: Any, mode: str) -> None:
+    import nbformat
+
+    nb = make_nb(mode, [("a", "x = 1"), ("b", "z = x / 0"), ("c", "y = x + 1"), ("d", "w = 1 / 0")])
+    book = nbformat.read(nb.path, as_version=4)
+    book.cells[1]["metadata"]["tags"] = ["raises-exception"]  # the nbval/nbsphinx convention
+    nbformat.write(book, nb.path)
+    await nb.start()
+    plan = await nb.plan()
+    assert kinds(plan) == {"d": {"failed"}}  # untagged: still planned until it succeeds
+
+    nb.edit("a", "x = 2")
+    plan = await nb.plan()
+    assert kinds(plan) == {"a": {"source_changed"}, "b": {"upstream"}, "c": {"upstream"}, "d": {"failed"}}
+    res = await nb.execute_plan()
+    assert ran(res) == ["a", "b", "c", "d"]
+    assert {r.cell_id: r.state for r in res.batch.results} == {"a": "ok", "b": "failed", "c": "ok", "d": "failed"}
+    assert not res.ok  # d is an unexpected failure
+    nb.edit("d", "w = 1")
+    await execute_exactly(nb, ["d"])
+    assert (await nb.execute_plan()).batch is None
+    await nb.assert_fresh("x", "y", "w")
