@@ -675,6 +675,21 @@ class StalenessTracker:
             return False
         changed = False
         pos = graph.position[gc.cell_id]
+        if run.files:
+            # shell commands are opaque: a re-running cell above that runs one may rewrite any
+            # project file, so the cells that read project files re-run after it
+            for other in graph.cells[:pos]:
+                kinds = drafts[other.cell_id].kinds()
+                if other.analysis.shell and kinds and "missing_producer" not in kinds:
+                    changed |= drafts[gc.cell_id].add(
+                        Reason(
+                            "upstream",
+                            f"reads {', '.join(sorted(run.files)[:3])}, which the shell command in "
+                            f"{self._label(graph, other.cell_id)} may rewrite (shell commands are "
+                            "opaque)",
+                            cells=(other.cell_id,),
+                        )
+                    )
         for path in sorted(run.files):
             for writer in file_writers.get(path, ()):
                 if graph.position[writer] >= pos:

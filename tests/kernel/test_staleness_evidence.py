@@ -107,6 +107,8 @@ async def test_mutation_seen_only_at_run_time(make_nb: Any, mode: str) -> None:
             ("alias", "view = base"),
             ("app", "view.append(2)"),
             ("size", "size = len(base)"),
+            ("rows", "rows = [[1], [2]]"),
+            ("rsum", "rs = sum(len(r) for r in rows)"),
         ],
     )
     await nb.start()
@@ -127,6 +129,14 @@ async def test_mutation_seen_only_at_run_time(make_nb: Any, mode: str) -> None:
     await execute_exactly(nb, ["base", "alias", "app", "size"])
     await nb.assert_fresh("h", "top", "base", "view", "size")
     assert await nb.values("base") == ["[1, 3]"]
+
+    # a scratch loop changing the elements: only the runtime sees that rows changed; rs was
+    # computed from the rows its producer made, so restoring rows is all it takes
+    await nb.scratch("for r in rows:\n    r.append(0)")
+    plan = await nb.plan()
+    assert kinds(plan) == {"rows": {"restores"}}
+    await execute_exactly(nb, ["rows"])
+    await nb.assert_fresh("h", "top", "base", "view", "size", "rows", "rs")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -195,3 +195,17 @@ def test_scratch_mutation_seen_only_at_run_time() -> None:
     # without evidence, a scratch rebinding re-runs the readers too (aliases may have changed)
     sim.scratch("rows = []")
     assert sim.kinds() == {"a": {"restores"}, "b": {"state_changed"}}
+
+
+def test_shell_command_may_rewrite_files_read_below() -> None:
+    sim = Sim(
+        [("sh", "!python make_data.py > data.csv"), ("load", "df = load()"), ("other", "k = 1")],
+        files={"data.csv": 1},
+        reads={"load": ["data.csv"]},
+    )
+    sim.run_all()
+    assert sim.plan().is_empty
+    sim.edit("sh", "!python make_data.py --rows 10 > data.csv")
+    assert sim.kinds() == {"sh": {"source_changed"}, "load": {"upstream"}}
+    entry = sim.plan().entry("load")
+    assert entry is not None and "shell command" in entry.reasons[0].message
