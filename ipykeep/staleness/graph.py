@@ -136,6 +136,9 @@ def cell_effects(
         mutates -= unseen
         writes -= unseen - an.defs
         writes -= an.unbinds - obs.deleted  # the handler did not run
+        if dyn is not None:
+            # the tracer's bindings that the namespace never showed (a comprehension's variable)
+            writes -= dyn.defined - an.defs - obs.changed
         mutates |= obs.mutated - an.defs
         reads |= obs.mutated - an.defs
         writes |= obs.changed

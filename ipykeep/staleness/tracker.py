@@ -182,6 +182,18 @@ class StalenessTracker:
         """
         self._seq += 1
         analysis = analyze_source(source)
+        seen = observed
+        previous = self._runs.get(cell_id)
+        if (
+            observed is not None
+            and previous is not None
+            and previous.observed is not None
+            and previous.epoch == self._epoch
+            and previous.source_hash == _hash(source)
+        ):
+            # a name bound without a visible assignment (``exec``, ``globals()[…]``) and rebound
+            # to an equal value shows no change this time: it is still this cell's output
+            observed = replace(observed, bound=observed.bound | (previous.observed.bound - observed.deleted))
         reads, writes = self._effects(source, dynamic, observed)
         files: dict[str, FileStamp] = {}
         if stat is not None:
@@ -213,12 +225,11 @@ class StalenessTracker:
             observed=observed,
             imports=dict(analysis.imports),
         )
-        previous = self._runs.get(cell_id)
         if previous is not None and self._is_restore(previous, run, writes):
             versions = {n: previous.version_of(n) for n in writes}
             run = replace(run, version=previous.version, versions=versions)
         else:
-            run = replace(run, versions=self._value_versions(cell_id, run, writes, analysis, observed))
+            run = replace(run, versions=self._value_versions(cell_id, run, writes, analysis, seen))
         if observed is not None and observed.states:
             # equal generator states are the same value, whoever set them
             versions = dict(run.versions)
@@ -343,8 +354,8 @@ class StalenessTracker:
             prev = self._writers.get(name)
             if (
                 observed is not None
-                and name in an.defs
                 and name not in observed.changed
+                and name not in observed.opaque
                 and name not in an.assigned_into
                 and name not in an.mutates
                 and prev is not None

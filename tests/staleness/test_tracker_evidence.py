@@ -209,3 +209,14 @@ def test_shell_command_may_rewrite_files_read_below() -> None:
     assert sim.kinds() == {"sh": {"source_changed"}, "load": {"upstream"}}
     entry = sim.plan().entry("load")
     assert entry is not None and "shell command" in entry.reasons[0].message
+
+
+def test_name_bound_by_exec_stays_an_output_when_rebound_to_an_equal_value() -> None:
+    sim = Sim(
+        [("g", 'globals()["g"] = 5'), ("use", "s = g + 1")],
+        observed={"g": Observed(bound=frozenset({"g"}))},
+    )
+    sim.run_all()
+    sim.observed["g"] = Observed()  # re-run: g rebound to an equal value, no change seen
+    sim.run("g")
+    assert sim.plan().is_empty and sim.blocked() == {}
