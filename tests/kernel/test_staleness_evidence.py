@@ -385,3 +385,21 @@ async def test_expected_failure_tag(make_nb: Any, mode: str) -> None:
     # past a tagged cell, which gives these values
     await nb.assert_fresh("x")
     assert await nb.values("y", "w", "z") == ["3", "1", "<undefined>"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_edited_run_script(make_nb: Any, mode: str) -> None:
+    # ``%run`` is IPython syntax: the plain-Python fresh-run helper cannot run it, so the values
+    # a fresh run gives are asserted directly
+    nb = make_nb(
+        mode,
+        [("run", "%run helper_script.py"), ("use", "z = sval * 2"), ("k", "k = 1")],
+        {"helper_script.py": "sval = 10\n"},
+    )
+    await nb.start()
+    assert kinds(await nb.plan()) == {} and (await nb.plan()).blocked == []
+    nb.rewrite_file("helper_script.py", "sval = 20\n")
+    plan = await nb.plan()
+    assert kinds(plan) == {"run": {"file_changed"}, "use": {"upstream"}}
+    await execute_exactly(nb, ["run", "use"])
+    assert await nb.values("sval", "z") == ["20", "40"]
