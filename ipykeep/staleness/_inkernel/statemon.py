@@ -30,6 +30,7 @@ import json
 import re
 import sys
 import time
+import types
 
 PROTOCOL_VERSION = 1
 MAX_ITEMS = 64
@@ -154,13 +155,18 @@ class _Fp:
             return ("rng-id", id(obj)), False, False
         if isinstance(obj, _random_type()):
             return ("random", hash(obj.getstate())), True, False
-        if isinstance(obj, type) or callable(obj) and hasattr(obj, "__code__"):
+        # type-based checks only: ``hasattr`` would run a custom ``__getattr__`` (a mock, a
+        # lazy proxy) and could change the very object being observed
+        if isinstance(obj, (type, types.FunctionType)):
             return self._function(obj)
         if t.__name__ == "module":
             return ("module", id(obj)), True, False
-        if callable(obj) and not hasattr(obj, "__dict__"):  # builtins, ufuncs: identity is all
+        try:
+            attrs = object.__getattribute__(obj, "__dict__")
+        except Exception:
+            attrs = None
+        if callable(obj) and attrs is None:  # builtins, ufuncs: identity is all
             return ("callable", id(obj)), False, False
-        attrs = getattr(obj, "__dict__", None)
         if isinstance(attrs, dict):
             n = len(attrs)
             keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
@@ -172,8 +178,6 @@ class _Fp:
         code = getattr(obj, "__code__", None)
         if code is None:  # a class: rebuilt by every run of its cell
             return ("type", id(obj)), False, False
-        import marshal
-
         defaults = getattr(obj, "__defaults__", None)
         try:
             dh = hash(tuple(self.of(d, 1)[0] for d in defaults or ()))
@@ -181,7 +185,7 @@ class _Fp:
             dh = id(defaults)
         # exact for equality only (see _snapshot): the same function object is never "mutated"
         # (tracers such as ipyflow rewrite a function's code in place)
-        return ("fn", hash(marshal.dumps(code)), dh), True, False
+        return ("fn", _code_key(code), dh), True, False
 
     def _array(self, a):
         head = ("nd", a.shape, a.dtype.str)
@@ -239,6 +243,16 @@ class _Fp:
             parts.append(id(df))
             exact = False
         return tuple(parts), exact, not exact
+
+
+def _code_key(code):
+    """A hash of what a code object does (bytecode, names, constants; nested code included).
+    Not ``marshal``: its output depends on reference counts."""
+    consts = tuple(
+        _code_key(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+        for c in code.co_consts
+    )
+    return hash((code.co_code, code.co_names, code.co_varnames, code.co_freevars, consts))
 
 
 def _random_type():
