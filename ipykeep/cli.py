@@ -90,7 +90,7 @@ def start(
     no_warm: bool = typer.Option(False, "--no-warm", help="Do not run the notebook's cells now."),
     no_write_outputs: bool = typer.Option(False, "--no-write-outputs", help="Never write outputs into the notebook."),
     python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
-    dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'ipyflow' (default) or 'static'."),
+    dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'static' (default) or 'ipyflow'."),
     serve: bool = typer.Option(False, "--serve", help="Also serve the kernel to JupyterLab / VS Code."),
     as_json: bool = JsonOpt,
 ) -> None:
