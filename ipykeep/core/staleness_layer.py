@@ -16,17 +16,18 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
 from ..staleness import probes
-from . import ipyflow_adapter
+from . import ipyflow_adapter, plan_cost
 from .engine import Engine, KernelEntry
 from .errors import IpykeepError, UsageError
 from .execution import Execution
 from .notebook import NotebookSnapshot, content_hash, read_notebook
-from .records import BatchResult, Record
+from .records import BatchResult, Record, WarmProgress
 
 log = logging.getLogger("ipykeep.staleness")
 
@@ -42,6 +43,20 @@ class RunStaleResult(Record):
     batch: BatchResult | None = None
     ok: bool = True
     notices: list[str] | None = None
+    #: the plan's estimated seconds against a fresh restart-and-run-all (see core.plan_cost)
+    cost: dict[str, Any] | None = None
+    #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
+    fresh_run: bool | None = None
+
+
+def _last_durations(entry: KernelEntry) -> dict[str, float]:
+    """Cell id -> seconds its latest execution in this kernel took."""
+    out = {}
+    for cid, run in entry.cell_runs.items():
+        ex = entry.executions.get(run.handle)
+        if ex is not None and ex.duration is not None and ex.finished:
+            out[cid] = ex.duration
+    return out
 
 
 def _stat_for(entry: KernelEntry):
@@ -83,6 +98,7 @@ class StalenessLayer:
 
     # -- engine hooks ------------------------------------------------------------------------
     async def kernel_started(self, engine: Engine, entry: KernelEntry) -> None:
+        entry.hooks["restart_s"] = time.time() - entry.created_at  # what a fresh run pays first
         self.tracker(entry)
         await self._install_probes(entry)
         if entry.notebook is not None:
@@ -121,6 +137,8 @@ class StalenessLayer:
         return await entry.process.eval_silent(expr)
 
     async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
+        if (entry.state == "warming" or entry.hooks.get("fresh_run")) and ex.duration is not None:
+            entry.hooks.setdefault("fresh_durations", {})[cell.cell_id] = ex.duration
         files: tuple[FileStamp, ...] = ()
         written: tuple[str, ...] = ()
         dynamic = None
@@ -160,23 +178,42 @@ class StalenessLayer:
 
     # -- RPC methods -------------------------------------------------------------------------
     def rpc_methods(self) -> dict[str, Any]:
-        return {"run_stale": self.run_stale, "watch_file": self.watch_file}
+        return {"run_stale": self.run_stale, "watch_file": self.watch_file, "plan_progress": self.plan_progress}
 
     async def run_stale(
-        self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False
+        self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False, fresh: bool = False
     ) -> RunStaleResult:
         """The stale plan (read-only); with ``execute`` run it in order on the main shell.
 
         When a cell fails, the planned cells that depend on it (transitively) are skipped and
-        reported; independent cells still run.
+        reported; independent cells still run. With ``fresh`` (and ``execute``) the kernel is
+        restarted and every code cell runs top to bottom instead, as warm-up does. The result
+        carries each planned cell's last measured duration and the plan's estimated cost
+        against that fresh run.
         """
+        if fresh and not execute:
+            raise UsageError("fresh restarts the kernel and runs every cell: it needs execute", hint="ipykeep run-stale --execute --fresh")
         entry = self.engine._live(kernel_id, notebook) if execute else self.engine.entry(kernel_id, notebook)
         if entry.notebook is None:
             raise UsageError(f"kernel {entry.kernel_id} has no notebook", hint="run_stale works on a notebook's kernel")
         snap = read_notebook(entry.notebook)
         plan = self.plan(entry, snap)
+        plan_json = plan.to_json()
+        last = _last_durations(entry)
+        cost = plan_cost.estimate(
+            plan.cell_ids,
+            [c.cell_id for c in snap.code_cells],
+            last,
+            entry.hooks.get("fresh_durations", {}),
+            entry.hooks.get("restart_s"),
+        )
+        for e in plan_json["stale"] + plan_json["blocked"]:
+            if e["cell_id"] in last:
+                e["last_duration_s"] = round(last[e["cell_id"]], 3)
         batch = None
-        if execute and plan.stale:
+        if fresh:
+            batch = await self._run_fresh(entry, snap, last)
+        elif execute and plan.stale:
             deps = {e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id} for e in plan.stale}
             skipped: set[str] = set()
 
@@ -187,8 +224,11 @@ class StalenessLayer:
                     return f"depends on {', '.join(sorted(bad))}, which failed"
                 return None
 
-            batch = await self.engine._run_batch(entry, snap, list(plan.cell_ids), skip_if=skip_if)
-        plan_json = plan.to_json()
+            progress = self._track_progress(entry, list(plan.cell_ids), last)
+            try:
+                batch = await self.engine._run_batch(entry, snap, list(plan.cell_ids), skip_if=skip_if, progress=progress)
+            finally:
+                progress.finished = True
         return RunStaleResult(
             kernel_id=entry.kernel_id,
             executed=bool(execute),
@@ -198,7 +238,49 @@ class StalenessLayer:
             batch=batch,
             ok=batch.ok if batch is not None else True,
             notices=entry.take_notices(),
+            cost=cost.to_json(),
+            fresh_run=True if fresh else None,
         )
+
+    async def _run_fresh(self, entry: KernelEntry, snap: NotebookSnapshot, last: dict[str, float]) -> BatchResult:
+        """Restart the kernel and run every code cell in order (warm-up's path, measured)."""
+        reason = "run-stale --fresh"
+        started = time.monotonic()
+        async with entry.main_lock:  # not while a cell of another batch runs
+            await self.engine.restart_kernel(entry, reason=reason)
+        entry.hooks["restart_s"] = time.monotonic() - started
+        # restart_kernel's notice says variables are gone: every cell is about to run again
+        entry.notices = [n for n in entry.notices if f"restarted ({reason})" not in n]
+        entry.notices.append(f"kernel {entry.kernel_id} restarted ({entry.hooks['restart_s']:.1f} s) to run every cell afresh")
+        ids = [c.cell_id for c in snap.code_cells]
+        progress = self._track_progress(entry, ids, {**entry.hooks.get("fresh_durations", {}), **last})
+        entry.hooks["fresh_run"] = True
+        entry.hooks["fresh_durations"] = {}
+        try:
+            return await self.engine._run_batch(entry, snap, ids, progress=progress)
+        finally:
+            entry.hooks.pop("fresh_run", None)
+            progress.finished = True
+
+    @staticmethod
+    def _track_progress(entry: KernelEntry, ids: list[str], durations: dict[str, float]) -> WarmProgress:
+        progress = WarmProgress(done=0, total=len(ids))
+        entry.hooks["plan_progress"] = (progress, ids, durations, time.monotonic())
+        return progress
+
+    async def plan_progress(self, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
+        """How far the plan being executed (``run_stale(execute=True)``) has got."""
+        entry = self.engine.entry(kernel_id, notebook)
+        tracked = entry.hooks.get("plan_progress")
+        if tracked is None:
+            return {"kernel_id": entry.kernel_id, "done": 0, "total": 0, "finished": True}
+        progress, ids, durations, started = tracked
+        out: dict[str, Any] = {"kernel_id": entry.kernel_id, **progress.model_dump(exclude_none=True)}
+        out["elapsed_s"] = round(time.monotonic() - started, 3)
+        left = ids[progress.done :]
+        if left and all(c in durations for c in left):
+            out["remaining_s"] = round(sum(durations[c] for c in left), 3)
+        return out
 
     async def watch_file(self, path: str, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
         """Register ``path`` as an input of the notebook (a read the detection missed)."""

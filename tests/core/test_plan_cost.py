@@ -1,0 +1,23 @@
+"""The plan-versus-fresh-run estimate (pure function)."""
+
+from __future__ import annotations
+
+from ipykeep.core.plan_cost import estimate
+
+
+def test_plan_sums_last_runs_and_fresh_adds_the_restart():
+    cost = estimate(["b", "c"], ["a", "b", "c"], {"a": 1.0, "b": 2.0, "c": 3.0}, {}, restart_s=1.5)
+    assert cost.plan_s == 5.0 and cost.fresh_s == 7.5 and not cost.fresh_is_cheaper
+    assert cost.to_json() == {"plan_s": 5.0, "fresh_s": 7.5, "restart_s": 1.5, "fresh_is_cheaper": False}
+
+
+def test_fresh_is_cheaper_when_cells_got_slower_than_in_the_last_fresh_run():
+    # warm-up measured b at 1 s; its later runs in this kernel took 9 s
+    cost = estimate(["a", "b"], ["a", "b"], {"a": 1.0, "b": 9.0}, {"a": 1.0, "b": 1.0}, restart_s=2.0)
+    assert cost.plan_s == 10.0 and cost.fresh_s == 4.0 and cost.fresh_is_cheaper
+
+
+def test_nothing_is_claimed_for_cells_never_measured():
+    cost = estimate(["new"], ["a", "new"], {"a": 1.0}, {"a": 1.0}, restart_s=0.1)
+    assert cost.unmeasured == ("new",) and cost.fresh_s is None and not cost.fresh_is_cheaper
+    assert estimate(["a"], ["a"], {"a": 5.0}, {}, restart_s=None).fresh_s is None
