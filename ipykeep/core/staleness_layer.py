@@ -116,10 +116,24 @@ class StalenessLayer:
         if task is not None:
             task.cancel()
 
+    @staticmethod
+    def _traced(entry: KernelEntry) -> bool:
+        return entry.process.dataflow == "ipyflow" and not entry.hooks.get("untraced")
+
+    async def warm_starting(self, engine: Engine, entry: KernelEntry) -> None:
+        """``warm_tracing = false``: run warm-up untraced; those runs carry static analysis only."""
+        if entry.process.dataflow == "ipyflow" and not entry.config.warm_tracing:
+            await entry.process.eval_silent(ipyflow_adapter.tracing_expr(False))
+            entry.hooks["untraced"] = True
+
+    async def warm_finished(self, engine: Engine, entry: KernelEntry) -> None:
+        if entry.hooks.pop("untraced", False) and entry.process.alive:
+            await entry.process.eval_silent(ipyflow_adapter.tracing_expr(True))
+
     def cell_expressions(self, entry: KernelEntry, cell: Any) -> dict[str, str]:
         """Probes evaluated right after the cell, in its own execute request."""
         exprs = {"ipykeep_files": probes.filetrack_collect_expr()}
-        if entry.process.dataflow == "ipyflow":
+        if self._traced(entry):
             exprs["ipykeep_flow"] = ipyflow_adapter.cell_expr(cell.cell_id)
         return exprs
 
@@ -147,7 +161,7 @@ class StalenessLayer:
                 reply = await self._probe_result(entry, ex, "ipykeep_files", probes.filetrack_collect_expr())
                 files = probes.parse_filetrack_end(reply)
                 written = probes.parse_filetrack_written(reply)
-                if entry.process.dataflow == "ipyflow":
+                if self._traced(entry):
                     flow = await self._probe_result(entry, ex, "ipykeep_flow", ipyflow_adapter.cell_expr(cell.cell_id))
                     dynamic = ipyflow_adapter.parse_cell(flow)
             except IpykeepError as exc:

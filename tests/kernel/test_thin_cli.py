@@ -114,3 +114,32 @@ def test_plan_carries_durations_and_fresh_run_restarts_and_runs_everything(proje
     assert run_cli("exec", "print(slow)", cwd=project).stdout.strip() == "3"
     after = json.loads(run_cli("run-stale", "--json", cwd=project).stdout)
     assert after["stale"] == [] and after["cost"]["plan_s"] == 0
+
+
+def test_untraced_warm_up_resumes_tracing_and_plans_from_static_analysis(tmp_path):
+    """``warm_tracing = false`` (ipyflow mode): warm-up runs untraced, later runs are traced."""
+    root = make_project(tmp_path / "untraced", example=False)
+    (root / "ipykeep.toml").write_text("warm_tracing = false\n")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("items = [1, 2]", id="make"),
+        nbformat.v4.new_code_cell("items.append(3)", id="grow"),
+        nbformat.v4.new_code_cell("total = sum(items)", id="total"),
+        nbformat.v4.new_code_cell("other = 5", id="other"),
+    ]
+    nbformat.write(nb, root / "nb.ipynb")
+    try:
+        res = run_cli("start", "nb.ipynb", "--json", cwd=root)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["dataflow"] == "ipyflow"
+        flag = "import ipyflow.singletons as s; print(s.flow().mut_settings.dataflow_enabled)"
+        assert run_cli("exec", flag, cwd=root).stdout.strip() == "True"
+        nb = nbformat.read(root / "nb.ipynb", as_version=4)
+        nb.cells[0].source = "items = [10, 20]"
+        nbformat.write(nb, root / "nb.ipynb")
+        plan = json.loads(run_cli("run-stale", "--json", cwd=root).stdout)
+        assert [e["cell_id"] for e in plan["stale"]] == ["make", "grow", "total"]
+        assert run_cli("run-stale", "--execute", cwd=root).returncode == 0
+        assert run_cli("exec", "print(total)", cwd=root).stdout.strip() == "33"
+    finally:
+        stop_daemon(root)
