@@ -25,7 +25,7 @@ EDITED = "cell004"
 
 
 async def run(ctx: RunContext) -> list[Metric]:
-    cells = ctx.size(150, 20)
+    cells = ctx.size(150, 10)
     dataflow = "static"
     root = make_project(ctx.workdir(NAME))
     nb = build(root / "sales.ipynb", cells)
