@@ -16,18 +16,17 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
 from ..staleness import probes
-from . import ipyflow_adapter, plan_cost
+from . import ipyflow_adapter, plan_runs
 from .engine import Engine, KernelEntry
 from .errors import IpykeepError, UsageError
 from .execution import Execution
 from .notebook import NotebookSnapshot, content_hash, read_notebook
-from .records import BatchResult, Record, WarmProgress
+from .records import BatchResult, Record
 
 log = logging.getLogger("ipykeep.staleness")
 
@@ -47,16 +46,6 @@ class RunStaleResult(Record):
     cost: dict[str, Any] | None = None
     #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
     fresh_run: bool | None = None
-
-
-def _last_durations(entry: KernelEntry) -> dict[str, float]:
-    """Cell id -> seconds its latest execution in this kernel took."""
-    out = {}
-    for cid, run in entry.cell_runs.items():
-        ex = entry.executions.get(run.handle)
-        if ex is not None and ex.duration is not None and ex.finished:
-            out[cid] = ex.duration
-    return out
 
 
 def _stat_for(entry: KernelEntry):
@@ -98,7 +87,7 @@ class StalenessLayer:
 
     # -- engine hooks ------------------------------------------------------------------------
     async def kernel_started(self, engine: Engine, entry: KernelEntry) -> None:
-        entry.hooks["restart_s"] = time.time() - entry.created_at  # what a fresh run pays first
+        plan_runs.note_started(entry)
         self.tracker(entry)
         await self._install_probes(entry)
         if entry.notebook is not None:
@@ -151,8 +140,7 @@ class StalenessLayer:
         return await entry.process.eval_silent(expr)
 
     async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
-        if (entry.state == "warming" or entry.hooks.get("fresh_run")) and ex.duration is not None:
-            entry.hooks.setdefault("fresh_durations", {})[cell.cell_id] = ex.duration
+        plan_runs.note_cell(entry, cell.cell_id, ex)
         files: tuple[FileStamp, ...] = ()
         written: tuple[str, ...] = ()
         dynamic = None
@@ -194,6 +182,10 @@ class StalenessLayer:
     def rpc_methods(self) -> dict[str, Any]:
         return {"run_stale": self.run_stale, "watch_file": self.watch_file, "plan_progress": self.plan_progress}
 
+    async def plan_progress(self, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
+        """How far the plan being executed (``run_stale(execute=True)``) has got."""
+        return plan_runs.progress_of(self.engine.entry(kernel_id, notebook))
+
     async def run_stale(
         self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False, fresh: bool = False
     ) -> RunStaleResult:
@@ -213,20 +205,10 @@ class StalenessLayer:
         snap = read_notebook(entry.notebook)
         plan = self.plan(entry, snap)
         plan_json = plan.to_json()
-        last = _last_durations(entry)
-        cost = plan_cost.estimate(
-            plan.cell_ids,
-            [c.cell_id for c in snap.code_cells],
-            last,
-            entry.hooks.get("fresh_durations", {}),
-            entry.hooks.get("restart_s"),
-        )
-        for e in plan_json["stale"] + plan_json["blocked"]:
-            if e["cell_id"] in last:
-                e["last_duration_s"] = round(last[e["cell_id"]], 3)
+        cost = plan_runs.annotate(entry, snap, plan.cell_ids, plan_json)
         batch = None
         if fresh:
-            batch = await self._run_fresh(entry, snap, last)
+            batch = await plan_runs.run_fresh(self.engine, entry, snap)
         elif execute and plan.stale:
             deps = {e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id} for e in plan.stale}
             skipped: set[str] = set()
@@ -238,7 +220,7 @@ class StalenessLayer:
                     return f"depends on {', '.join(sorted(bad))}, which failed"
                 return None
 
-            progress = self._track_progress(entry, list(plan.cell_ids), last)
+            progress = plan_runs.track_progress(entry, list(plan.cell_ids))
             try:
                 batch = await self.engine._run_batch(entry, snap, list(plan.cell_ids), skip_if=skip_if, progress=progress)
             finally:
@@ -252,49 +234,9 @@ class StalenessLayer:
             batch=batch,
             ok=batch.ok if batch is not None else True,
             notices=entry.take_notices(),
-            cost=cost.to_json(),
+            cost=cost,
             fresh_run=True if fresh else None,
         )
-
-    async def _run_fresh(self, entry: KernelEntry, snap: NotebookSnapshot, last: dict[str, float]) -> BatchResult:
-        """Restart the kernel and run every code cell in order (warm-up's path, measured)."""
-        reason = "run-stale --fresh"
-        started = time.monotonic()
-        async with entry.main_lock:  # not while a cell of another batch runs
-            await self.engine.restart_kernel(entry, reason=reason)
-        entry.hooks["restart_s"] = time.monotonic() - started
-        # restart_kernel's notice says variables are gone: every cell is about to run again
-        entry.notices = [n for n in entry.notices if f"restarted ({reason})" not in n]
-        entry.notices.append(f"kernel {entry.kernel_id} restarted ({entry.hooks['restart_s']:.1f} s) to run every cell afresh")
-        ids = [c.cell_id for c in snap.code_cells]
-        progress = self._track_progress(entry, ids, {**entry.hooks.get("fresh_durations", {}), **last})
-        entry.hooks["fresh_run"] = True
-        entry.hooks["fresh_durations"] = {}
-        try:
-            return await self.engine._run_batch(entry, snap, ids, progress=progress)
-        finally:
-            entry.hooks.pop("fresh_run", None)
-            progress.finished = True
-
-    @staticmethod
-    def _track_progress(entry: KernelEntry, ids: list[str], durations: dict[str, float]) -> WarmProgress:
-        progress = WarmProgress(done=0, total=len(ids))
-        entry.hooks["plan_progress"] = (progress, ids, durations, time.monotonic())
-        return progress
-
-    async def plan_progress(self, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
-        """How far the plan being executed (``run_stale(execute=True)``) has got."""
-        entry = self.engine.entry(kernel_id, notebook)
-        tracked = entry.hooks.get("plan_progress")
-        if tracked is None:
-            return {"kernel_id": entry.kernel_id, "done": 0, "total": 0, "finished": True}
-        progress, ids, durations, started = tracked
-        out: dict[str, Any] = {"kernel_id": entry.kernel_id, **progress.model_dump(exclude_none=True)}
-        out["elapsed_s"] = round(time.monotonic() - started, 3)
-        left = ids[progress.done :]
-        if left and all(c in durations for c in left):
-            out["remaining_s"] = round(sum(durations[c] for c in left), 3)
-        return out
 
     async def watch_file(self, path: str, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
         """Register ``path`` as an input of the notebook (a read the detection missed)."""
