@@ -21,3 +21,15 @@ def test_nothing_is_claimed_for_cells_never_measured():
     cost = estimate(["new"], ["a", "new"], {"a": 1.0}, {"a": 1.0}, restart_s=0.1)
     assert cost.unmeasured == ("new",) and cost.fresh_s is None and not cost.fresh_is_cheaper
     assert estimate(["a"], ["a"], {"a": 5.0}, {}, restart_s=None).fresh_s is None
+
+
+def test_the_plan_table_offers_the_fresh_run_when_it_is_cheaper():
+    from ipykeep.core.render import render_plan
+
+    entry = {"cell_id": "b", "index": 1, "reasons": [{"kind": "upstream", "message": "uses a"}], "produces": ["y"], "last_duration_s": 9.0}
+    cheaper = {"plan_s": 10.0, "fresh_s": 4.0, "restart_s": 2.0, "fresh_is_cheaper": True}
+    text = render_plan({"stale": [entry], "fresh": [], "blocked": [], "executed": False, "cost": cheaper})
+    assert "(9.00 s last run)" in text and "~4.00 s to restart and run every cell" in text
+    assert "ipykeep run-stale --execute --fresh" in text
+    dearer = {**cheaper, "fresh_s": 30.0, "fresh_is_cheaper": False}
+    assert "--fresh" not in render_plan({"stale": [entry], "fresh": [], "blocked": [], "cost": dearer})
