@@ -116,7 +116,7 @@ class StalenessLayer:
             entry.hooks["untraced"] = True
 
     async def warm_finished(self, engine: Engine, entry: KernelEntry) -> None:
-        if entry.hooks.pop("untraced", False) and entry.process.alive:
+        if entry.hooks.pop("untraced", False) and entry.process.alive and not entry.closed:
             await entry.process.eval_silent(ipyflow_adapter.tracing_expr(True))
 
     def cell_expressions(self, entry: KernelEntry, cell: Any) -> dict[str, str]:
