@@ -55,14 +55,11 @@ def imported_modules(stderr: str) -> set[str]:
 def _normalise(text: str) -> str:
     # handles, execution counts and timings differ between two runs of the same command
     text = re.sub(r"\bc\d+\b", "cN", text)
+    text = re.sub(r"[ \t]+", " ", text)  # a longer handle shifts the columns after it
     text = re.sub(r'"(execution_count|cursor|duration_s|last_duration_s|plan_s|fresh_s|restart_s)":[0-9.]+', r'"\1":N', text)
     text = re.sub(r"\[\s*\d+\]", "[N]", text)
     text = re.sub(r"In\[\d+\]", "In[N]", text)
-    # whether a batch's write-back succeeded is the notebook writer's business (it has its own
-    # tests); a write that raced with something else must not fail this comparison
-    text = re.sub(r"^outputs (not )?written.*$", "outputs …", text, flags=re.M)
-    text = re.sub(r'"write":\{[^{}]*\}', '"write":…', text)
-    return re.sub(r"\d+\.\d+ s\b", "N s", text)
+    return re.sub(r"\d+\.\d+ ?s\b", "N s", text)  # "0.01s" in a batch line, "0.30 s" in a plan
 
 
 @pytest.mark.parametrize("args", HOT, ids=lambda a: " ".join(a))
