@@ -61,18 +61,18 @@ def annotate(entry: KernelEntry, snap: NotebookSnapshot, planned: Sequence[str],
 async def run_fresh(engine: Engine, entry: KernelEntry, snap: NotebookSnapshot) -> BatchResult:
     """Restart the kernel and run every code cell in order (warm-up's path, measured)."""
     expected = {**entry.hooks.get("fresh_durations", {}), **last_durations(entry)}
-    started = time.monotonic()
-    async with entry.main_lock:  # not while a cell of another batch runs
-        await engine.restart_kernel(entry, reason=FRESH_REASON)
-    entry.hooks["restart_s"] = time.monotonic() - started
-    # restart_kernel's notice says the variables are gone: every cell is about to run again
-    entry.notices = [n for n in entry.notices if f"restarted ({FRESH_REASON})" not in n]
-    entry.notices.append(f"kernel {entry.kernel_id} restarted ({entry.hooks['restart_s']:.1f} s) to run every cell afresh")
     ids = [c.cell_id for c in snap.code_cells]
-    progress = track_progress(entry, ids, expected)
-    entry.hooks["fresh_run"] = True
-    entry.hooks["fresh_durations"] = {}
+    progress = track_progress(entry, ids, expected)  # from the restart on: 0/N while it lasts
     try:
+        started = time.monotonic()
+        async with entry.main_lock:  # not while a cell of another batch runs
+            await engine.restart_kernel(entry, reason=FRESH_REASON)
+        entry.hooks["restart_s"] = time.monotonic() - started
+        # restart_kernel's notice says the variables are gone: every cell is about to run again
+        entry.notices = [n for n in entry.notices if f"restarted ({FRESH_REASON})" not in n]
+        entry.notices.append(f"kernel {entry.kernel_id} restarted ({entry.hooks['restart_s']:.1f} s) to run every cell afresh")
+        entry.hooks["fresh_run"] = True
+        entry.hooks["fresh_durations"] = {}
         return await engine._run_batch(entry, snap, ids, progress=progress)
     finally:
         entry.hooks.pop("fresh_run", None)
