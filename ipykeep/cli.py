@@ -25,8 +25,9 @@ from .core.config import load_config
 from .core.errors import IpykeepError, UnknownKernelError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
-from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
-from .core.render import render_batch, render_interrupt, render_kernel, render_plan, render_status
+from .core.records import KernelRecord, StatusRecord
+from .core.render import render_kernel
+from . import cli_fast as fast
 
 app = typer.Typer(
     name="ipykeep",
@@ -211,12 +212,16 @@ def status(
     as_json: bool = JsonOpt,
 ) -> None:
     """Kernels, their notebooks and per-cell state."""
-    client = _client()
-    st = StatusRecord.model_validate(client.call("status", notebook=_abs(notebook)))
-    emit(as_json, st, render_status(st))
+    _exit(fast.cmd_status(notebook, as_json))
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
 
 
 # -- running code ---------------------------------------------------------------------------------
+# These commands' bodies live in cli_fast, which also runs them without typer on the hot path.
 @app.command()
 @guarded
 def run(
@@ -225,10 +230,7 @@ def run(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run notebook cells, in the order given, with their source on disk now."""
-    batch = BatchResult.model_validate(_client().call("run_cells", cells=cells, notebook=_abs(notebook)))
-    emit(as_json, batch, render_batch(batch))
-    if not batch.ok:
-        raise typer.Exit(1)
+    _exit(fast.cmd_run(list(cells), notebook, as_json))
 
 
 @app.command("exec")
@@ -239,30 +241,14 @@ def exec_(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run scratch code in the kernel; print its output; non-zero exit on error."""
-    if code == "-":
-        code = sys.stdin.read()
-    rec = ExecutionRecord.model_validate(_client().call("execute", code=code, notebook=_abs(notebook)))
-    if as_json:
-        emit(True, rec, "")
-    else:
-        for notice in rec.notices or []:
-            _err(f"notice: {notice}")
-        if rec.output.text:
-            typer.echo(rec.output.text, nl=not rec.output.text.endswith("\n"))
-        for img in rec.output.images:
-            typer.echo(f"[image {img.mime}: {img.path}]")
-        if rec.error:
-            _err(rec.error.traceback or f"{rec.error.ename}: {rec.error.evalue}")
-    if rec.state != "ok":
-        raise typer.Exit(1)
+    _exit(fast.cmd_exec(code, notebook, as_json))
 
 
 @app.command()
 @guarded
 def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
     """Interrupt what the kernel is running (kill and restart it if it ignores SIGINT)."""
-    res = InterruptResult.model_validate(_client().call("interrupt", notebook=_abs(notebook)))
-    emit(as_json, res, render_interrupt(res))
+    _exit(fast.cmd_interrupt(notebook, as_json))
 
 
 @app.command("run-stale")
@@ -270,20 +256,20 @@ def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = Js
 def run_stale(
     notebook: Optional[str] = typer.Argument(None, help="Notebook (optional with one kernel)."),
     execute: bool = typer.Option(False, "--execute", help="Run the plan (default: only show it)."),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="With --execute: restart the kernel and run every cell instead (same state, from scratch)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Which cells must re-run after edits, and why; --execute re-runs exactly those.
 
+    Each planned cell shows its last measured duration and the plan its total; when the plan
+    would take longer than restarting and running every cell, the output says so and
+    --execute --fresh does that instead. Progress goes to stderr while a plan runs.
     Plan mode exits 0 whatever it finds; --execute exits 0 when every cell succeeded, 1 when
     one failed (its dependents are skipped and reported; independent cells still run).
     """
-    res = _client().call("run_stale", notebook=_abs(notebook), execute=execute)
-    if as_json:
-        emit(True, res, "")
-    else:
-        typer.echo(render_plan(res))
-    if execute and not res.get("ok", True):
-        raise typer.Exit(1)
+    _exit(fast.cmd_run_stale(notebook, execute, fresh, as_json))
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""The ``ipykeep`` console script: ``mcp-serve`` starts without loading the whole CLI.
+"""The ``ipykeep`` console script: ``mcp-serve`` and the hot CLI commands start without typer.
 
 Agent hosts time the MCP handshake from process start; see ``mcp_server/launch.py``.
 """
@@ -17,6 +17,6 @@ def main() -> None:
     code = fast_main(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from .cli import main as cli_main
+    from .cli_fast import main as cli_main  # the hot commands without typer; the rest go on to it
 
     cli_main()

@@ -53,6 +53,9 @@ class Config:
     #: Images returned to agents: largest side in pixels and size in bytes.
     image_max_pixels: int = 1024
     image_max_bytes: int = 200_000
+    #: ipyflow mode: trace cells during warm-up. False warms ~4x faster; warm-up runs then
+    #: carry static analysis only (as in "static" mode) until a cell runs again.
+    warm_tracing: bool = True
     #: Seconds a notebook cell may run during warm-up / run before it is interrupted; 0 = no limit.
     cell_timeout: float = 0.0
     #: Default notebook (used by ``ipykeep start`` without argument).

@@ -39,6 +39,18 @@ def snapshot_expr() -> str:
     return call_expr(MODULE_NAME, "snapshot")
 
 
+def tracing_expr(enabled: bool) -> str:
+    """Expression turning ipyflow's tracing on or off for the next executions (returns JSON).
+
+    ``mut_settings.dataflow_enabled`` is the switch ``%flow enable/disable`` flips (ipyflow-core
+    0.0.231); ipyflow resyncs symbols defined while it was off when tracing resumes.
+    """
+    return (
+        '(setattr(__import__("ipyflow.singletons", fromlist=["flow"]).flow().mut_settings, '
+        f'"dataflow_enabled", {bool(enabled)!r}) or \'"ok"\')'
+    )
+
+
 @dataclass(frozen=True)
 class IpyflowSnapshot:
     available: bool

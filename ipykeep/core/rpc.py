@@ -16,21 +16,18 @@ import hmac
 import inspect
 import json
 import logging
-import socket
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
-
-from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError, error_from_envelope
+from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError
+from .wire import MAX_LINE, Endpoint, _request, _unwrap, call_sync  # noqa: F401  (re-exported)
 
 log = logging.getLogger("ipykeep.rpc")
 
-MAX_LINE = 64 * 1024 * 1024
-
 
 def to_jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
+    # Duck-typed rather than isinstance(pydantic.BaseModel): the CLI imports this module for
+    # call_sync, and loading pydantic would triple its start-up time.
+    if hasattr(value, "model_dump") and not isinstance(value, type):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
@@ -139,52 +136,6 @@ def _check_params(fn: Any, params: dict[str, Any], method: str) -> None:
     ]
     if missing:
         raise UsageError(f"{method}: missing argument(s) {', '.join(missing)}")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-    token: str
-
-
-def _request(method: str, params: dict[str, Any], token: str, rid: int) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params, "token": token}).encode() + b"\n"
-
-
-def _unwrap(response: dict[str, Any]) -> Any:
-    if "error" in response:
-        err = response["error"]
-        data = err.get("data")
-        if isinstance(data, dict) and "code" in data:
-            raise error_from_envelope(data)
-        raise IpykeepError(str(err.get("message", "RPC error")))
-    return response.get("result")
-
-
-def call_sync(endpoint: Endpoint, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
-    """One blocking RPC call (for the CLI)."""
-    try:
-        with socket.create_connection((endpoint.host, endpoint.port), timeout=10) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(_request(method, params or {}, endpoint.token, 1))
-            buf = bytearray()
-            while not buf.endswith(b"\n"):
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    break
-                buf += chunk
-    except OSError as exc:
-        raise DaemonUnreachableError(
-            f"lost the daemon at {endpoint.host}:{endpoint.port} during {method}: {exc}",
-            hint="check `.ipykeep/run/daemon.log`; `ipykeep status` shows whether it runs",
-        ) from exc
-    if not buf:
-        raise DaemonUnreachableError(
-            f"the daemon closed the connection during {method}",
-            hint="it may have exited; see `.ipykeep/run/daemon.log`",
-        )
-    return _unwrap(json.loads(buf))
 
 
 class AsyncRpcPool:

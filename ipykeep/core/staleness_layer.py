@@ -23,7 +23,7 @@ from typing import Any
 
 from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
 from ..staleness import probes
-from . import ipyflow_adapter
+from . import ipyflow_adapter, plan_runs
 from .engine import Engine, KernelEntry
 from .errors import IpykeepError, UsageError
 from .execution import Execution
@@ -44,6 +44,10 @@ class RunStaleResult(Record):
     batch: BatchResult | None = None
     ok: bool = True
     notices: list[str] | None = None
+    #: the plan's estimated seconds against a fresh restart-and-run-all (see core.plan_cost)
+    cost: dict[str, Any] | None = None
+    #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
+    fresh_run: bool | None = None
 
 
 def _stat_for(entry: KernelEntry):
@@ -114,6 +118,7 @@ class StalenessLayer:
 
     # -- engine hooks ------------------------------------------------------------------------
     async def kernel_started(self, engine: Engine, entry: KernelEntry) -> None:
+        plan_runs.note_started(entry)
         self.tracker(entry)
         await self._install_probes(entry)
         if entry.notebook is not None:
@@ -131,13 +136,27 @@ class StalenessLayer:
         if task is not None:
             task.cancel()
 
+    @staticmethod
+    def _traced(entry: KernelEntry) -> bool:
+        return entry.process.dataflow == "ipyflow" and not entry.hooks.get("untraced")
+
+    async def warm_starting(self, engine: Engine, entry: KernelEntry) -> None:
+        """``warm_tracing = false``: run warm-up untraced; those runs carry static analysis only."""
+        if entry.process.dataflow == "ipyflow" and not entry.config.warm_tracing:
+            await entry.process.eval_silent(ipyflow_adapter.tracing_expr(False))
+            entry.hooks["untraced"] = True
+
+    async def warm_finished(self, engine: Engine, entry: KernelEntry) -> None:
+        if entry.hooks.pop("untraced", False) and entry.process.alive and not entry.closed:
+            await entry.process.eval_silent(ipyflow_adapter.tracing_expr(True))
+
     def cell_expressions(self, entry: KernelEntry, cell: Any) -> dict[str, str]:
         """Probes evaluated right after the cell, in its own execute request."""
         exprs = {
             "ipykeep_files": probes.filetrack_collect_expr(),
             "ipykeep_state": probes.statemon_collect_expr(),
         }
-        if entry.process.dataflow == "ipyflow":
+        if self._traced(entry):
             exprs["ipykeep_flow"] = ipyflow_adapter.cell_expr(cell.cell_id)
         return exprs
 
@@ -158,6 +177,7 @@ class StalenessLayer:
         return await entry.process.eval_silent(expr)
 
     async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
+        plan_runs.note_cell(entry, cell.cell_id, ex)
         files: tuple[FileStamp, ...] = ()
         written: tuple[str, ...] = ()
         dynamic = None
@@ -169,7 +189,7 @@ class StalenessLayer:
                 written = probes.parse_filetrack_written(reply)
                 state = await self._probe_result(entry, ex, "ipykeep_state", probes.statemon_collect_expr())
                 observed = probes.parse_statemon(state)
-                if entry.process.dataflow == "ipyflow":
+                if self._traced(entry):
                     flow = await self._probe_result(entry, ex, "ipykeep_flow", ipyflow_adapter.cell_expr(cell.cell_id))
                     dynamic = ipyflow_adapter.parse_cell(flow)
             except IpykeepError as exc:
@@ -206,23 +226,36 @@ class StalenessLayer:
 
     # -- RPC methods -------------------------------------------------------------------------
     def rpc_methods(self) -> dict[str, Any]:
-        return {"run_stale": self.run_stale, "watch_file": self.watch_file}
+        return {"run_stale": self.run_stale, "watch_file": self.watch_file, "plan_progress": self.plan_progress}
+
+    async def plan_progress(self, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
+        """How far the plan being executed (``run_stale(execute=True)``) has got."""
+        return plan_runs.progress_of(self.engine.entry(kernel_id, notebook))
 
     async def run_stale(
-        self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False
+        self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False, fresh: bool = False
     ) -> RunStaleResult:
         """The stale plan (read-only); with ``execute`` run it in order on the main shell.
 
         When a cell fails, the planned cells that depend on it (transitively) are skipped and
-        reported; independent cells still run.
+        reported; independent cells still run. With ``fresh`` (and ``execute``) the kernel is
+        restarted and every code cell runs top to bottom instead, as warm-up does. The result
+        carries each planned cell's last measured duration and the plan's estimated cost
+        against that fresh run.
         """
+        if fresh and not execute:
+            raise UsageError("fresh restarts the kernel and runs every cell: it needs execute", hint="ipykeep run-stale --execute --fresh")
         entry = self.engine._live(kernel_id, notebook) if execute else self.engine.entry(kernel_id, notebook)
         if entry.notebook is None:
             raise UsageError(f"kernel {entry.kernel_id} has no notebook", hint="run_stale works on a notebook's kernel")
         snap = read_notebook(entry.notebook)
         plan = self.plan(entry, snap)
+        plan_json = plan.to_json()
+        cost = plan_runs.annotate(entry, snap, plan.cell_ids, plan_json)
         batch = None
-        if execute and plan.stale:
+        if fresh:
+            batch = await plan_runs.run_fresh(self.engine, entry, snap)
+        elif execute and plan.stale:
             deps = {e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id} for e in plan.stale}
             skipped: set[str] = set()
 
@@ -246,8 +279,11 @@ class StalenessLayer:
 
             await self._forget_changed_modules(entry, plan)
 
-            batch = await self.engine._run_batch(entry, snap, list(plan.cell_ids), skip_if=skip_if)
-        plan_json = plan.to_json()
+            progress = plan_runs.track_progress(entry, list(plan.cell_ids))
+            try:
+                batch = await self.engine._run_batch(entry, snap, list(plan.cell_ids), skip_if=skip_if, progress=progress)
+            finally:
+                progress.finished = True
         return RunStaleResult(
             kernel_id=entry.kernel_id,
             executed=bool(execute),
@@ -257,6 +293,8 @@ class StalenessLayer:
             batch=batch,
             ok=_batch_ok(batch, snap),
             notices=entry.take_notices(),
+            cost=cost,
+            fresh_run=True if fresh else None,
         )
 
     async def _forget_changed_modules(self, entry: KernelEntry, plan: Plan) -> None:

@@ -24,7 +24,7 @@ from ..context import RunContext
 from ..timing import Metric, Stats, Target, interleave
 
 NAME = "mcp_startup"
-TITLE = "9. MCP start-up"
+TITLE = "12. MCP start-up"
 
 MINIMAL_SERVER = """\
 from mcp.server.mcpserver import MCPServer
