@@ -65,6 +65,10 @@ class MarkdownArgs(Args):
 class RunStaleArgs(Args):
     kernel_id: str = KernelId
     execute: bool = Field(False, description="run the plan (default false: only show it)")
+    fresh: bool = Field(
+        False,
+        description="with execute: restart the kernel and run every cell instead (default false; the plan's cost says when that is cheaper)",
+    )
 
 
 class RunCellsArgs(Args):

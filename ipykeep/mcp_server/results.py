@@ -128,6 +128,8 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
         }
         if e.get("produces"):
             full["produces"] = e["produces"][:12]
+        if e.get("last_duration_s") is not None:
+            full["last_duration_s"] = e["last_duration_s"]
         size = len(_json(full))
         if used + size > budget:
             cut += 1
@@ -145,6 +147,10 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
     }
     if cut:
         out["reasons_cut"] = cut
+    if raw.get("cost"):
+        out["cost"] = raw["cost"]
+    if raw.get("fresh_run"):
+        out["fresh_run"] = True
     if raw.get("notices"):
         out["notices"] = raw["notices"]
     return out

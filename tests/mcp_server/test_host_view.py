@@ -170,12 +170,17 @@ def test_plan_cells_and_reasons_reach_the_model(mcp: McpSession, kid: str, proje
     res = _ok(mcp.tool("run_stale", {"kernel_id": kid}))
     view = HostView(res)
     stale = res.structured_content["stale"]
-    assert [e["cell_id"] for e in stale] == ["load", "slow", "answer"], stale  # slow uses time from load
+    # slow uses time from load, but the edit left that import as it was: only base's reader re-runs
+    assert [e["cell_id"] for e in stale] == ["load", "answer"], stale
     for entry in stale:
         assert entry["reasons"] and all(r["message"] for r in entry["reasons"])
         for reason in entry["reasons"]:
             assert reason["message"] in view.text  # the why, not only the kind
     assert "base" in view.text
+    # Every planned cell ran at warm-up: the model sees each one's last duration and the cost.
+    assert all(isinstance(e.get("last_duration_s"), float) for e in stale), stale
+    cost = res.structured_content["cost"]
+    assert cost["plan_s"] >= 0 and isinstance(cost["fresh_is_cheaper"], bool), cost
 
     progress = Progress()
     ran = _ok(mcp.tool("run_stale", {"kernel_id": kid, "execute": True}, progress=progress))
@@ -198,6 +203,17 @@ def test_notices_are_sent_as_log_messages(mcp: McpSession, kid: str, project: Pa
     assert any("changed on disk" in n for n in notices), notices
     assert any("changed on disk" in json.dumps(p.data) for p in LOGS), LOGS
     assert all(p.level == "warning" and p.logger == "ipykeep" for p in LOGS)
+
+
+def test_fresh_run_restarts_and_runs_every_cell(mcp: McpSession, kid: str, project: Path) -> None:
+    _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "leftover = 1"}))
+    ran = _ok(mcp.tool("run_stale", {"kernel_id": kid, "execute": True, "fresh": True}))
+    summary = ran.structured_content
+    assert summary["fresh_run"] is True and summary["ok"] is True, summary
+    code_cells = [c.id for c in nbformat.read(project / NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+    assert [r["nb_cell"] for r in summary["results"]] == code_cells
+    gone = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "'leftover' in globals()"}))
+    assert "False" in HostView(gone).text  # the restart dropped what scratch code left
 
 
 def test_artifacts_stay_readable_after_the_last_kernel_closes(mcp: McpSession, kid: str, project: Path) -> None:
