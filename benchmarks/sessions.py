@@ -75,10 +75,22 @@ def wire_bytes(result: Any) -> int:
     return len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)).encode())
 
 
+def model_bytes(result: Any) -> int:
+    """Bytes a model reads of a result: the channel hosts forward (structuredContent when
+    present, as Claude Code and Codex do, else the text); images not counted (capped apart)."""
+    if result.structured_content is not None:
+        return len(json.dumps(result.structured_content, ensure_ascii=False).encode())
+    return len("\n".join(getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text").encode())
+
+
 @dataclass
 class McpCall:
     result: Any
     bytes: int
+
+    @property
+    def model_bytes(self) -> int:
+        return model_bytes(self.result)
 
     @property
     def text(self) -> str:

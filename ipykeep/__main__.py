@@ -1,3 +1,3 @@
-from ipykeep.cli import main
+from ipykeep.entry import main
 
 main()

@@ -22,11 +22,12 @@ import typer
 
 from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
 from .core.config import load_config
-from .core.errors import IpykeepError, KernelDiedError, UnknownKernelError, UsageError
+from .core.errors import IpykeepError, UnknownKernelError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
-from .core.records import BatchResult, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
-from .core.render import render_batch, render_interrupt, render_kernel, render_plan, render_status
+from .core.records import KernelRecord, StatusRecord
+from .core.render import render_kernel
+from . import cli_fast as fast
 
 app = typer.Typer(
     name="ipykeep",
@@ -90,7 +91,7 @@ def start(
     no_warm: bool = typer.Option(False, "--no-warm", help="Do not run the notebook's cells now."),
     no_write_outputs: bool = typer.Option(False, "--no-write-outputs", help="Never write outputs into the notebook."),
     python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
-    dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'ipyflow' (default) or 'static'."),
+    dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'static' (default) or 'ipyflow'."),
     serve: bool = typer.Option(False, "--serve", help="Also serve the kernel to JupyterLab / VS Code."),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -211,12 +212,16 @@ def status(
     as_json: bool = JsonOpt,
 ) -> None:
     """Kernels, their notebooks and per-cell state."""
-    client = _client()
-    st = StatusRecord.model_validate(client.call("status", notebook=_abs(notebook)))
-    emit(as_json, st, render_status(st))
+    _exit(fast.cmd_status(notebook, as_json))
+
+
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
 
 
 # -- running code ---------------------------------------------------------------------------------
+# These commands' bodies live in cli_fast, which also runs them without typer on the hot path.
 @app.command()
 @guarded
 def run(
@@ -225,19 +230,7 @@ def run(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run notebook cells, in the order given, with their source on disk now."""
-    batch = BatchResult.model_validate(_client().call("run_cells", cells=cells, notebook=_abs(notebook)))
-    emit(as_json, batch, render_batch(batch))
-    _exit_for_batch(batch.ok, batch.stopped)
-
-
-def _exit_for_batch(ok: bool, stopped: Optional[str]) -> None:
-    """Exit 7 when the kernel died under the batch (cells were skipped), 1 when a cell failed."""
-    if stopped in ("kernel_died", "kernel_closed"):
-        _err("error: the kernel died; the remaining cells did not run")
-        _err("hint: `ipykeep restart` starts it afresh; then `ipykeep run-stale --execute`")
-        raise typer.Exit(KernelDiedError.exit_code)
-    if not ok:
-        raise typer.Exit(1)
+    _exit(fast.cmd_run(list(cells), notebook, as_json))
 
 
 @app.command()
@@ -256,30 +249,14 @@ def exec_(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run scratch code in the kernel; print its output; non-zero exit on error."""
-    if code == "-":
-        code = sys.stdin.read()
-    rec = ExecutionRecord.model_validate(_client().call("execute", code=code, notebook=_abs(notebook)))
-    if as_json:
-        emit(True, rec, "")
-    else:
-        for notice in rec.notices or []:
-            _err(f"notice: {notice}")
-        if rec.output.text:
-            typer.echo(rec.output.text, nl=not rec.output.text.endswith("\n"))
-        for img in rec.output.images:
-            typer.echo(f"[image {img.mime}: {img.path}]")
-        if rec.error:
-            _err(rec.error.traceback or f"{rec.error.ename}: {rec.error.evalue}")
-    if rec.state != "ok":
-        raise typer.Exit(1)
+    _exit(fast.cmd_exec(code, notebook, as_json))
 
 
 @app.command()
 @guarded
 def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
     """Interrupt what the kernel is running (kill and restart it if it ignores SIGINT)."""
-    res = InterruptResult.model_validate(_client().call("interrupt", notebook=_abs(notebook)))
-    emit(as_json, res, render_interrupt(res))
+    _exit(fast.cmd_interrupt(notebook, as_json))
 
 
 @app.command("run-stale")
@@ -287,20 +264,20 @@ def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = Js
 def run_stale(
     notebook: Optional[str] = typer.Argument(None, help="Notebook (optional with one kernel)."),
     execute: bool = typer.Option(False, "--execute", help="Run the plan (default: only show it)."),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="With --execute: restart the kernel and run every cell instead (same state, from scratch)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Which cells must re-run after edits, and why; --execute re-runs exactly those.
 
+    Each planned cell shows its last measured duration and the plan its total; when the plan
+    would take longer than restarting and running every cell, the output says so and
+    --execute --fresh does that instead. Progress goes to stderr while a plan runs.
     Plan mode exits 0 whatever it finds; --execute exits 0 when every cell succeeded, 1 when
     one failed (its dependents are skipped and reported; independent cells still run).
     """
-    res = _client().call("run_stale", notebook=_abs(notebook), execute=execute)
-    if as_json:
-        emit(True, res, "")
-    else:
-        typer.echo(render_plan(res))
-    if execute:
-        _exit_for_batch(res.get("ok", True), (res.get("batch") or {}).get("stopped"))
+    _exit(fast.cmd_run_stale(notebook, execute, fresh, as_json))
 
 
 @app.command()

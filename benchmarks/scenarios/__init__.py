@@ -9,6 +9,10 @@ from . import (
     s6_output_volume,
     s7_context_cost,
     s8_plan_inspect,
+    s9_cli_call,
+    s10_warm_up,
+    s11_big_edit,
+    s12_mcp_startup,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -21,5 +25,9 @@ ALL = (
     s5_memory,
     s7_context_cost,
     s8_plan_inspect,
+    s9_cli_call,
+    s10_warm_up,
+    s11_big_edit,
+    s12_mcp_startup,
     s6_output_volume,
 )

@@ -11,20 +11,22 @@ import contextlib
 import fcntl
 import json
 import os
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import DaemonUnreachableError, IpykeepError
 from .project import ProjectPaths, find_project_root
-from .rpc import AsyncRpcPool, Endpoint, call_sync
+from .wire import Endpoint, call_sync
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from .rpc import AsyncRpcPool
 
 
-@dataclass(frozen=True)
-class Descriptor:
+class Descriptor(NamedTuple):  # immutable; a NamedTuple keeps dataclasses off the CLI's path
     pid: int
     host: str
     port: int
@@ -87,6 +89,8 @@ class DaemonClient:
     async def acall(self, method: str, **params: Any) -> Any:
         """An RPC call from asyncio code, over pooled connections (one pool per client)."""
         if self._pool is None:
+            from .rpc import AsyncRpcPool  # asyncio: loaded by async clients only, not the CLI
+
             self._pool = AsyncRpcPool(self.descriptor.endpoint)
         return await self._pool.call(method, params)
 
@@ -145,6 +149,8 @@ def ensure_daemon(root: Path | None = None, *, timeout: float = 60.0) -> DaemonC
 
 
 def _spawn(paths: ProjectPaths) -> subprocess.Popen[bytes]:
+    import subprocess  # only when a daemon must start
+
     log = open(paths.log, "ab")
     os.chmod(paths.log, 0o600)
     env = dict(os.environ)

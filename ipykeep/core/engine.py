@@ -312,7 +312,9 @@ class Engine:
     def kernel_record(self, entry: KernelEntry, *, with_cells: bool = False) -> KernelRecord:
         cells = None
         stale_count = None
-        if entry.notebook is not None and not entry.closed:
+        # Not while warming, unless cells are asked for: warm-up progress is polled every half
+        # second, and re-reading the notebook and re-planning each time slows the warm-up.
+        if entry.notebook is not None and not entry.closed and (with_cells or entry.state != "warming"):
             try:
                 snap = read_notebook(entry.notebook)
                 states = self.cell_states(entry, snap)
@@ -478,8 +480,15 @@ class Engine:
     async def _warm(self, entry: KernelEntry) -> BatchResult:
         try:
             snap = read_notebook(entry.notebook)  # type: ignore[arg-type]
+            for plugin in self.plugins:
+                if hasattr(plugin, "warm_starting"):
+                    await plugin.warm_starting(self, entry)
             return await self._run_batch(entry, snap, [c.cell_id for c in snap.code_cells], progress=entry.warm)
         finally:
+            for plugin in self.plugins:
+                if hasattr(plugin, "warm_finished"):
+                    with contextlib.suppress(Exception):
+                        await plugin.warm_finished(self, entry)
             if entry.warm:
                 entry.warm.finished = True
                 entry.warm.current = None

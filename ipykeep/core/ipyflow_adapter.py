@@ -10,13 +10,16 @@ changes them fails a test.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..staleness.analysis import is_kernel_name
 from ..staleness.models import DynamicCellInfo
 from ..staleness.probes import ProbeError, call_expr, check_protocol, probe_source
 
 MODULE_NAME = "_ipykeep_ipyflow"
+_BUILTINS = frozenset(dir(builtins))
 PROTOCOL = 1
 
 #: names ipyflow may report as used that belong to the kernel, not to the notebook
@@ -36,6 +39,18 @@ def snapshot_expr() -> str:
     return call_expr(MODULE_NAME, "snapshot")
 
 
+def tracing_expr(enabled: bool) -> str:
+    """Expression turning ipyflow's tracing on or off for the next executions (returns JSON).
+
+    ``mut_settings.dataflow_enabled`` is the switch ``%flow enable/disable`` flips (ipyflow-core
+    0.0.231); ipyflow resyncs symbols defined while it was off when tracing resumes.
+    """
+    return (
+        '(setattr(__import__("ipyflow.singletons", fromlist=["flow"]).flow().mut_settings, '
+        f'"dataflow_enabled", {bool(enabled)!r}) or \'"ok"\')'
+    )
+
+
 @dataclass(frozen=True)
 class IpyflowSnapshot:
     available: bool
@@ -49,7 +64,15 @@ class IpyflowSnapshot:
 def _names(values: Any) -> frozenset[str]:
     if not isinstance(values, list):
         raise ProbeError(f"ipyflow probe: expected a list of names, got {type(values).__name__}")
-    return frozenset(str(v) for v in values) - _KERNEL_NAMES
+    # IPython's history names (``_``, ``_5``, ``Out``…) are bound by any cell that ends in an
+    # expression; as notebook names they would make every such cell "restore" every other
+    # Builtins (``int`` passed to ``np.zeros``) are reported as symbols too; a notebook that
+    # rebinds one is still seen by static analysis.
+    return frozenset(
+        n
+        for n in (str(v) for v in values)
+        if n not in _KERNEL_NAMES and not is_kernel_name(n) and n not in _BUILTINS
+    )
 
 
 def _cell_info(record: Mapping[str, Any]) -> DynamicCellInfo:

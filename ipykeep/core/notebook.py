@@ -39,6 +39,8 @@ class Cell:
     index: int
     cell_type: str
     source: str
+    #: the cell's ``metadata.tags`` (e.g. ``raises-exception``, the nbval/nbsphinx convention)
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,11 @@ def _validate(nb: Any, path: Path) -> None:
         ) from exc
 
 
+def _tags(cell: Any) -> tuple[str, ...]:
+    tags = (cell.get("metadata") or {}).get("tags") or ()
+    return tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else ()
+
+
 def read_notebook(path: Path | str) -> NotebookSnapshot:
     """Read and validate ``path``; ids are repaired in memory (deterministically) if needed."""
     path = Path(path).resolve()
@@ -282,7 +289,7 @@ def read_notebook(path: Path | str) -> NotebookSnapshot:
     repairs = _repair_ids(nb)
     _validate(nb, path)
     cells = tuple(
-        Cell(cell_id=c["id"], index=i, cell_type=c.get("cell_type", "code"), source=_source(c))
+        Cell(cell_id=c["id"], index=i, cell_type=c.get("cell_type", "code"), source=_source(c), tags=_tags(c))
         for i, c in enumerate(nb.cells)
     )
     return NotebookSnapshot(path=path, cells=cells, content_hash=content_hash(raw), needs_repair=tuple(repairs))

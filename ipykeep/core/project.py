@@ -9,8 +9,8 @@ kernel's archival record and artifacts.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT_MARKERS = ("ipykeep.toml", "pyproject.toml", ".git")
 
@@ -32,8 +32,9 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class ProjectPaths:
+class ProjectPaths(NamedTuple):
+    # Immutable like a frozen dataclass, without loading dataclasses (and inspect) on the
+    # thin CLI's path.
     root: Path
 
     @property

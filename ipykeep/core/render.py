@@ -1,12 +1,18 @@
 """Plain-text renderings of engine records, shared by the CLI and the MCP server.
 
 They are written for a reader that ignores structured content: short, in a stable order, with
-every bounded output's marker kept as it is.
+every bounded output's marker kept as it is. They read records by attribute only, so they also
+render the JSON a daemon sent wrapped in ``views.view`` (the thin CLI never loads pydantic).
 """
 
 from __future__ import annotations
 
-from .records import BatchResult, CellState, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
+from typing import TYPE_CHECKING
+
+from .views import view
+
+if TYPE_CHECKING:
+    from .records import BatchResult, CellState, ExecutionRecord, InterruptResult, KernelRecord, StatusRecord
 
 
 def render_execution(rec: ExecutionRecord, *, header: bool = True) -> str:
@@ -96,30 +102,55 @@ def render_interrupt(res: InterruptResult) -> str:
     return f"{res.kernel_id}: {res.message}"
 
 
+def _secs(value: float | None) -> str:
+    return "" if value is None else (f"{value:.2f} s" if value < 10 else f"{value:.0f} s")
+
+
 def render_plan(result: dict) -> str:
     """A run_stale result (plan, or executed plan) as a readable table."""
     lines: list[str] = []
     stale, blocked = result.get("stale", []), result.get("blocked", [])
     executed = result.get("executed")
-    if not stale and not blocked:
+    cost = result.get("cost") or {}
+    if result.get("fresh_run"):
+        lines.append(f"restarted the kernel and ran every code cell (the plan had {len(stale)} stale cell(s))")
+    elif not stale and not blocked:
         lines.append("nothing is stale: every cell matches a fresh run of the notebook")
     else:
         lines.append(("ran" if executed else "stale") + f": {len(stale)} cell(s)" + ("" if executed else ", in this order:"))
         for e in stale:
             produces = f"  → {', '.join(e['produces'][:6])}" if e.get("produces") else ""
-            lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14}{produces}")
+            took = f"  ({_secs(e['last_duration_s'])} last run)" if e.get("last_duration_s") is not None else ""
+            lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14}{produces}{took}")
             for r in e["reasons"]:
                 lines.append(f"        {r['kind']:<16} {r['message']}")
         for e in blocked:
             lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14} NOT run (would fail in a fresh run)")
             for r in e["reasons"]:
                 lines.append(f"        {r['kind']:<16} {r['message']}")
+        if stale and cost and not executed:
+            lines.extend(_cost_lines(cost))
     fresh = result.get("fresh", [])
-    if fresh:
+    if fresh and not result.get("fresh_run"):
         lines.append(f"fresh: {len(fresh)} cell(s) not re-run")
     batch = result.get("batch")
     if batch:
-        lines.append(render_batch(BatchResult.model_validate(batch)))
+        lines.append(render_batch(view(batch)))
     for notice in result.get("notices") or []:
         lines.append(f"notice: {notice}")
     return "\n".join(lines)
+
+
+def _cost_lines(cost: dict) -> list[str]:
+    line = f"estimated: ~{_secs(cost['plan_s'])} for the plan"
+    if cost.get("unmeasured"):
+        line += f" (+ {len(cost['unmeasured'])} cell(s) never run: {', '.join(cost['unmeasured'][:5])})"
+    if cost.get("fresh_s") is not None:
+        line += f"; ~{_secs(cost['fresh_s'])} to restart and run every cell"
+    lines = [line]
+    if cost.get("fresh_is_cheaper"):
+        lines.append(
+            "running this plan would take longer than restarting the kernel and running every cell, which "
+            "gives the same state: `ipykeep run-stale --execute --fresh` (variables made only by scratch code are lost)"
+        )
+    return lines

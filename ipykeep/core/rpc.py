@@ -18,18 +18,14 @@ import inspect
 import json
 import logging
 import re
-import socket
 import typing
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, create_model
-
-from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError, error_from_envelope
+from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError
+from .wire import MAX_LINE, Endpoint, _request, _unwrap, call_sync  # noqa: F401  (re-exported)
 
 log = logging.getLogger("ipykeep.rpc")
 
-MAX_LINE = 64 * 1024 * 1024
 #: The first request of a connection (which must carry the token) may be this long at most, so
 #: an unauthenticated peer cannot make the daemon buffer more.
 MAX_UNAUTHENTICATED_LINE = 64 * 1024
@@ -43,7 +39,9 @@ _TOKEN_HEAD = re.compile(rb'\A\s*\{\s*"token"\s*:\s*"([^"\\]*)"')
 
 
 def to_jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
+    # Duck-typed rather than isinstance(pydantic.BaseModel): the CLI imports this module for
+    # call_sync, and loading pydantic would triple its start-up time.
+    if hasattr(value, "model_dump") and not isinstance(value, type):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
@@ -196,12 +194,14 @@ def _signature(fn: Any) -> inspect.Signature:
 
 
 @functools.lru_cache(maxsize=None)
-def _params_model(fn: Any) -> type[BaseModel] | None:
+def _params_model(fn: Any) -> Any:
     """A pydantic model of ``fn``'s keyword parameters (from its annotations), or None."""
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # an annotation that does not resolve: only names are checked
         return None
+    from pydantic import create_model  # here, not at import: the CLI imports this module
+
     fields: dict[str, Any] = {}
     for name, p in _signature(fn).parameters.items():
         if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
@@ -234,59 +234,14 @@ def _check_params(fn: Any, params: dict[str, Any], method: str) -> dict[str, Any
     model = _params_model(fn)
     if model is None:
         return params
+    from pydantic import ValidationError
+
     try:
         validated = model.model_validate(params)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5])
         raise UsageError(f"{method}: bad argument(s): {problems}", hint=f"{method} takes: {', '.join(sig.parameters)}") from None
     return {name: getattr(validated, name) for name in params}
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    host: str
-    port: int
-    token: str
-
-
-def _request(method: str, params: dict[str, Any], token: str, rid: int) -> bytes:
-    # The token comes first: the daemon authenticates a long first request from its head.
-    return json.dumps({"token": token, "jsonrpc": "2.0", "id": rid, "method": method, "params": params}).encode() + b"\n"
-
-
-def _unwrap(response: dict[str, Any]) -> Any:
-    if "error" in response:
-        err = response["error"]
-        data = err.get("data")
-        if isinstance(data, dict) and "code" in data:
-            raise error_from_envelope(data)
-        raise IpykeepError(str(err.get("message", "RPC error")))
-    return response.get("result")
-
-
-def call_sync(endpoint: Endpoint, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
-    """One blocking RPC call (for the CLI)."""
-    try:
-        with socket.create_connection((endpoint.host, endpoint.port), timeout=10) as sock:
-            sock.settimeout(timeout)
-            sock.sendall(_request(method, params or {}, endpoint.token, 1))
-            buf = bytearray()
-            while not buf.endswith(b"\n"):
-                chunk = sock.recv(1 << 20)
-                if not chunk:
-                    break
-                buf += chunk
-    except OSError as exc:
-        raise DaemonUnreachableError(
-            f"lost the daemon at {endpoint.host}:{endpoint.port} during {method}: {exc}",
-            hint="check `.ipykeep/run/daemon.log`; `ipykeep status` shows whether it runs",
-        ) from exc
-    if not buf:
-        raise DaemonUnreachableError(
-            f"the daemon closed the connection during {method}",
-            hint="it may have exited; see `.ipykeep/run/daemon.log`",
-        )
-    return _unwrap(json.loads(buf))
 
 
 class AsyncRpcPool:

@@ -3,10 +3,15 @@
 Only a call that creates a kernel starts the daemon: the daemon exits when its last kernel is
 closed, and a read-only call (``list_kernels``…) must not leave a daemon with no kernel behind.
 Without a daemon, the other calls fail the way they would with one that has no such kernel.
+
+Artifacts (full outputs, images) are files under ``.ipykeep/``: they are read here, straight
+from disk, so a URI the agent was given stays readable after the last kernel closed and the
+daemon exited.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,8 @@ class Backend:
 
     async def call(self, method: str, params: dict[str, Any], *, start: bool = False) -> Any:
         """Call an engine method on the daemon (starting it first when ``start``)."""
+        if method == "read_artifact":
+            return await anyio.to_thread.run_sync(read_artifact, self.paths, str(params.get("uri", "")))
         if start:
             client = await self._started_client()
             try:
@@ -84,17 +91,22 @@ class Backend:
     def _without_daemon(self, method: str, params: dict[str, Any]) -> Any:
         if method == "list_kernels":
             return []
-        if method == "read_artifact":
-            uri = str(params.get("uri", ""))
-            try:
-                path = resolve_artifact_uri(self.paths.state, uri)
-            except ValueError as exc:
-                raise UsageError(str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>") from None
-            raise DaemonUnreachableError(
-                f"no ipykeep daemon is running for {self.root}, so {uri} cannot be served",
-                hint=f"the artifact stays on disk: {path}",
-            )
         kid = params.get("kernel_id")
         if kid:
             raise unknown_kernel_error(self.paths, str(kid), [])
         raise UnknownKernelError(f"no ipykeep daemon is running for {self.root}", hint="start a kernel with create_kernel")
+
+
+def read_artifact(paths: ProjectPaths, uri: str) -> dict[str, Any]:
+    """The artifact ``uri`` names, as the engine's ``read_artifact`` returns it."""
+    try:
+        path = resolve_artifact_uri(paths.state, uri)
+    except ValueError as exc:
+        raise UsageError(str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>") from None
+    if not path.is_file():
+        raise UsageError(f"no artifact at {uri}", hint="the URI comes from a truncated output's marker or an image")
+    data = path.read_bytes()
+    if path.suffix in (".txt", ".html", ".svg"):
+        return {"uri": uri, "path": str(path), "text": data.decode("utf-8", "replace")}
+    mime = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}.get(path.suffix, "application/octet-stream")
+    return {"uri": uri, "path": str(path), "blob": base64.b64encode(data).decode(), "mime": mime}

@@ -27,7 +27,7 @@ class CreateKernelArgs(Args):
     notebook: str | None = Field(None, description=".ipynb to bind (relative to the project)")
     cwd: str | None = Field(None, description="working dir for a scratch kernel")
     python: str | None = Field(None, description="interpreter (default: configured)")
-    warm: bool = Field(True, description="run the notebook's cells now")
+    warm: bool = Field(True, description="run the notebook's cells now (default true)")
 
 
 class NoArgs(Args):
@@ -41,15 +41,15 @@ class KernelArgs(Args):
 class IpythonArgs(Args):
     kernel_id: str = KernelId
     code: str
-    yield_time_ms: int = Field(5000, ge=0, le=30000, description="wait this long; 0 returns the handle at once")
+    yield_time_ms: int = Field(5000, ge=0, le=30000, description="ms to wait, 0-30000, default 5000; 0 returns the handle at once")
     request_id: str | None = Field(None, description="idempotency key")
 
 
 class ReadCellArgs(Args):
     kernel_id: str = KernelId
     cell_id: str = Field(description="execution handle, e.g. c12")
-    yield_time_ms: int = Field(0, ge=0, le=30000, description="wait up to this long for it to finish")
-    cursor: int | None = Field(None, ge=0, description="output offset; default: where you last read")
+    yield_time_ms: int = Field(0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0")
+    cursor: int | None = Field(None, ge=0, description="output offset >= 0; default: where you last read")
 
 
 class InterruptArgs(Args):
@@ -64,12 +64,16 @@ class MarkdownArgs(Args):
 
 class RunStaleArgs(Args):
     kernel_id: str = KernelId
-    execute: bool = Field(False, description="run the plan; default: only show it")
+    execute: bool = Field(False, description="run the plan (default false: only show it)")
+    fresh: bool = Field(
+        False,
+        description="with execute: restart the kernel and run every cell instead (default false; the plan's cost says when that is cheaper)",
+    )
 
 
 class RunCellsArgs(Args):
     kernel_id: str = KernelId
-    cells: list[str | int] = Field(min_length=1, description="cell ids or 0-based indexes, run in this order")
+    cells: list[str | int] = Field(min_length=1, description="cell ids or 0-based indexes (at least one), run in this order")
 
 
 class InspectArgs(Args):
@@ -85,61 +89,111 @@ class WatchFileArgs(Args):
 class PublishArgs(Args):
     kernel_id: str = KernelId
     cells: dict[str, str] | None = Field(None, description="cell id or index -> caption to highlight")
-    tunnel: bool = Field(False, description="public cloudflared quick tunnel instead of a local URL")
+    tunnel: bool = Field(False, description="public cloudflared quick tunnel instead of a local URL (default false)")
+
+
+@dataclass(frozen=True)
+class Hints:
+    """MCP tool annotations, each set on purpose: hosts decide approval from them (Codex
+    refuses an un-annotated tool under a never-approve policy)."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    #: Whether the tool reaches beyond the project (code that may do anything, a public tunnel).
+    open_world: bool
+
+
+#: Only reads ipykeep's state.
+READ = Hints(read_only=True, destructive=False, idempotent=True, open_world=False)
+#: Runs user code: may change anything the code touches.
+RUNS_CODE = Hints(read_only=False, destructive=True, idempotent=False, open_world=True)
 
 
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
+    title: str
     description: str
     args: type[Args]
     method: str
     kind: ResultKind
+    hints: Hints
     #: Whether this call may start the daemon (only one that creates a kernel should).
     starts_daemon: bool = False
-    read_only: bool = False
+    #: Whether the call reports progress while it works (long runs, warm-up).
+    progress: bool = False
+
+    @property
+    def read_only(self) -> bool:
+        return self.hints.read_only
 
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_kernel",
+        "Create kernel",
         "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
         CreateKernelArgs,
         "create_kernel",
         "kernel",
+        # Warming runs the notebook's code; a scratch kernel is new on every call.
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         starts_daemon=True,
+        progress=True,
     ),
-    ToolSpec("list_kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, "list_kernels", "kernels", read_only=True),
-    ToolSpec("close_kernel", "Shut a kernel down.", KernelArgs, "close_kernel", "kernel"),
+    ToolSpec("list_kernels", "List kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, "list_kernels", "kernels", READ),
+    ToolSpec(
+        "close_kernel", "Close kernel", "Shut a kernel down (its variables are lost).", KernelArgs, "close_kernel", "kernel",
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+    ),
     ToolSpec(
         "ipython",
+        "Run Python",
         "Run code in the kernel, keeping state. Returns output (bounded) or, if still running after"
         " yield_time_ms, a handle for read_cell.",
         IpythonArgs,
         "execute",
         "execution",
+        RUNS_CODE,
     ),
-    ToolSpec("read_cell", "Output of an execution since you last read it; its state.", ReadCellArgs, "read_execution", "execution", read_only=True),
-    ToolSpec("interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, "interrupt", "interrupt"),
-    ToolSpec("list_cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, "list_cells", "cells", read_only=True),
-    ToolSpec("markdown", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, "markdown", "json"),
+    ToolSpec("read_cell", "Read execution", "Output of an execution since you last read it; its state.", ReadCellArgs, "read_execution", "execution", READ),
+    ToolSpec(
+        "interrupt", "Interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, "interrupt", "interrupt",
+        Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
+    ),
+    ToolSpec("list_cells", "List cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, "list_cells", "cells", READ),
+    ToolSpec(
+        "markdown", "Add note", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, "markdown", "json",
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+    ),
     ToolSpec(
         "run_stale",
+        "Run stale cells",
         "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
         RunStaleArgs,
         "run_stale",
         "stale",
+        # A second call finds nothing stale and does nothing more.
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
+        progress=True,
     ),
-    ToolSpec("run_cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, "run_cells", "batch"),
-    ToolSpec("inspect", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, "inspect", "json", read_only=True),
-    ToolSpec("namespace", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, "namespace", "json", read_only=True),
-    ToolSpec("watch_file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, "watch_file", "json"),
+    ToolSpec("run_cells", "Run cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, "run_cells", "batch", RUNS_CODE, progress=True),
+    ToolSpec("inspect", "Inspect variable", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, "inspect", "json", READ),
+    ToolSpec("namespace", "List variables", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, "namespace", "json", READ),
+    ToolSpec(
+        "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, "watch_file", "json",
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
+    ),
     ToolSpec(
         "publish",
+        "Publish notebook",
         "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells highlighted; returns the URL.",
         PublishArgs,
         "publish",
         "json",
+        # tunnel=true exposes the view on a public URL.
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
     ),
 )
 

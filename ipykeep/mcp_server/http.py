@@ -1,7 +1,11 @@
 """Streamable HTTP transport: the SDK's app behind a bearer-token check, served by uvicorn.
 
-Every HTTP request must carry ``Authorization: Bearer <token>`` (compared in constant time);
-anything else gets 401 before it reaches the MCP app. The token comes from
+Every HTTP request must carry ``Authorization: Bearer <token>`` (the scheme matched without
+regard to case, as RFC 7235 says; the token compared in constant time); anything else gets 401
+before it reaches the MCP app. The one exception is ``/.well-known/*``: clients probe it for
+OAuth discovery before they send the token, and a 401 there reads as "OAuth required" (Claude
+Code then fails with "Dynamic Client Registration rejected"). It answers 404 — there is no
+OAuth server here — and serves nothing. The token comes from
 ``IPYKEEP_MCP_TOKEN`` or is generated and shown once on stderr; it never appears in logs.
 A non-loopback host is refused unless the token was given explicitly.
 """
@@ -68,20 +72,35 @@ def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str
     return secrets.token_urlsafe(32), False
 
 
+async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] = []) -> None:
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BearerAuth:
-    """ASGI middleware: 401 unless the request carries the bearer token."""
+    """ASGI middleware: 401 unless the request carries the bearer token; 404 for discovery."""
 
     def __init__(self, app: AsgiApp, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     def _authorized(self, scope: Scope) -> bool:
         for name, value in scope.get("headers") or []:
             if name.lower() == b"authorization":
-                return hmac.compare_digest(value, self._expected)
+                scheme, _, credentials = value.strip().partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._expected)
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and str(scope.get("path", "")).startswith("/.well-known/"):
+            await _send_json(
+                send, 404,
+                {"code": "not_found", "message": "no OAuth discovery here", "retryable": False,
+                 "hint": "this server takes a static bearer token: send Authorization: Bearer <token>"},
+            )
+            return
         if scope["type"] not in ("http", "websocket") or self._authorized(scope):
             await self.app(scope, receive, send)
             return
@@ -89,22 +108,12 @@ class BearerAuth:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps(
+        await _send_json(
+            send, 401,
             {"code": "unauthorized", "message": "missing or wrong bearer token", "retryable": False,
-             "hint": "send Authorization: Bearer <token> (see the connection file)"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="ipykeep"'),
-                ],
-            }
+             "hint": "send Authorization: Bearer <token> (see the connection file)"},
+            [(b"www-authenticate", b'Bearer realm="ipykeep"')],
         )
-        await send({"type": "http.response.body", "body": body})
 
 
 def write_connection_file(path: Path, url: str, token: str) -> None:

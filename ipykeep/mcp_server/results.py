@@ -1,14 +1,18 @@
 """Turning engine records into MCP tool results, within budget.
 
-Wire format, chosen because agents pay for every byte the client receives:
+Hosts forward one channel to the model: Claude Code and Codex send ``structuredContent`` when it
+is present and drop the text; other clients read the text. So each channel is self-sufficient:
 
 - ``content`` carries one text block rendered with ``core.render`` (the same text the CLI
   prints, with bounded output and its head/tail marker kept as is), followed by image blocks
-  for images the code displayed, each within the pixel and byte caps.
-- ``structuredContent`` carries a compact machine-readable summary of the record (handles,
-  states, counts, artifact URIs, error names) and never repeats the output text, so a result is
-  not paid for twice. Tools whose record is itself the payload (``inspect``, ``namespace``…)
-  send it once, as compact JSON text.
+  for images the code displayed, each within the pixel and byte caps. Image blocks are
+  forwarded by hosts next to either channel.
+- ``structuredContent`` carries the record's fields *and* what the model must read: the
+  bounded output text (``output``, same head + marker + tail), the bounded traceback, plan
+  entries with their reasons, cell listings. Each channel stays within the byte budget on its
+  own; a client pays for both, a model reads one.
+- Tools whose record is itself the payload (``inspect``, ``namespace``…) send no structured
+  content: their compact JSON text is the result, sent once.
 - Failures set ``isError`` and carry the error envelope ``{code, message, retryable, hint}``
   both as JSON text and as structured content (it is small).
 """
@@ -26,7 +30,7 @@ from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
 from ..core.bounding import bound_text
 from ..core.errors import IpykeepError
-from ..core.records import BatchResult, CellsRecord, ExecutionRecord, ImageRef, InterruptResult, KernelRecord
+from ..core.records import BatchResult, CellsRecord, CellState, ExecutionRecord, ImageRef, InterruptResult, KernelRecord
 from ..core.render import (
     render_batch,
     render_cell_line,
@@ -51,8 +55,11 @@ def error_result(exc: IpykeepError) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=_json(env))], structured_content=env, is_error=True)
 
 
-def execution_summary(rec: ExecutionRecord) -> dict[str, Any]:
-    """The structured view of an execution: everything but the output text itself."""
+def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> dict[str, Any]:
+    """The structured view of an execution, with its (engine-bounded) output and traceback.
+
+    ``max_output`` cuts the output further, for batches that hold many executions.
+    """
     out: dict[str, Any] = {"cell_id": rec.handle, "kernel_id": rec.kernel_id, "state": rec.state, "cursor": rec.cursor}
     if rec.cell_id:
         out["nb_cell"] = rec.cell_id
@@ -67,30 +74,68 @@ def execution_summary(rec: ExecutionRecord) -> dict[str, Any]:
         out["uri"] = rec.output.uri
     if rec.output.images:
         out["images"] = [img.uri for img in rec.output.images]
+    if rec.output.text:
+        text = rec.output.text
+        if max_output is not None and len(text) > max_output:
+            text = bound_text(text, max_output, uri=rec.output.uri).text
+        out["output"] = text
     if rec.error:
-        out["error"] = {"ename": rec.error.ename, "evalue": rec.error.evalue[:200]}
+        error: dict[str, Any] = {"ename": rec.error.ename, "evalue": rec.error.evalue[:200]}
+        if rec.error.traceback:
+            tb = rec.error.traceback
+            error["traceback"] = bound_text(tb, max_output).text if max_output and len(tb) > max_output else tb
+        out["error"] = error
     if rec.notices:
         out["notices"] = rec.notices
     return out
 
 
-def _batch_summary(batch: BatchResult) -> dict[str, Any]:
+def _per_item(budget: int, count: int) -> int:
+    """Share of a listing budget for one of ``count`` items (never below a readable minimum)."""
+    return max(400, budget // max(count, 1))
+
+
+def _batch_summary(batch: BatchResult, budget: int) -> dict[str, Any]:
+    share = _per_item(budget, len(batch.results))
     out: dict[str, Any] = {
         "kernel_id": batch.kernel_id,
         "ok": batch.ok,
-        "results": [execution_summary(r) for r in batch.results],
+        "results": [execution_summary(r, share) for r in batch.results],
         "skipped": [s.model_dump() for s in batch.skipped],
     }
+    if batch.write is not None:
+        out["write"] = batch.write.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     if batch.notices:
         out["notices"] = batch.notices
     return out
 
 
-def _plan_summary(raw: dict[str, Any]) -> dict[str, Any]:
-    """A run_stale result without its messages (they are in the text): ids, order, reason kinds."""
+def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
+    """A run_stale result: the plan's cells in order, each with its reasons (kind and message).
+
+    Past ``budget`` characters, entries keep only their id and index (enough to run them, and
+    ``reasons_cut`` says how many lost their reasons; the text channel has them, cut the same way).
+    """
+    used = 0
+    cut = 0
 
     def entry(e: dict[str, Any]) -> dict[str, Any]:
-        return {"cell_id": e["cell_id"], "index": e["index"], "reasons": [r["kind"] for r in e.get("reasons", [])]}
+        nonlocal used, cut
+        out: dict[str, Any] = {"cell_id": e["cell_id"], "index": e["index"]}
+        full = {
+            **out,
+            "reasons": [{"kind": r["kind"], "message": r["message"]} for r in e.get("reasons", [])],
+        }
+        if e.get("produces"):
+            full["produces"] = e["produces"][:12]
+        if e.get("last_duration_s") is not None:
+            full["last_duration_s"] = e["last_duration_s"]
+        size = len(_json(full))
+        if used + size > budget:
+            cut += 1
+            return out
+        used += size
+        return full
 
     out: dict[str, Any] = {
         "kernel_id": raw.get("kernel_id"),
@@ -100,13 +145,56 @@ def _plan_summary(raw: dict[str, Any]) -> dict[str, Any]:
         "blocked": [entry(e) for e in raw.get("blocked", [])],
         "fresh": len(raw.get("fresh", [])),
     }
+    if cut:
+        out["reasons_cut"] = cut
+    if raw.get("cost"):
+        out["cost"] = raw["cost"]
+    if raw.get("fresh_run"):
+        out["fresh_run"] = True
     if raw.get("notices"):
         out["notices"] = raw["notices"]
     return out
 
 
+def _cell_entry(c: CellState) -> dict[str, Any]:
+    out: dict[str, Any] = {"cell_id": c.cell_id, "index": c.index, "state": c.state}
+    if c.handle:
+        out["handle"] = c.handle
+    if c.first_line:
+        out["first_line"] = c.first_line[:80]
+    if c.reasons:
+        out["reasons"] = [str(r.get("message") or r.get("kind")) for r in c.reasons]
+    return out
+
+
 def _kernel_summary(rec: KernelRecord) -> dict[str, Any]:
-    return rec.model_dump(mode="json", exclude_none=True, exclude={"cells"})
+    out = rec.model_dump(mode="json", exclude_none=True, exclude={"cells"})
+    if rec.cells:
+        out["cells"] = [_cell_entry(c) for c in rec.cells]
+    return out
+
+
+def _cells_summary(rec: CellsRecord, budget: int) -> dict[str, Any]:
+    """list_cells as data: every cell (trimmed to the budget, the rest counted) and scratch runs."""
+    cells: list[dict[str, Any]] = []
+    used = 0
+    for c in rec.cells:
+        item = _cell_entry(c)
+        used += len(_json(item))
+        if used > budget:
+            break
+        cells.append(item)
+    out: dict[str, Any] = {
+        "kernel_id": rec.kernel_id,
+        "notebook": rec.notebook,
+        "counts": dict(Counter(c.state for c in rec.cells)),
+        "cells": cells,
+    }
+    if len(cells) < len(rec.cells):
+        out["cells_omitted"] = len(rec.cells) - len(cells)
+    if rec.scratch:
+        out["scratch"] = [render_execution(r).splitlines()[0] for r in rec.scratch]
+    return out
 
 
 def _cells_text(rec: CellsRecord) -> str:
@@ -153,13 +241,15 @@ class ResultBuilder:
         if kind == "batch":
             batch = BatchResult.model_validate(raw)
             images = [img for r in batch.results for img in r.output.images]
-            return await self._with_images(self._bounded(render_batch(batch)), images, _batch_summary(batch))
+            return await self._with_images(
+                self._bounded(render_batch(batch)), images, _batch_summary(batch, self.listing_chars)
+            )
         if kind == "stale":
-            summary = _plan_summary(raw)
+            summary = _plan_summary(raw, self.listing_chars)
             batch = BatchResult.model_validate(raw["batch"]) if raw.get("batch") else None
             images = [img for r in batch.results for img in r.output.images] if batch else []
             if batch is not None:
-                summary.update(_batch_summary(batch))
+                summary.update(_batch_summary(batch, self.listing_chars))
             return await self._with_images(self._bounded(render_plan(raw)), images, summary)
         if kind == "kernel":
             rec = KernelRecord.model_validate(raw)
@@ -171,9 +261,7 @@ class ResultBuilder:
         if kind == "cells":
             # RPC drops None fields, and CellsRecord.notebook has no default (scratch kernels).
             rec = CellsRecord.model_validate({"notebook": None, **raw})
-            counts = Counter(c.state for c in rec.cells)
-            summary = {"kernel_id": rec.kernel_id, "notebook": rec.notebook, "counts": dict(counts)}
-            return self._text(self._bounded(_cells_text(rec)), summary)
+            return self._text(self._bounded(_cells_text(rec)), _cells_summary(rec, self.listing_chars))
         if kind == "interrupt":
             res = InterruptResult.model_validate(raw)
             return self._text(render_interrupt(res), res.model_dump(mode="json", exclude_none=True))

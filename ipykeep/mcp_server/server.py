@@ -3,6 +3,10 @@
 The low-level server is used (rather than ``MCPServer``) for control over the wire format:
 hand-trimmed input schemas, no output schemas, results built in ``results.py``, and argument
 errors returned as the error envelope instead of the SDK's plain-text message.
+
+Start-up is on the hosts' clock (see ``launch.py``): this module imports the SDK and the
+catalog only; the daemon client (``backend``), the result builders and the artifact helpers
+load on the first call that needs them.
 """
 
 from __future__ import annotations
@@ -10,8 +14,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.context import ServerRequestContext
@@ -20,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     BlobResourceContents,
+    EmptyResult,
     CallToolRequestParams,
     CallToolResult,
     ListResourcesResult,
@@ -29,6 +35,7 @@ from mcp_types import (
     ReadResourceRequestParams,
     ReadResourceResult,
     ResourceTemplate,
+    SetLevelRequestParams,
     TextResourceContents,
     Tool,
     ToolAnnotations,
@@ -36,13 +43,12 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from .. import __version__
-from ..core.archive import ARTIFACT_URI_PREFIX
 from ..core.config import Config
 from ..core.errors import IpykeepError, UsageError
-from .backend import Backend
 from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
-from .images import ImageLimits
-from .results import ResultBuilder, error_result
+
+if TYPE_CHECKING:
+    from .early import StdinPrefetch
 
 log = logging.getLogger("ipykeep.mcp")
 
@@ -55,17 +61,27 @@ INSTRUCTIONS = (
 #: Seconds create_kernel waits for a notebook's warm-up before returning its progress.
 WARM_WAIT_S = 30.0
 
-ARTIFACT_TEMPLATE = ARTIFACT_URI_PREFIX + "{kernel_id}/{name}"
+#: ``core.archive.ARTIFACT_URI_PREFIX`` + the template's fields (that module loads nbformat,
+#: which the handshake does without; a test checks the two agree).
+ARTIFACT_TEMPLATE = "ipykeep://artifacts/{kernel_id}/{name}"
+
+#: MCP log levels, lowest first (the client's logging/setLevel picks the threshold).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 def _tools() -> list[Tool]:
-    read_only = ToolAnnotations(read_only_hint=True)
     return [
         Tool(
             name=spec.name,
+            title=spec.title,
             description=spec.description,
             input_schema=compact_schema(spec.args),
-            annotations=read_only if spec.read_only else None,
+            annotations=ToolAnnotations(
+                read_only_hint=spec.hints.read_only,
+                destructive_hint=spec.hints.destructive,
+                idempotent_hint=spec.hints.idempotent,
+                open_world_hint=spec.hints.open_world,
+            ),
         )
         for spec in TOOLS
     ]
@@ -84,23 +100,72 @@ class IpykeepMcp:
 
     def __init__(self, project: Path, config: Config) -> None:
         self.project = project.resolve()
-        self.backend = Backend(self.project)
-        self.results = ResultBuilder(ImageLimits(config.image_max_pixels, config.image_max_bytes), config.max_output_chars)
+        self.config = config
+        self._backend: Any = None
+        self._results: Any = None
         #: Cursor owner for clients without a transport session (stdio: one client per process).
         self.default_reader = f"mcp-{uuid.uuid4().hex[:12]}"
         self.tools = _tools()
+        #: Lowest MCP log level sent to the client (logging/setLevel changes it).
+        self.log_level = "info"
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            from .backend import Backend
+
+            self._backend = Backend(self.project)
+        return self._backend
+
+    @property
+    def results(self) -> Any:
+        if self._results is None:
+            from .images import ImageLimits
+            from .results import ResultBuilder
+
+            limits = ImageLimits(self.config.image_max_pixels, self.config.image_max_bytes)
+            self._results = ResultBuilder(limits, self.config.max_output_chars)
+        return self._results
 
     def server(self) -> Server[Any]:
-        return Server(
-            "ipykeep",
-            version=__version__,
-            instructions=INSTRUCTIONS,
-            on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
-            on_list_resources=self.list_resources,
-            on_list_resource_templates=self.list_resource_templates,
-            on_read_resource=self.read_resource,
-        )
+        # The SDK warns that the logging capability is deprecated for 2026-07-28 sessions; the
+        # hosts in use speak earlier versions, where log messages are how notices reach them.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return Server(
+                "ipykeep",
+                version=__version__,
+                instructions=INSTRUCTIONS,
+                on_list_tools=self.list_tools,
+                on_call_tool=self.call_tool,
+                on_list_resources=self.list_resources,
+                on_list_resource_templates=self.list_resource_templates,
+                on_read_resource=self.read_resource,
+                on_set_logging_level=self.set_logging_level,
+            )
+
+    # -- logging -------------------------------------------------------------------------------
+    async def set_logging_level(self, ctx: ServerRequestContext[Any], params: SetLevelRequestParams) -> EmptyResult:
+        self.log_level = params.level
+        return EmptyResult()
+
+    async def notify(self, ctx: ServerRequestContext[Any], level: str, message: str) -> None:
+        """Send ``message`` to the client as an MCP log entry (never fails the call)."""
+        if LOG_LEVELS.index(level) < LOG_LEVELS.index(self.log_level):
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks logging deprecated for 2026-07-28+
+                await ctx.session.send_log_message(level, message, "ipykeep", related_request_id=ctx.request_id)  # type: ignore[arg-type]
+        except Exception:  # a client that went away must not turn a result into an error
+            log.debug("log message not delivered", exc_info=True)
+
+    async def progress(self, ctx: ServerRequestContext[Any], done: float, total: float | None, message: str) -> None:
+        """Report progress on this request (a no-op unless the client sent a progress token)."""
+        try:
+            await ctx.session.report_progress(done, total, message)
+        except Exception:
+            log.debug("progress not delivered", exc_info=True)
 
     # -- tools ---------------------------------------------------------------------------------
     async def list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -132,8 +197,12 @@ class IpykeepMcp:
                 ) from None
             return await self._run(spec, engine_params(spec, args), ctx)
         except IpykeepError as exc:
+            from .results import error_result
+
             return error_result(exc)
         except Exception as exc:  # the server must answer whatever happens
+            from .results import error_result
+
             log.exception("tool %s failed", params.name)
             return error_result(
                 IpykeepError(f"internal error in {params.name}: {type(exc).__name__}: {exc}", hint="see the server's stderr")
@@ -148,22 +217,74 @@ class IpykeepMcp:
         if spec.method in ("execute", "read_execution"):
             kwargs["reader"] = self._reader(ctx)
         if spec.method == "create_kernel":
-            raw = await self._create_kernel(kwargs)
+            raw = await self._create_kernel(kwargs, ctx)
+        elif spec.progress:
+            raw = await self._with_progress(spec, kwargs, ctx)
         else:
             raw = await self.backend.call(spec.method, kwargs, start=spec.starts_daemon)
-        return await self.results.build(spec.kind, raw)
+        result = await self.results.build(spec.kind, raw)
+        for notice in _notices(result.structured_content):
+            await self.notify(ctx, "warning", notice)
+        return result
 
-    async def _create_kernel(self, kwargs: dict[str, Any]) -> Any:
+    async def _create_kernel(self, kwargs: dict[str, Any], ctx: ServerRequestContext[Any]) -> Any:
         # Warm-up can take long: wait a bounded time and report progress rather than block
         # the client past its request timeout.
+        await self.progress(ctx, 0, None, "starting the kernel")
         raw = await self.backend.call("create_kernel", {**kwargs, "wait": False}, start=True)
         deadline = time.monotonic() + WARM_WAIT_S
-        while (raw.get("warm") or {}).get("finished") is False:
+        while (warm := raw.get("warm") or {}).get("finished") is False:
+            current = f": {warm['current']}" if warm.get("current") else ""
+            await self.progress(ctx, warm.get("done", 0), warm.get("total"), f"warming {raw['kernel_id']}{current}")
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            raw = await self.backend.call("wait_warm", {"kernel_id": raw["kernel_id"], "timeout": min(left, 5.0)})
+            raw = await self.backend.call("wait_warm", {"kernel_id": raw["kernel_id"], "timeout": min(left, 1.0)})
+        warm = raw.get("warm") or {}
+        await self.progress(ctx, warm.get("done", 1), warm.get("total", 1), f"{raw['kernel_id']} {raw.get('state', 'ready')}")
         return raw
+
+    async def _with_progress(self, spec: ToolSpec, kwargs: dict[str, Any], ctx: ServerRequestContext[Any]) -> Any:
+        """Run a batch call while reporting, about once a second, which execution is running.
+
+        The batch itself is one daemon call; progress comes from polling ``list_kernels`` on
+        the side (cheap, and the daemon serves requests concurrently).
+        """
+        if spec.name == "run_stale" and not kwargs.get("execute"):
+            return await self.backend.call(spec.method, kwargs)
+        kid = kwargs["kernel_id"]
+        total = len(kwargs["cells"]) if spec.name == "run_cells" else None
+        result: dict[str, Any] = {}
+
+        async def call() -> None:
+            try:
+                result["raw"] = await self.backend.call(spec.method, kwargs)
+            except Exception as exc:  # re-raised below, outside the task group's exception group
+                result["error"] = exc
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            seen: set[str] = set()
+            ticks = 0
+            await self.progress(ctx, 0, total, f"{spec.name} started on {kid}")
+            while True:
+                await anyio.sleep(1.0)
+                ticks += 1
+                running = await self._running(kid)
+                seen.update(running)
+                what = f"running {', '.join(running)}" if running else "working"
+                await self.progress(ctx, min(len(seen), total) if total else ticks, total, f"{spec.name}: {what}")
+        if "error" in result:
+            raise result["error"]
+        return result["raw"]
+
+    async def _running(self, kid: str) -> list[str]:
+        try:
+            kernels = await self.backend.call("list_kernels", {})
+        except IpykeepError:
+            return []
+        return next((list(k.get("running") or []) for k in kernels if k.get("kernel_id") == kid), [])
 
     # -- resources -----------------------------------------------------------------------------
     async def list_resources(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListResourcesResult:
@@ -193,17 +314,26 @@ class IpykeepMcp:
         return ReadResourceResult(contents=[BlobResourceContents(uri=uri, blob=raw["blob"], mime_type=raw.get("mime"))])
 
 
-async def run_stdio(app: IpykeepMcp) -> None:
+def _notices(structured: Any) -> list[str]:
+    if not isinstance(structured, dict):
+        return []
+    notices = list(structured.get("notices") or [])
+    for item in structured.get("results") or []:
+        notices.extend(item.get("notices") or [])
+    return notices
+
+
+async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
     from mcp.server.stdio import stdio_server
 
     from .stdio import pipe_stdio
 
     server = app.server()
-    async with pipe_stdio() as streams:
+    async with pipe_stdio(prefetch) as streams:
         stdin, stdout = streams if streams is not None else (None, None)
         async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_stdio(app: IpykeepMcp) -> None:
-    anyio.run(run_stdio, app)
+def serve_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
+    anyio.run(run_stdio, app, prefetch)

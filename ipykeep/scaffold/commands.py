@@ -44,6 +44,7 @@ def render_plan(plan: InitPlan, *, dry_run: bool) -> str:
     if plan.conflicts:
         count = len(plan.conflicts)
         lines.append(f"{count} existing ipykeep entr{'y' if count == 1 else 'ies'} left alone; --replace overwrites")
+    lines.extend(f"note: {n}" for n in plan.notes)
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,9 @@
 
 Checks: the Python and package versions (``mcp`` must be 2.x), the configuration, that the
 kernel's Python (``Config.python``) can import ipykernel and ipyflow, whether the project's daemon
-answers, and that every host config with an ipykeep entry points at a command that exists. A
+answers, that every host config with an ipykeep entry points at a command that exists, and
+the hosts' own gates (Claude Code's approval of project servers, Codex's project trust, Cursor's
+``--project``; see ``gates.py``). A
 check that cannot run yet, or a daemon that is not running (it starts on demand), is a warning,
 never a failure.
 """
@@ -29,7 +31,8 @@ from tomlkit.exceptions import TOMLKitError
 from ipykeep.core.config import Config, load_config
 from ipykeep.core.errors import ConfigError, IpykeepError
 
-from .editors import SERVER_NAME
+from . import gates
+from .editors import CURSOR_PROJECT_ARGS, SERVER_NAME
 from .files import read_text
 from .jsonfile import parse_json_object
 
@@ -276,12 +279,42 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
                 name, Status.fail, f"{path}: `{command}` is not found from {root}",
                 "install ipykeep on PATH (pipx/uv tool), or rerun `ipykeep init --replace --launcher venv|uvx|command`",
             ))
+        elif label.startswith("Cursor") and "--project" not in map(str, args):
+            checks.append(Check(
+                name, Status.warn,
+                f"{shown}: no --project, so a server Cursor starts outside the workspace serves the wrong project",
+                f"rerun `ipykeep init --provider cursor` (adds {' '.join(CURSOR_PROJECT_ARGS)})",
+            ))
         else:
             checks.append(Check(name, Status.ok, f"{shown}  ({found})"))
+        checks.extend(_gate(label, root, home or Path.home()))
     if not checks:
         checks.append(Check("hosts", Status.warn, "no host config has an ipykeep entry",
                             "run `ipykeep init` in the project"))
     return checks
+
+
+def _gate(label: str, root: Path, home: Path) -> list[Check]:
+    """The host's own gate for a project entry: Claude Code's approval, Codex's trust."""
+    if label == "Claude Code (project)":
+        approval = gates.claude_approval(root, home)
+        name = "host Claude Code approval"
+        if approval.state == "approved":
+            return [Check(name, Status.ok, f"ipykeep approved ({approval.source})")]
+        if approval.state == "disabled":
+            return [Check(name, Status.fail, f"ipykeep is disabled for this project ({approval.source})",
+                          gates.claude_fix(root, approval))]
+        return [Check(name, Status.warn, "not approved yet: Claude Code asks before starting project servers",
+                      gates.claude_fix(root, approval))]
+    if label == "Codex (project)":
+        trust = gates.codex_trust(root, home)
+        name = "host Codex trust"
+        if trust == "trusted":
+            return [Check(name, Status.ok, f"project trusted ({gates.codex_home(home) / 'config.toml'})")]
+        detail = "project marked untrusted" if trust == "untrusted" else "project not trusted yet"
+        return [Check(name, Status.warn, f"{detail}: Codex ignores .codex/config.toml until it is",
+                      gates.codex_fix(root, home))]
+    return []
 
 
 def run_doctor(root: Path, *, home: Path | None = None) -> DoctorReport:

@@ -17,12 +17,15 @@ from tomlkit.items import InlineTable, Table
 from ipykeep.core.errors import ConfigError
 
 from .content import AGENTS_END, AGENTS_SECTION, AGENTS_START
-from .files import FileChange, change, conflict, read_text
-from .jsonfile import parse_json_object, set_nested_member
+from .files import ChangeStatus, FileChange, change, conflict, read_text
+from .jsonfile import parse_json_object, set_nested_member, set_top_member
 from .launcher import Launcher
 
 SERVER_NAME = "ipykeep"
 _REPLACE_HINT = "rerun with --replace to overwrite it"
+
+#: Cursor may start a server outside the workspace: the entry names the project explicitly.
+CURSOR_PROJECT_ARGS: tuple[str, ...] = ("--project", "${workspaceFolder}")
 
 
 def _describe_entry(entry: Any) -> str:
@@ -49,9 +52,22 @@ def json_server_entry(launcher: Launcher, *, with_type: bool) -> dict[str, Any]:
 
 
 def plan_json_servers(
-    path: Path, label: str, launcher: Launcher, *, replace: bool, with_type: bool, indent: str = "  "
+    path: Path,
+    label: str,
+    launcher: Launcher,
+    *,
+    replace: bool,
+    with_type: bool,
+    indent: str = "  ",
+    extra_args: tuple[str, ...] = (),
 ) -> FileChange:
-    """Merge ``mcpServers.ipykeep`` into a JSON host config (``.mcp.json``, ``~/.claude.json``…)."""
+    """Merge ``mcpServers.ipykeep`` into a JSON host config (``.mcp.json``, ``~/.claude.json``…).
+
+    ``extra_args`` follow the launcher's (Cursor's ``--project ${workspaceFolder}``); an entry
+    ipykeep wrote without them is brought up to date rather than reported as a conflict.
+    """
+    plain = launcher
+    launcher = Launcher(launcher.command, (*launcher.args, *extra_args))
     before = read_text(path)
     data = parse_json_object(before or "", path)
     servers = data.get("mcpServers")
@@ -64,15 +80,51 @@ def plan_json_servers(
     existing = (servers or {}).get(SERVER_NAME)
     if existing is not None and entry_matches(existing, launcher):
         return change(path, label, before, before or "", "ipykeep server already configured")
-    if existing is not None and not replace:
+    outdated = existing is not None and bool(extra_args) and entry_matches(existing, plain)
+    if existing is not None and not replace and not outdated:
         return conflict(
             path, label, before or "",
             f"an ipykeep server entry already exists ({_describe_entry(existing)}); {_REPLACE_HINT}",
         )
     entry = json_server_entry(launcher, with_type=with_type)
+    if outdated:
+        entry = {**existing, "args": list(launcher.args)}  # keeps the user's env and other keys
     after = set_nested_member(before or "", "mcpServers", SERVER_NAME, entry, default_indent=indent)
-    note = "replaced the ipykeep server entry" if existing is not None else "added the ipykeep server entry"
+    if outdated:
+        note = f"the ipykeep entry now passes {' '.join(extra_args)}"
+    else:
+        note = "replaced the ipykeep server entry" if existing is not None else "added the ipykeep server entry"
     return change(path, label, before, after, note)
+
+
+def left_alone(path: Path, label: str, note: str) -> FileChange:
+    """A file init reads but must not change, not even create."""
+    before = read_text(path)
+    return FileChange(path, label, before, before or "", ChangeStatus.unchanged, note)
+
+
+def plan_claude_approval(path: Path, label: str) -> FileChange:
+    """Approve the project's ipykeep server for Claude Code in ``.claude/settings.local.json``.
+
+    Claude Code starts ``.mcp.json`` servers only once approved; running init is that approval.
+    A server the user disabled (``disabledMcpjsonServers``) stays disabled.
+    """
+    before = read_text(path)
+    data = parse_json_object(before or "", path)
+    enabled = data.get("enabledMcpjsonServers")
+    disabled = data.get("disabledMcpjsonServers")
+    if isinstance(disabled, list) and SERVER_NAME in disabled:
+        return change(path, label, before, before or "", "ipykeep is in disabledMcpjsonServers: left disabled")
+    if data.get("enableAllProjectMcpServers") is True or (isinstance(enabled, list) and SERVER_NAME in enabled):
+        return change(path, label, before, before or "", "")
+    if enabled is not None and not isinstance(enabled, list):
+        raise ConfigError(
+            f'{path}: "enabledMcpjsonServers" must be a JSON array, found {type(enabled).__name__}',
+            hint=f"fix {path} (nothing was written)",
+            details={"file": str(path)},
+        )
+    after = set_top_member(before or "", "enabledMcpjsonServers", [*(enabled or []), SERVER_NAME])
+    return change(path, label, before, after, "approved the project's ipykeep server for Claude Code")
 
 
 def _parse_toml(text: str, path: Path) -> tomlkit.TOMLDocument:

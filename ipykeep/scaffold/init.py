@@ -2,10 +2,13 @@
 
 Project scope (the default) writes, at the project root:
 
-- Claude Code: ``.mcp.json`` (``mcpServers.ipykeep``) and the skill
-  ``.claude/skills/ipykeep/SKILL.md`` that teaches the notebook workflow;
-- Codex: ``.codex/config.toml`` (``[mcp_servers.ipykeep]``);
-- Cursor: ``.cursor/mcp.json`` (``mcpServers.ipykeep``);
+- Claude Code: ``.mcp.json`` (``mcpServers.ipykeep``), its approval in
+  ``.claude/settings.local.json`` (``enabledMcpjsonServers``: Claude Code starts a project
+  server only once approved), and the skill ``.claude/skills/ipykeep/SKILL.md`` that teaches
+  the notebook workflow;
+- Codex: ``.codex/config.toml`` (``[mcp_servers.ipykeep]``); Codex reads it only in a trusted
+  project, so init says how to trust it when it is not (see ``gates.py``);
+- Cursor: ``.cursor/mcp.json`` (``mcpServers.ipykeep``, with ``--project ${workspaceFolder}``);
 - Codex and Cursor read ``AGENTS.md``: an ipykeep section between
   ``<!-- ipykeep:start -->``/``<!-- ipykeep:end -->`` markers, created or updated in place;
 - ``ipykeep.toml`` (the notebook, every other setting commented out) and ``.ipykeep/`` in
@@ -81,6 +84,8 @@ class InitOptions:
 class InitPlan:
     options: InitOptions
     changes: tuple[FileChange, ...]
+    #: What the user still has to do for a host to start the server (Codex trust…).
+    notes: tuple[str, ...] = ()
 
     @property
     def conflicts(self) -> tuple[FileChange, ...]:
@@ -154,13 +159,24 @@ def plan_init(options: InitOptions) -> InitPlan:
                 claude_json, "Claude Code MCP servers", launcher, replace=replace, with_type=True
             )
         )
+        if options.scope is Scope.project:
+            from .gates import claude_approval
+
+            local = base / ".claude" / "settings.local.json"
+            approval = claude_approval(options.root, options.home_dir)
+            if approval.state == "disabled" and approval.source != local:
+                # disabled in another settings file: the user's refusal stands
+                changes.append(editors.left_alone(local, "Claude Code approval", f"ipykeep is disabled in {approval.source}"))
+            else:
+                changes.append(editors.plan_claude_approval(local, "Claude Code approval"))
         changes.append(editors.plan_owned_file(skill, "Claude Code skill", SKILL_MD, replace=replace))
     if Provider.codex in providers:
         changes.append(editors.plan_codex_toml(codex_toml, "Codex MCP servers", launcher, replace=replace))
     if Provider.cursor in providers:
         changes.append(
             editors.plan_json_servers(
-                cursor_json, "Cursor MCP servers", launcher, replace=replace, with_type=False
+                cursor_json, "Cursor MCP servers", launcher, replace=replace, with_type=False,
+                extra_args=editors.CURSOR_PROJECT_ARGS,
             )
         )
     if Provider.codex in providers or (Provider.cursor in providers and options.scope is Scope.project):
@@ -174,7 +190,14 @@ def plan_init(options: InitOptions) -> InitPlan:
             )
         )
         changes.append(editors.plan_gitignore(root / ".gitignore", "git ignore rules"))
-    return InitPlan(options, tuple(changes))
+    notes: list[str] = []
+    if Provider.codex in providers and options.scope is Scope.project:
+        from .gates import codex_fix, codex_trust
+
+        if codex_trust(options.root, options.home_dir) != "trusted":
+            notes.append("Codex: this project is not trusted yet, so Codex ignores .codex/config.toml. "
+                         + codex_fix(options.root, options.home_dir))
+    return InitPlan(options, tuple(changes), tuple(notes))
 
 
 def apply_plan(plan: InitPlan) -> None:

@@ -158,3 +158,20 @@ def set_nested_member(text: str, parent_key: str, key: str, value: Any, default_
     inline = "\n" not in text[existing.value_start : existing.value_end]
     rendered = _render(value, None if inline else unit, _line_indent(text, existing.key_start))
     return text[: existing.value_start] + rendered + text[existing.value_end :]
+
+
+def set_top_member(text: str, key: str, value: Any, default_indent: str = "  ") -> str:
+    """Return ``text`` with ``document[key] = value``, all other bytes unchanged.
+
+    ``text`` must already have been validated with :func:`parse_json_object`.
+    """
+    if not text.strip():
+        return json.dumps({key: value}, indent=default_indent, ensure_ascii=False) + "\n"
+    unit = detect_indent(text)
+    top = _scan_object(text, _skip_ws(text, 0))
+    existing = top.get(key)
+    if existing is None:
+        return _insert_member(text, top, key, value, unit)
+    inline = "\n" not in text[existing.value_start : existing.value_end]
+    rendered = _render(value, None if inline else unit, _line_indent(text, existing.key_start))
+    return text[: existing.value_start] + rendered + text[existing.value_end :]

@@ -7,7 +7,9 @@ JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and t
 - ``POST /ipykeep/sync`` (token required) re-reads the adoption list: adopt new kernels,
   re-adopt restarted ones, let go of removed ones, and register a session per notebook path so
   the front end opens it bound to its kernel;
-- the restart action is answered 403 (Jupyter's own handler would turn the refusal into a 500);
+- the restart action is answered 403 (Jupyter's own handler would turn the refusal into a 500),
+  and a small prebuilt front-end extension shows that message (JupyterLab itself only logs it
+  and keeps the kernel "Restarting");
 - a watchdog stops the server within a second when the daemon that started it is gone.
 """
 
@@ -35,6 +37,9 @@ from traitlets.config import Config
 from .adoption import AdoptionSpec, read_spec
 from .kernels import REFUSE_RESTART, AdoptingKernelManager
 
+#: Prebuilt front-end extensions served with the page (no build step, no install).
+LABEXTENSIONS = Path(__file__).resolve().parent / "labextension"
+
 
 def server_config(settings: dict[str, Any]) -> Config:
     """Traitlets configuration of the hosting server (token and ports from ``settings``)."""
@@ -59,6 +64,10 @@ def server_config(settings: dict[str, Any]) -> Config:
     cfg.LabApp.news_url = None
     cfg.LabApp.check_for_updates_class = "jupyterlab.NeverCheckForUpdate"
     cfg.LabServerApp.open_browser = False
+    # ipykeep-serve: shows why a restart was refused instead of "Restarting" forever (see
+    # labextension/ipykeep-serve/static/remoteEntry.js).
+    cfg.LabApp.extra_labextensions_path = [str(LABEXTENSIONS)]
+    cfg.LabServerApp.extra_labextensions_path = [str(LABEXTENSIONS)]
     return cfg
 
 

@@ -24,6 +24,7 @@ anyway once edited (its hash changes).
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Mapping
@@ -46,6 +47,14 @@ MUTATING_METHODS = frozenset(
     }
 )
 MUTATING_PREFIXES = ("set_", "add_", "append_", "update_", "register_", "remove_", "del_")
+#: Methods named like mutators that return a new object unless given ``inplace=True`` (pandas)
+RETURNS_NEW = frozenset(
+    {
+        "set_index", "set_axis", "set_flags", "set_names", "set_levels", "set_codes",
+        "add_prefix", "add_suffix", "add_categories", "remove_categories",
+        "remove_unused_categories", "set_categories",
+    }
+)
 
 #: Calls whose string arguments are files written, not read.
 WRITER_CALLS = frozenset(
@@ -57,6 +66,27 @@ WRITER_CALLS = frozenset(
         "unlink", "remove", "rmtree", "rename", "replace",
     }
 )
+
+
+#: Names IPython itself binds in the user namespace: output history (``_``, ``__``, ``___``,
+#: ``_N``), input history (``_i``, ``_ii``, ``_iii``, ``_iN``), ``In``/``Out`` and friends. A
+#: fresh run never reads them from another cell, so they are never notebook names.
+KERNEL_NAMES = frozenset(
+    {
+        "_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
+        "get_ipython", "_exit_code",
+    }
+)
+_HISTORY_NAME = re.compile(r"_i?\d+\Z")
+
+
+def is_kernel_name(name: str) -> bool:
+    """Whether ``name`` belongs to IPython (history, ``In``/``Out``…), not to the notebook."""
+    return name in KERNEL_NAMES or bool(_HISTORY_NAME.match(name))
+
+
+def _notebook_names(names: "set[str] | frozenset[str]") -> frozenset[str]:
+    return frozenset(n for n in names if not is_kernel_name(n))
 
 
 @dataclass(frozen=True)
@@ -101,6 +131,22 @@ class CellAnalysis:
     written_paths: tuple[str, ...] = ()
     parseable: bool = True
     star_import: bool = False
+    #: names bound only by ``import`` statements -> what they import (``np`` -> ``numpy``):
+    #: re-running the same import gives the very same module object, so an edit elsewhere in
+    #: the cell does not change these names
+    imports: Mapping[str, str] = field(default_factory=dict)
+    #: mutated names that the syntax proves are changed in place (item/attribute assignment,
+    #: augmented assignment, ``del x[...]``); the rest of ``mutates`` are guesses from method
+    #: names and calls, which runtime evidence may overrule
+    assigned_into: frozenset[str] = frozenset()
+    #: names the cell may unbind without defining them: ``except … as e`` deletes ``e`` when the
+    #: handler ends (so a global ``e`` made elsewhere is gone), but gives readers no value
+    unbinds: frozenset[str] = frozenset()
+    #: the cell calls a ``seed`` method/function (``np.random.seed(0)``, ``random.seed(1)``)
+    seeds: bool = False
+    #: the cell runs shell commands (``!cmd``, ``%%bash``, ``os.system``, ``subprocess``): what
+    #: they write is unknown
+    shell: bool = False
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -146,7 +192,7 @@ class _Acc:
 
     __slots__ = (
         "loads", "stores", "mutated", "paths", "written", "global_decls", "star", "call_args",
-        "method_calls",
+        "method_calls", "assigned",
     )
 
     def __init__(self) -> None:
@@ -159,6 +205,7 @@ class _Acc:
         self.method_calls: dict[str, set[str]] = {}
         self.global_decls: set[str] = set()
         self.star = False
+        self.assigned: set[str] = set()
 
 
 # ----------------------------------------------------------------------------- expressions
@@ -180,6 +227,7 @@ def _scan_expr(node: ast.AST | None, acc: _Acc) -> None:
         base = _base_name(node)
         if base is not None:
             acc.mutated.add(base)
+            acc.assigned.add(base)
             acc.loads.add(base)
         _scan_expr(node.value, acc)
         if isinstance(node, ast.Subscript):
@@ -221,7 +269,10 @@ def _scan_call(call: ast.Call, acc: _Acc) -> None:
             kw.arg == "inplace" and isinstance(kw.value, ast.Constant) and kw.value.value is True
             for kw in call.keywords
         )
-        if inplace or name in MUTATING_METHODS or (name or "").startswith(MUTATING_PREFIXES):
+        guessed = name in MUTATING_METHODS or (
+            (name or "").startswith(MUTATING_PREFIXES) and name not in RETURNS_NEW
+        )
+        if inplace or guessed:
             base = _base_name(call.func.value)
             if base is not None:
                 acc.mutated.add(base)
@@ -252,6 +303,7 @@ def _scan_comprehension(node: ast.AST, acc: _Acc) -> None:
     acc.loads |= inner.loads - bound
     acc.stores |= inner.stores - bound  # walrus targets bind in the enclosing scope
     acc.mutated |= inner.mutated - bound
+    acc.assigned |= inner.assigned - bound
     acc.paths.extend(inner.paths)
     acc.written.extend(inner.written)
     for fname, names in inner.call_args.items():
@@ -375,6 +427,7 @@ def _scan_stmt(stmt: ast.stmt, acc: _Acc) -> None:
         if base is not None:
             acc.loads.add(base)
             acc.mutated.add(base)
+            acc.assigned.add(base)
             if isinstance(stmt.target, ast.Name):
                 acc.stores.add(base)
         if isinstance(stmt.target, (ast.Attribute, ast.Subscript)):
@@ -431,11 +484,15 @@ class _Module:
         self.call_args: dict[str, set[str]] = {}
         self.method_calls: dict[str, set[str]] = {}
         self.star = False
+        self.assigned: set[str] = set()
+        self.imports: dict[str, str] = {}
+        self.unbinds: set[str] = set()
 
     def apply(self, acc: _Acc) -> None:
         self.uses |= acc.loads - self.defined
         self.loaded |= acc.loads
         self.mutates |= acc.mutated - self.defined
+        self.assigned |= acc.assigned - self.defined
         for fname, names in acc.call_args.items():
             # only names whose outside value is passed (not ones this cell bound before)
             self.call_args.setdefault(fname, set()).update(names - self.defined)
@@ -444,6 +501,7 @@ class _Module:
         self.defined |= acc.stores
         for name in acc.stores:
             self.functions.pop(name, None)  # rebinding drops what we knew about a function
+            self.imports.pop(name, None)
         self.paths.extend(acc.paths)
         self.written.extend(acc.written)
         self.star = self.star or acc.star
@@ -498,10 +556,16 @@ class _Module:
             for handler in stmt.handlers:
                 acc = _Acc()
                 _scan_expr(handler.type, acc)
+                had = handler.name in self.defined if handler.name else True
                 if handler.name:
                     acc.stores.add(handler.name)
                 self.apply(acc)
                 self.block(handler.body)
+                if not had:
+                    # Python deletes ``except ... as e`` names when the handler ends: not a
+                    # global the cell defines, but one it may unbind
+                    self.defined.discard(handler.name)  # type: ignore[arg-type]
+                    self.unbinds.add(handler.name)  # type: ignore[arg-type]
             self.block(stmt.orelse)
             self.block(stmt.finalbody)
         elif isinstance(stmt, ast.Match):
@@ -527,6 +591,15 @@ class _Module:
             acc = _Acc()
             _scan_stmt(stmt, acc)
             self.apply(acc)
+            if isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    self.imports[bound] = alias.name if alias.asname else bound
+            elif isinstance(stmt, ast.ImportFrom):
+                mod = "." * stmt.level + (stmt.module or "")
+                for alias in stmt.names:
+                    if alias.name != "*":
+                        self.imports[alias.asname or alias.name] = f"{mod}:{alias.name}"
 
 
 def _analyze_tree(tree: ast.Module) -> CellAnalysis:
@@ -535,10 +608,10 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
     # a method call on a name the cell did not define mutates it; one it defined is its own
     paths = tuple(dict.fromkeys(mod.paths))
     return CellAnalysis(
-        defs=frozenset(mod.defined),
-        uses=frozenset(mod.uses),
-        mutates=frozenset(mod.mutates),
-        loaded=frozenset(mod.loaded),
+        defs=_notebook_names(mod.defined),
+        uses=_notebook_names(mod.uses),
+        mutates=_notebook_names(mod.mutates),
+        loaded=_notebook_names(mod.loaded),
         functions=dict(mod.functions),
         call_args={k: frozenset(v) for k, v in mod.call_args.items() if v},
         method_calls={k: frozenset(v) for k, v in mod.method_calls.items() if v},
@@ -546,7 +619,32 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
         written_paths=tuple(dict.fromkeys(mod.written)),
         parseable=True,
         star_import=mod.star,
+        imports={k: v for k, v in mod.imports.items() if k in mod.defined},
+        assigned_into=_notebook_names(mod.assigned),
+        unbinds=_notebook_names(mod.unbinds - mod.defined),
+        seeds=any(
+            isinstance(n, ast.Call) and _call_name(n.func) == "seed" for n in ast.walk(tree)
+        ),
+        shell=any(_is_shell_call(n) for n in ast.walk(tree)),
     )
+
+
+_SHELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx"})
+_SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "getoutput"})
+
+
+def _is_shell_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    attr = node.func.attr
+    owner = node.func.value
+    owner_name = owner.id if isinstance(owner, ast.Name) else None
+    if attr in ("system", "getoutput") and (isinstance(owner, ast.Call) or owner_name == "os"):
+        return True  # get_ipython().system(…) is what ``!cmd`` becomes
+    if attr in ("run_cell_magic", "run_line_magic") and node.args:
+        first = node.args[0]
+        return isinstance(first, ast.Constant) and first.value in _SHELL_MAGICS
+    return owner_name == "subprocess" and attr in _SUBPROCESS
 
 
 UNPARSEABLE = CellAnalysis(parseable=False)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .analysis import CellAnalysis, FunctionInfo, analyze_source
-from .models import DynamicCellInfo, NotebookCell
+from .models import DynamicCellInfo, NotebookCell, Observed
 
 
 @dataclass(frozen=True)
@@ -100,13 +100,80 @@ def static_effects(an: CellAnalysis, lookup: Mapping[str, FunctionInfo]) -> tupl
     return reads, set(an.mutates) | called_mutated
 
 
+def cell_effects(
+    an: CellAnalysis,
+    lookup: Mapping[str, FunctionInfo],
+    dyn: DynamicCellInfo | None = None,
+    obs: Observed | None = None,
+    carried: Observed | None = None,
+) -> tuple[set[str], set[str], set[str]]:
+    """(reads, writes, mutates) of one piece of code: static analysis, widened by what a tracer
+    (ipyflow) saw, and corrected by what the kernel observed its last run do.
+
+    Observation outranks guesses both ways: a name whose value changed in place is a mutation
+    even if no rule predicted it (``heapq.heappush(h, 1)``, ``alias.append``, a random draw), and
+    a guessed mutation (``df.set_index(...)``, a method named like a mutator, a tracer's
+    mutation) that the fingerprints show did not happen is dropped, unless the syntax proves it
+    (item/attribute assignment) or the value cannot be fingerprinted.
+
+    ``carried``: what the last run of an edited cell was seen to do. The names it changed in
+    place stay mutations and the names it bound stay its outputs until the edited cell has run
+    once (a draw from ``rng`` edited is still a draw; ``globals()["g"] = …`` edited still binds
+    ``g``): sound until the new text has evidence of its own.
+    """
+    reads, mutates = static_effects(an, lookup)
+    writes = set(an.defs) | mutates | an.unbinds
+    if dyn is not None:
+        # a name the cell bound itself is its own, even if the tracer saw it read
+        own = an.defs | an.unbinds  # ``except … as e``: the handler's own e, not a global
+        reads |= (dyn.used - own) | (dyn.mutated - own)
+        for syms in dyn.parents.values():
+            reads |= syms - own
+        mutates |= dyn.mutated - own
+        writes |= dyn.defined | dyn.mutated
+    if obs is not None:
+        unseen = mutates - obs.mutated - obs.opaque - an.assigned_into - obs.bound - obs.deleted
+        mutates -= unseen
+        writes -= unseen - an.defs
+        writes -= an.unbinds - obs.deleted  # the handler did not run
+        if dyn is not None:
+            # the tracer's bindings that the namespace never showed (a comprehension's variable)
+            writes -= dyn.defined - an.defs - obs.changed
+        mutates |= obs.mutated - an.defs
+        reads |= obs.mutated - an.defs
+        writes |= obs.changed
+    if carried is not None:
+        # kept even when the new text does not name them: the change may go through an alias
+        kept = carried.mutated - an.defs
+        mutates |= kept
+        reads |= kept
+        writes |= kept | carried.bound
+    if an.seeds:
+        # ``np.random.seed(…)``/``random.seed(…)`` sets the hidden generators' state: the state
+        # before does not matter
+        pseudo = {n for n in mutates if not n.isidentifier()}
+        mutates -= pseudo
+        reads -= pseudo
+    return reads, writes, mutates
+
+
+def _pseudo(name: str) -> bool:
+    """Names that stand for hidden state (``<numpy.random>``), not Python identifiers."""
+    return not name.isidentifier()
+
+
 def build_graph(
     cells: Sequence[NotebookCell],
     dynamic: Mapping[str, DynamicCellInfo] | None = None,
+    observed: Mapping[str, Observed] | None = None,
+    carried: Mapping[str, Observed] | None = None,
 ) -> Graph:
     """Graph of the code cells of ``cells``; ``dynamic`` maps cell id to runtime-traced info
-    that still applies (the caller passes it only for cells whose source did not change)."""
+    and ``observed`` to the namespace evidence of its last run, both only for cells whose source
+    did not change since that run (the caller filters)."""
     dynamic = dynamic or {}
+    observed = observed or {}
+    carried = carried or {}
     code = [c for c in cells if c.cell_type == "code"]
     last_writer: dict[str, str] = {}
     functions: dict[str, FunctionInfo] = {}  # function name -> info, as seen from above
@@ -116,16 +183,22 @@ def build_graph(
         an = analyze_source(cell.source)
         lookup = dict(functions)
         lookup.update(an.functions)
-        reads, mutates = static_effects(an, lookup)
-        writes = set(an.defs) | mutates
-        dyn = dynamic.get(cell.cell_id)
-        if dyn is not None:
-            # a name the cell bound itself is its own, even if the tracer saw it read
-            reads |= (dyn.used - an.defs) | dyn.mutated
-            for syms in dyn.parents.values():
-                reads |= syms - an.defs
-            mutates |= dyn.mutated - an.defs
-            writes |= dyn.defined | dyn.mutated
+        reads, writes, mutates = cell_effects(
+            an,
+            lookup,
+            dynamic.get(cell.cell_id),
+            observed.get(cell.cell_id),
+            carried.get(cell.cell_id),
+        )
+        # A change seen in a value that no cell above makes cannot happen in a fresh run (the
+        # object does not exist yet there): it came through an object graph reaching a later
+        # cell's value, so it is not this cell's input or output.
+        seen_only = mutates - an.loaded - an.defs - an.mutates - an.unbinds
+        for name in seen_only:
+            if name not in last_writer and not _pseudo(name):
+                reads.discard(name)
+                writes.discard(name)
+                mutates.discard(name)
         producers = {name: last_writer.get(name) for name in reads}
         gc = GraphCell(
             cell=cell,

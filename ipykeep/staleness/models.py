@@ -26,6 +26,9 @@ ReasonKind = Literal[
     "missing_producer",
 ]
 
+#: The cell tag (nbval/nbsphinx convention) that makes a cell's error its expected outcome.
+EXPECTED_FAILURE_TAG = "raises-exception"
+
 #: Reasons that put a cell in the plan by themselves, in the order they are reported.
 REASON_ORDER: tuple[ReasonKind, ...] = (
     "never_run",
@@ -49,6 +52,12 @@ class NotebookCell:
     index: int
     cell_type: CellType
     source: str
+    #: ``metadata.tags``; ``raises-exception`` accepts the cell's failure as its expected outcome
+    tags: tuple[str, ...] = ()
+
+    @property
+    def expects_failure(self) -> bool:
+        return EXPECTED_FAILURE_TAG in self.tags
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,34 @@ class DynamicCellInfo:
     used: frozenset[str] = frozenset()
     mutated: frozenset[str] = frozenset()
     parents: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one execution was seen to do to the kernel's namespace (runtime evidence).
+
+    Taken in the kernel right after the code ran, by comparing every global name with what it
+    held before: its object identity and a bounded content fingerprint (containers, arrays,
+    frames, random generator state, object attributes). Names shared by several globals (aliases)
+    change together, so a mutation through an alias or inside a library call shows on every name
+    that reaches the object.
+    """
+
+    #: names that did not exist before, or now hold a different value
+    bound: frozenset[str] = frozenset()
+    #: names still holding the same object, whose content changed (in place)
+    mutated: frozenset[str] = frozenset()
+    deleted: frozenset[str] = frozenset()
+    #: names whose content is fingerprinted only in part (sampled) or not at all (identity): a
+    #: mutation of them may go unseen, so static guesses about them stand
+    opaque: frozenset[str] = frozenset()
+    #: for hidden state (``<numpy.random>``): a digest of the state after the run, so a reseed
+    #: to the same seed gives the same value as before
+    states: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> frozenset[str]:
+        return self.bound | self.mutated | self.deleted
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from importlib import resources
 from typing import Any, Iterable, Mapping
 
 from ..core.errors import IpykeepError
-from .models import FileStamp
+from .analysis import is_kernel_name
+from .models import FileStamp, Observed
 
 FILETRACK_MODULE = "_ipykeep_filetrack"
 FILETRACK_PROTOCOL = 1
@@ -117,3 +118,53 @@ def parse_filetrack_written(payload: Mapping[str, Any]) -> tuple[str, ...]:
     """The paths a cell opened for writing, from the decoded reply of ``end()``."""
     check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
     return tuple(str(p) for p in payload.get("written", []))
+
+
+# ----------------------------------------------------------------------------- statemon
+
+STATEMON_MODULE = "_ipykeep_statemon"
+STATEMON_PROTOCOL = 1
+
+
+def statemon_source() -> str:
+    return probe_source("statemon.py")
+
+
+def statemon_install_expr() -> str:
+    return call_expr(STATEMON_MODULE, "install")
+
+
+def statemon_collect_expr() -> str:
+    """What the last execution did to the namespace (see ``statemon.collect``)."""
+    return call_expr(STATEMON_MODULE, "collect")
+
+
+def parse_statemon(payload: Mapping[str, Any]) -> Observed | None:
+    """Runtime evidence from the decoded reply of ``collect()``; None when there is none."""
+    check_protocol(payload, STATEMON_PROTOCOL, "namespace observation")
+    if not payload.get("available") or payload.get("truncated"):
+        return None  # a partial diff would pass for proof that the rest did not change
+
+    def names(key: str) -> frozenset[str]:
+        return frozenset(n for n in map(str, payload.get(key, [])) if not is_kernel_name(n))
+
+    return Observed(
+        bound=names("bound"),
+        mutated=names("mutated"),
+        deleted=names("deleted"),
+        opaque=names("opaque"),
+        states={str(k): str(v) for k, v in (payload.get("states") or {}).items()},
+    )
+
+
+def forget_modules_expr(paths: Iterable[str]) -> str:
+    """An expression dropping from ``sys.modules`` the modules loaded from ``paths`` (absolute);
+    returns their names as JSON."""
+    wanted = sorted(set(paths))
+    return (
+        "(lambda sys, os, json: json.dumps([n for n, m in list(sys.modules.items()) "
+        "if isinstance(getattr(m, '__file__', None), str) "
+        f"and os.path.normpath(os.path.abspath(m.__file__)) in {wanted!r} "
+        "and sys.modules.pop(n, None) is not None]))"
+        "(__import__('sys'), __import__('os'), __import__('json'))"
+    )

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Callable, Iterable, Literal, Mapping, Sequence
 
-from .analysis import FunctionInfo, analyze_source
-from .graph import Graph, GraphCell, build_graph, static_effects
+from .analysis import CellAnalysis, FunctionInfo, analyze_source
+from .graph import Graph, GraphCell, build_graph, cell_effects
 from .hashing import source_hash
 from .models import (
     REASON_ORDER,
@@ -43,6 +43,7 @@ from .models import (
     FileStamp,
     FreshCell,
     NotebookCell,
+    Observed,
     Outcome,
     Plan,
     PlanEntry,
@@ -78,6 +79,9 @@ class _Write:
     #: identifies the value written: a run that only restores a clobbered value (same source,
     #: same inputs) keeps the version of the run it repeats, so its readers stay fresh
     version: int
+    #: the kernel observed what the code changed (so a value behind an alias that changed
+    #: would show as a write of its own)
+    evidence: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,16 @@ class _Run:
     dynamic: DynamicCellInfo | None
     #: files the run wrote (or names as written by a call), as ``stat`` names them
     written: frozenset[str] = frozenset()
+    #: what the kernel saw the run do to its namespace (None: no evidence)
+    observed: Observed | None = None
+    #: names bound by import statements -> what they import, in the source that ran
+    imports: Mapping[str, str] = field(default_factory=dict)
+    #: per name written: the version of the value (kept from the previous run when the kernel
+    #: saw the name rebound to an equal value, so its readers stay fresh)
+    versions: Mapping[str, int] = field(default_factory=dict)
+
+    def version_of(self, name: str) -> int:
+        return self.versions.get(name, self.version)
 
 
 @lru_cache(maxsize=4096)
@@ -138,6 +152,8 @@ class StalenessTracker:
         self._writers: dict[str, _Write] = {}
         self._functions: dict[str, FunctionInfo] = {}
         self._watched: dict[str, FileStamp | None] = {}
+        #: digest of a hidden state (``<numpy.random>``) -> the version standing for it
+        self._state_versions: dict[tuple[str, str], int] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -151,8 +167,12 @@ class StalenessTracker:
         dynamic: DynamicCellInfo | None = None,
         stat: StatFn | None = None,
         files_written: Iterable[str] = (),
+        observed: Observed | None = None,
     ) -> None:
         """A notebook cell finished on the main shell (call in execution order).
+
+        ``observed`` is the kernel's namespace evidence for this run; it outranks the static
+        guesses about what the cell changed, for as long as the cell's source stays the same.
 
         ``files_read`` are the files the run opened for reading (stamped after the run);
         ``files_written`` the paths it opened for writing: a later cell reading one of them
@@ -162,7 +182,19 @@ class StalenessTracker:
         """
         self._seq += 1
         analysis = analyze_source(source)
-        reads, writes = self._effects(source, dynamic)
+        seen = observed
+        previous = self._runs.get(cell_id)
+        if (
+            observed is not None
+            and previous is not None
+            and previous.observed is not None
+            and previous.epoch == self._epoch
+            and previous.source_hash == _hash(source)
+        ):
+            # a name bound without a visible assignment (``exec``, ``globals()[…]``) and rebound
+            # to an equal value shows no change this time: it is still this cell's output
+            observed = replace(observed, bound=observed.bound | (previous.observed.bound - observed.deleted))
+        reads, writes = self._effects(source, dynamic, observed)
         files: dict[str, FileStamp] = {}
         if stat is not None:
             for path in analysis.paths + self._watched_paths_for(source):
@@ -190,23 +222,46 @@ class StalenessTracker:
             reads={name: self._writers.get(name) for name in reads},
             dynamic=dynamic,
             written=frozenset(written),
+            observed=observed,
+            imports=dict(analysis.imports),
         )
-        previous = self._runs.get(cell_id)
         if previous is not None and self._is_restore(previous, run, writes):
-            run = replace(run, version=previous.version)
+            versions = {n: previous.version_of(n) for n in writes}
+            run = replace(run, version=previous.version, versions=versions)
+        else:
+            run = replace(run, versions=self._value_versions(cell_id, run, writes, analysis, seen))
+        if observed is not None and observed.states:
+            # equal generator states are the same value, whoever set them
+            versions = dict(run.versions)
+            for name, digest in observed.states.items():
+                if name in writes:
+                    key = (name, digest)
+                    versions[name] = self._state_versions.setdefault(key, -len(self._state_versions) - 1)
+            run = replace(run, versions=versions)
         self._runs[cell_id] = run
-        self._apply_writes(writes, _Write("cell", cell_id, self._seq, run.version), source)
+        for name in writes:
+            self._writers[name] = _Write("cell", cell_id, self._seq, run.version_of(name))
+        self._note_functions(source)
 
     def record_scratch(
         self,
         source: str,
         origin: Literal["scratch", "browser"] = "scratch",
         dynamic: DynamicCellInfo | None = None,
+        observed: Observed | None = None,
     ) -> None:
         """Code outside the notebook ran in the same kernel (agent scratch code, a browser)."""
         self._seq += 1
-        _, writes = self._effects(source, dynamic)
-        self._apply_writes(writes, _Write(origin, None, self._seq, self._seq), source)
+        _, writes = self._effects(source, dynamic, observed)
+        if observed is not None:
+            # a scratch rebinding to an equal value (or a guessed mutation that did not
+            # happen) leaves the notebook's values as they were
+            writes = (writes - analyze_source(source).defs) | observed.changed | (
+                writes & analyze_source(source).assigned_into
+            )
+        for name in writes:
+            self._writers[name] = _Write(origin, None, self._seq, self._seq, observed is not None)
+        self._note_functions(source)
 
     def kernel_restarted(self) -> None:
         """The kernel lost all its state: every earlier run no longer counts."""
@@ -234,11 +289,13 @@ class StalenessTracker:
 
     def plan(self, cells: Sequence[NotebookCell], stat: StatFn) -> Plan:
         """The cells to run, in notebook order, for the notebook as given (read from disk now)."""
-        graph = build_graph(cells, self._still_valid_dynamic(cells))
+        observed, carried = self._evidence(cells)
+        graph = build_graph(cells, self._still_valid_dynamic(cells), observed, carried)
         drafts = {gc.cell_id: _Draft() for gc in graph.cells}
         watch_deps = self._watch_dependents(graph)
         for gc in graph.cells:
             self._direct_reasons(gc, graph, drafts[gc.cell_id], stat, watch_deps)
+        self._block(graph, drafts)
         self._propagate(graph, drafts, self._file_writers(graph, stat))
         return self._assemble(graph, drafts)
 
@@ -271,20 +328,44 @@ class StalenessTracker:
     # ------------------------------------------------------------------ internals
 
     def _effects(
-        self, source: str, dynamic: DynamicCellInfo | None
+        self, source: str, dynamic: DynamicCellInfo | None, observed: Observed | None = None
     ) -> tuple[set[str], set[str]]:
         """Names a piece of code reads from outside, and names it rebinds or mutates."""
         an = analyze_source(source)
         lookup = dict(self._functions)
         lookup.update(an.functions)
-        reads, mutates = static_effects(an, lookup)
-        writes = set(an.defs) | mutates
-        if dynamic is not None:
-            reads |= (dynamic.used - an.defs) | dynamic.mutated
-            for syms in dynamic.parents.values():
-                reads |= syms - an.defs
-            writes |= dynamic.defined | dynamic.mutated
+        reads, writes, _ = cell_effects(an, lookup, dynamic, observed)
         return reads, writes
+
+    def _value_versions(
+        self,
+        cell_id: str,
+        run: _Run,
+        writes: set[str],
+        analysis: CellAnalysis,
+        observed: Observed | None,
+    ) -> dict[str, int]:
+        """Per name written: a new version, unless the kernel saw this cell rebind the name to
+        the value its previous run had left there (same object, or an equal value with exact
+        fingerprints), e.g. a print-only edit or an unchanged ``import numpy as np``."""
+        out: dict[str, int] = {}
+        an = analysis
+        for name in writes:
+            prev = self._writers.get(name)
+            if (
+                observed is not None
+                and name not in observed.changed
+                and name not in observed.opaque
+                and name not in an.assigned_into
+                and name not in an.mutates
+                and prev is not None
+                and prev.origin == "cell"
+                and prev.cell_id == cell_id
+            ):
+                out[name] = prev.version
+            else:
+                out[name] = run.version
+        return out
 
     def _is_restore(self, previous: _Run, run: _Run, writes: set[str]) -> bool:
         """Whether ``run`` repeats ``previous`` on the same inputs to rebuild a clobbered value.
@@ -320,10 +401,8 @@ class StalenessTracker:
             for name in writes
         )
 
-    def _apply_writes(self, writes: set[str], write: _Write, source: str) -> None:
+    def _note_functions(self, source: str) -> None:
         an = analyze_source(source)
-        for name in writes:
-            self._writers[name] = write
         for name in an.defs:
             if name in an.functions:
                 self._functions[name] = an.functions[name]
@@ -341,6 +420,50 @@ class StalenessTracker:
             for cid in named or [gc.cell_id for gc in graph.cells]:
                 deps[cid].append(path)
         return {k: tuple(v) for k, v in deps.items()}
+
+    def _evidence(
+        self, cells: Sequence[NotebookCell]
+    ) -> tuple[dict[str, Observed], dict[str, Observed]]:
+        """Runtime evidence per cell: the full observation of runs whose source is unchanged,
+        and, for edited cells, the in-place changes their last run made (still likely)."""
+        full: dict[str, Observed] = {}
+        carried: dict[str, Observed] = {}
+        for cell in cells:
+            run = self._runs.get(cell.cell_id)
+            if run is None or run.observed is None or run.outcome != "ok":
+                continue
+            if run.epoch == self._epoch and run.source_hash == _hash(cell.source):
+                full[cell.cell_id] = run.observed
+            elif run.observed.mutated or run.observed.bound:
+                carried[cell.cell_id] = run.observed
+        return full, carried
+
+    def _block(self, graph: Graph, drafts: dict[str, _Draft]) -> None:
+        """Blocking is transitive: a cell reading a name from a cell that a fresh run cannot
+        run (it reads a name no cell above defines) would fail too, whatever the kernel holds."""
+        blocked: set[str] = set()
+        for gc in graph.cells:  # notebook order: producers are decided before their readers
+            draft = drafts[gc.cell_id]
+            if "missing_producer" in draft.kinds():
+                blocked.add(gc.cell_id)
+                continue
+            by_producer: dict[str, list[str]] = {}
+            for name in sorted(gc.reads):
+                producer = gc.producers.get(name)
+                if producer is not None and producer in blocked:
+                    by_producer.setdefault(producer, []).append(name)
+            for producer, names in by_producer.items():
+                draft.add(
+                    Reason(
+                        "missing_producer",
+                        f"uses {', '.join(names)} from {self._label(graph, producer)}, "
+                        "which a fresh run cannot run (it is blocked)",
+                        cells=(producer,),
+                        symbols=tuple(names),
+                    )
+                )
+            if by_producer:
+                blocked.add(gc.cell_id)
 
     def _still_valid_dynamic(self, cells: Sequence[NotebookCell]) -> dict[str, DynamicCellInfo]:
         out: dict[str, DynamicCellInfo] = {}
@@ -380,7 +503,7 @@ class StalenessTracker:
             return
         if run.source_hash != _hash(gc.cell.source):
             draft.add(Reason("source_changed", "source edited since it last ran"))
-        if run.outcome != "ok":
+        if run.outcome != "ok" and not (run.outcome == "failed" and gc.cell.expects_failure):
             verb = "raised an error" if run.outcome == "failed" else "was interrupted"
             draft.add(Reason("failed", f"its last run {verb}"))
         self._file_reasons(gc, run, draft, stat, watch_deps.get(cid, ()))
@@ -415,8 +538,8 @@ class StalenessTracker:
             draft.add(Reason("file_changed", f"file {path} {what} since it last ran", path=path))
 
     def _missing_producer(self, gc: GraphCell, graph: Graph, draft: _Draft, name: str) -> None:
-        if gc.producers.get(name) is not None:
-            return
+        if gc.producers.get(name) is not None or not name.isidentifier():
+            return  # pseudo-names (``<numpy.random>``) stand for state that always exists
         below = graph.writers_below(name, gc.cell_id)
         below = tuple(w for w in below if w != gc.cell_id)
         if below:
@@ -455,7 +578,19 @@ class StalenessTracker:
         p_run = self._runs.get(producer)
         label = self._label(graph, producer)
         latest = self._writers.get(name)
+        p_run = self._runs.get(producer)
         if latest is not None and latest.origin != "cell" and latest.seq > run.seq:
+            if (
+                latest.evidence
+                and seen is not None
+                and seen.origin == "cell"
+                and seen.cell_id == producer
+                and p_run is not None
+                and seen.version == p_run.version_of(name)
+            ):
+                # the cell ran on the producer's value; the scratch change is undone by the
+                # producer's restore, and the kernel saw that it touched nothing else
+                return
             by = "scratch code" if latest.origin == "scratch" else "the browser"
             draft.add(
                 Reason("state_changed", f"{name} was changed by {by} after it ran", symbols=(name,))
@@ -481,7 +616,7 @@ class StalenessTracker:
             )
             return
         if seen.cell_id == producer:
-            if seen.version != p_run.version:
+            if seen.version != p_run.version_of(name):
                 draft.add(
                     Reason(
                         "state_changed",
@@ -551,6 +686,21 @@ class StalenessTracker:
             return False
         changed = False
         pos = graph.position[gc.cell_id]
+        if run.files:
+            # shell commands are opaque: a re-running cell above that runs one may rewrite any
+            # project file, so the cells that read project files re-run after it
+            for other in graph.cells[:pos]:
+                kinds = drafts[other.cell_id].kinds()
+                if other.analysis.shell and kinds and "missing_producer" not in kinds:
+                    changed |= drafts[gc.cell_id].add(
+                        Reason(
+                            "upstream",
+                            f"reads {', '.join(sorted(run.files)[:3])}, which the shell command in "
+                            f"{self._label(graph, other.cell_id)} may rewrite (shell commands are "
+                            "opaque)",
+                            cells=(other.cell_id,),
+                        )
+                    )
         for path in sorted(run.files):
             for writer in file_writers.get(path, ()):
                 if graph.position[writer] >= pos:
@@ -584,7 +734,11 @@ class StalenessTracker:
                 by_producer: dict[str, list[str]] = {}
                 for name in sorted(gc.reads):
                     producer = gc.producers.get(name)
-                    if producer is not None and drafts[producer].changes_output():
+                    if (
+                        producer is not None
+                        and drafts[producer].changes_output()
+                        and not self._same_import(graph.by_id[producer], name, drafts[producer])
+                    ):
                         by_producer.setdefault(producer, []).append(name)
                 for producer, names in by_producer.items():
                     cause = self._cause(drafts[producer])
@@ -598,7 +752,85 @@ class StalenessTracker:
                     changed |= draft.add(reason)
                 if draft.reasons and "missing_producer" not in draft.kinds():
                     changed |= self._restore_mutated(gc, graph, drafts)
+                    changed |= self._restore_inputs(gc, graph, drafts)
             changed |= self._restore_clobbered(graph, drafts)
+
+    def _same_import(self, producer: GraphCell, name: str, draft: _Draft) -> bool:
+        """Whether re-running ``producer`` leaves ``name`` as it is: it is bound by the same
+        import statement its last run executed (the module object is cached by the interpreter),
+        and no module source file it read changed."""
+        run = self._runs.get(producer.cell_id)
+        wanted = producer.analysis.imports.get(name)
+        if run is None or wanted is None or run.epoch != self._epoch or run.outcome != "ok":
+            return False
+        if run.imports.get(name) != wanted:
+            return False
+        if any(r.kind == "file_changed" and (r.path or "").endswith(".py") for r in draft.reasons):
+            return False
+        latest = self._writers.get(name)
+        return latest is not None and latest.cell_id == producer.cell_id
+
+    def _restore_inputs(self, gc: GraphCell, graph: Graph, drafts: dict[str, _Draft]) -> bool:
+        """Restore before re-read: a planned cell must read what a fresh run gives it at that
+        point. When the value it would find in the kernel did not come from the cell that should
+        produce it (a later definer, its own earlier run of ``x = x[1:]``, a mutation since,
+        scratch code, or a planned writer above the producer), that producer re-runs first."""
+        changed = False
+        for name in sorted(gc.reads - gc.mutates):  # mutated names: see _restore_mutated
+            producer = gc.producers.get(name)
+            if producer is None or producer == gc.cell_id or drafts[producer].reasons:
+                continue
+            p_run = self._runs.get(producer)
+            if p_run is None or p_run.epoch != self._epoch:
+                continue
+            why = self._not_from_producer(gc, graph, drafts, name, producer, p_run)
+            if why is None:
+                continue
+            if graph.final_writer(name) == producer:
+                # the producer has the last word on the name: say why the kernel lost it
+                clobber = self._kernel_clobber(graph, name, producer)
+                if clobber is not None:
+                    changed |= drafts[producer].add(clobber)
+                    continue
+            changed |= drafts[producer].add(
+                Reason(
+                    "restores",
+                    f"{self._label(graph, gc.cell_id)} re-runs and reads {name}, but {why}; "
+                    f"{self._label(graph, producer)} re-runs first to recreate it",
+                    cells=(gc.cell_id,),
+                    symbols=(name,),
+                )
+            )
+        return changed
+
+    def _not_from_producer(
+        self,
+        gc: GraphCell,
+        graph: Graph,
+        drafts: dict[str, _Draft],
+        name: str,
+        producer: str,
+        p_run: _Run,
+    ) -> str | None:
+        """Why the value of ``name`` that ``gc`` would read now is not ``producer``'s (None: it is)."""
+        p_pos = graph.position[producer]
+        for writer in reversed(graph.writers.get(name, ())):
+            if graph.position[writer] < p_pos and drafts[writer].reasons and (
+                "missing_producer" not in drafts[writer].kinds()
+            ):
+                return f"re-running {self._label(graph, writer)} overwrites it first"
+        latest = self._writers.get(name)
+        if latest is None:
+            return "it is no longer defined in the kernel"
+        if latest.origin != "cell":
+            return "scratch code changed it" if latest.origin == "scratch" else "the browser changed it"
+        if latest.cell_id == gc.cell_id:
+            return "the kernel holds its own earlier result"
+        if latest.cell_id != producer:
+            return f"the kernel holds the value {self._label(graph, latest.cell_id)} left"
+        if latest.version != p_run.version_of(name):
+            return f"it changed since {self._label(graph, producer)} ran"
+        return None
 
     def _restore_mutated(self, gc: GraphCell, graph: Graph, drafts: dict[str, _Draft]) -> bool:
         """A planned cell that mutates a value in place needs that value rebuilt first."""
@@ -622,6 +854,10 @@ class StalenessTracker:
         """The last writer of each name must have the last word on it."""
         changed = False
         for name, writer_ids in graph.writers.items():
+            if not name.isidentifier():
+                # hidden generator state is no notebook name: what matters is that cells
+                # drawing from it re-run after it is reset (``upstream``), not its final value
+                continue
             final = writer_ids[-1]
             if drafts[final].reasons:
                 continue

@@ -7,7 +7,7 @@ from ipykeep.core.errors import ConfigError
 def test_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     cfg = load_config(tmp_path, environ={})
-    assert cfg.dataflow == "ipyflow" and cfg.idle_timeout == 3600 and cfg.write_outputs
+    assert cfg.dataflow == "static" and cfg.idle_timeout == 3600 and cfg.write_outputs
 
 
 def test_precedence_user_pyproject_ipykeep_toml_env(tmp_path, monkeypatch):

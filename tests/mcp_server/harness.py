@@ -80,9 +80,10 @@ def shutdown_daemon(root: Path) -> None:
 class McpSession:
     """One MCP client connection, usable from synchronous test code."""
 
-    def __init__(self, target: StdioServerParameters | Callable[[], Any], *, mode: str = "legacy") -> None:
+    def __init__(self, target: StdioServerParameters | Callable[[], Any], *, mode: str = "legacy", **client_kwargs: Any) -> None:
         self._target = target
         self._mode = mode
+        self._client_kwargs = client_kwargs
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._ready: Future[Client] = Future()
@@ -99,7 +100,7 @@ class McpSession:
         self._stop = asyncio.Event()
         target = self._target
         try:
-            client = Client(target() if callable(target) else target, mode=self._mode)  # type: ignore[arg-type]
+            client = Client(target() if callable(target) else target, mode=self._mode, **self._client_kwargs)  # type: ignore[arg-type]
             async with client:
                 self._ready.set_result(client)
                 await self._stop.wait()
@@ -112,8 +113,10 @@ class McpSession:
         client = self._ready.result()
         return asyncio.run_coroutine_threadsafe(fn(client), self._loop).result(timeout)
 
-    def tool(self, name: str, args: dict[str, Any] | None = None, timeout: float = 120) -> CallToolResult:
-        return self.run(lambda c: c.call_tool(name, args or {}), timeout)
+    def tool(
+        self, name: str, args: dict[str, Any] | None = None, timeout: float = 120, progress: Callable[..., Awaitable[None]] | None = None
+    ) -> CallToolResult:
+        return self.run(lambda c: c.call_tool(name, args or {}, progress_callback=progress), timeout)
 
     def close(self) -> None:
         if self._stop is not None:
@@ -140,3 +143,26 @@ def envelope(result: CallToolResult) -> dict[str, Any]:
     assert isinstance(env, dict) and {"code", "message", "retryable", "hint"} <= env.keys(), env
     assert json.loads(text_of(result)) == env
     return env
+
+
+class HostView:
+    """What Claude Code and Codex pass to the model: ``structuredContent`` (as JSON) when the
+    result has it, else the text blocks; image blocks either way."""
+
+    def __init__(self, result: CallToolResult) -> None:
+        if result.structured_content is not None:
+            self.text = json.dumps(result.structured_content, ensure_ascii=False)
+        else:
+            self.text = text_of(result)
+        self.images = [b for b in result.content if getattr(b, "type", "") == "image"]
+
+    @property
+    def size(self) -> int:
+        """Bytes of the forwarded channel (images are counted apart by their own caps)."""
+        return len(self.text.encode())
+
+
+def channel_sizes(result: CallToolResult) -> tuple[int, int]:
+    """Bytes of the text channel and of the structured channel, each as a model would see it."""
+    structured = json.dumps(result.structured_content, ensure_ascii=False) if result.structured_content is not None else ""
+    return len(text_of(result).encode()), len(structured.encode())

@@ -27,18 +27,56 @@ def test_schemas_are_compact_and_complete() -> None:
     assert "title" not in json.dumps(schema)
     assert schema["required"] == ["kernel_id", "code"]
     assert schema["properties"]["yield_time_ms"] == {
-        "default": 5000, "description": "wait this long; 0 returns the handle at once", "maximum": 30000, "minimum": 0, "type": "integer",
+        "default": 5000, "description": "ms to wait, 0-30000, default 5000; 0 returns the handle at once", "maximum": 30000,
+        "minimum": 0, "type": "integer",
     }
     # optional strings are plain strings, not anyOf [string, null]
     assert compact_schema(BY_NAME["create_kernel"].args)["properties"]["notebook"]["type"] == "string"
     assert compact_schema(BY_NAME["list_kernels"].args) == {"type": "object"}
 
 
-def test_tools_list_under_budget(tmp_path: Path) -> None:
+def _listed(tmp_path: Path) -> list[dict]:
     app = IpykeepMcp(tmp_path, Config())
-    payload = json.dumps({"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in app.tools]})
-    assert len(payload.encode()) < 12_000
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in app.tools]
+
+
+def test_tools_list_under_budget(tmp_path: Path) -> None:
+    payload = json.dumps({"tools": _listed(tmp_path)})
+    assert len(payload.encode()) < 12_000, len(payload.encode())
     assert all("outputSchema" not in t for t in json.loads(payload)["tools"])
+
+
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def test_every_tool_has_a_title_and_explicit_hints(tmp_path: Path) -> None:
+    """Codex refuses un-annotated tools under a never-approve policy: every hint is set."""
+    for tool in _listed(tmp_path):
+        assert tool.get("title"), tool["name"]
+        hints = tool.get("annotations") or {}
+        assert all(isinstance(hints.get(h), bool) for h in HINTS), (tool["name"], hints)
+    listed = {t["name"]: t["annotations"] for t in _listed(tmp_path)}
+    for name in ("list_kernels", "read_cell", "list_cells", "inspect", "namespace"):
+        assert listed[name]["readOnlyHint"] is True and listed[name]["destructiveHint"] is False
+    for name in ("ipython", "run_cells", "run_stale", "close_kernel", "interrupt"):
+        assert listed[name]["readOnlyHint"] is False and listed[name]["destructiveHint"] is True
+    assert listed["ipython"]["openWorldHint"] is True and listed["list_kernels"]["openWorldHint"] is False
+
+
+def test_defaults_and_ranges_are_also_in_descriptions(tmp_path: Path) -> None:
+    """Codex strips default/minimum/maximum from schemas: the description must say them too."""
+    for tool in _listed(tmp_path):
+        for prop, schema in (tool["inputSchema"].get("properties") or {}).items():
+            desc = schema.get("description", "")
+            where = f"{tool['name']}.{prop}: {desc!r}"
+            if "default" in schema:
+                shown = str(schema["default"]).lower()
+                assert "default" in desc and shown in desc.lower(), where
+            for bound in ("minimum", "maximum"):
+                if bound in schema:
+                    assert str(schema[bound]) in desc, where
+            if "minItems" in schema:
+                assert "at least one" in desc, where
 
 
 def test_engine_params_mapping() -> None:
@@ -63,3 +101,24 @@ def test_engine_params_mapping() -> None:
 def test_bad_arguments_rejected(tool: str, args: dict) -> None:
     with pytest.raises(ValidationError):
         BY_NAME[tool].args.model_validate(args)
+
+
+def test_artifact_template_matches_the_archive() -> None:
+    from ipykeep.core.archive import ARTIFACT_URI_PREFIX
+    from ipykeep.mcp_server.server import ARTIFACT_TEMPLATE
+
+    assert ARTIFACT_TEMPLATE == ARTIFACT_URI_PREFIX + "{kernel_id}/{name}"
+
+
+def test_server_module_loads_without_the_daemon_client() -> None:
+    """The handshake needs the SDK and the catalog only (start-up time, see launch.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ipykeep.mcp_server.launch, ipykeep.mcp_server.server;"
+        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.core.client', 'ipykeep.core.engine', 'typer') if m in sys.modules];"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -16,7 +16,7 @@ import pytest
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .harness import McpSession, envelope, server_env, shutdown_daemon, text_of
+from .harness import HostView, McpSession, envelope, server_env, shutdown_daemon, text_of
 
 pytestmark = pytest.mark.kernel
 
@@ -87,6 +87,18 @@ def test_requests_without_the_token_are_refused(http_server: HttpServer) -> None
     assert http_server.proc.poll() is None
 
 
+def test_oauth_discovery_answers_404_and_bearer_scheme_is_case_insensitive(http_server: HttpServer) -> None:
+    root = http_server.url.removesuffix("/mcp")
+    for path in ("/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"):
+        assert httpx.get(root + path, timeout=10).status_code == 404
+    token = http_server.headers["Authorization"].removeprefix("Bearer ")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    res = httpx.post(http_server.url, json=init, timeout=10,
+                     headers={"Accept": "application/json, text/event-stream", "Authorization": f"bearer {token}"})
+    assert res.status_code == 200, res.text
+
+
 def test_tools_over_http(http_mcp: McpSession) -> None:
     listed = http_mcp.run(lambda c: c.list_tools())
     assert "ipython" in {t.name for t in listed.tools}
@@ -96,6 +108,16 @@ def test_tools_over_http(http_mcp: McpSession) -> None:
     kid = created.structured_content["kernel_id"]
     res = http_mcp.tool("ipython", {"kernel_id": kid, "code": "print('over http')"})
     assert res.structured_content["state"] == "ok" and "over http" in text_of(res)
+    # what a host forwards to its model carries the value and the traceback
+    assert "42" in HostView(http_mcp.tool("ipython", {"kernel_id": kid, "code": "y = 41; y + 1"})).text
+    failed = HostView(http_mcp.tool("ipython", {"kernel_id": kid, "code": "1/0"}))
+    assert "ZeroDivisionError" in failed.text and "1/0" in failed.text
+    long = HostView(http_mcp.tool("ipython", {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"}))
+    assert "line 0000" in long.text and "line 2999" in long.text and long.size < 4096
+    sleeper = http_mcp.tool("ipython", {"kernel_id": kid, "code": "__import__('time').sleep(2)", "yield_time_ms": 0})
+    assert sleeper.structured_content["state"] in ("queued", "running")
+    overlap = http_mcp.tool("ipython", {"kernel_id": kid, "code": "6 * 7"})
+    assert overlap.structured_content["output"].strip() == "42" and "42" in HostView(overlap).text
     closed = http_mcp.tool("close_kernel", {"kernel_id": kid})
     assert closed.structured_content["state"] == "closed"
 

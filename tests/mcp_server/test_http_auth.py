@@ -19,7 +19,7 @@ async def _inner(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"ok"})
 
 
-def _request(app: BearerAuth, headers: list[tuple[bytes, bytes]]) -> int:
+def _request(app: BearerAuth, headers: list[tuple[bytes, bytes]], path: str = "/mcp") -> int:
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -28,7 +28,7 @@ def _request(app: BearerAuth, headers: list[tuple[bytes, bytes]]) -> int:
     async def send(msg: dict[str, Any]) -> None:
         sent.append(msg)
 
-    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    scope = {"type": "http", "method": "POST", "path": path, "headers": headers}
     asyncio.run(app(scope, receive, send))
     return sent[0]["status"]
 
@@ -39,6 +39,25 @@ def test_bearer_auth() -> None:
     assert _request(app, []) == 401
     assert _request(app, [(b"authorization", b"Bearer wrong")]) == 401
     assert _request(app, [(b"authorization", b"s3cret")]) == 401
+    assert _request(app, [(b"authorization", b"Basic s3cret")]) == 401
+    assert _request(app, [(b"authorization", b"Bearer s3cret-and-more")]) == 401
+
+
+def test_bearer_scheme_is_case_insensitive() -> None:
+    """RFC 7235: the auth scheme is case-insensitive; the token is not."""
+    app = BearerAuth(_inner, "s3cret")
+    for scheme in (b"bearer", b"BEARER", b"BeArEr"):
+        assert _request(app, [(b"authorization", scheme + b" s3cret")]) == 200
+    assert _request(app, [(b"authorization", b"bearer S3CRET")]) == 401
+
+
+def test_oauth_discovery_is_not_found_not_unauthorized() -> None:
+    """Hosts probe /.well-known/* before sending a token; 401 there means "OAuth required"."""
+    app = BearerAuth(_inner, "s3cret")
+    for path in ("/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"):
+        assert _request(app, [], path) == 404
+        assert _request(app, [(b"authorization", b"Bearer s3cret")], path) == 404  # never reaches the app
+    assert _request(app, [], "/mcp") == 401
 
 
 def test_token_policy() -> None:

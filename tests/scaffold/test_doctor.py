@@ -74,7 +74,9 @@ def test_invalid_config_fails(app, runner, project: Path) -> None:
 def test_host_entry_with_missing_command_fails(project: Path, home: Path) -> None:
     (project / ".mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": "no-such-ipykeep-cmd", "args": []}}}')
     (home / ".cursor").mkdir()
-    (home / ".cursor/mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep"}}}')
+    (home / ".cursor/mcp.json").write_text(
+        '{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}}'
+    )
     checks = {c.name: c for c in check_hosts(project)}
     claude = checks["host Claude Code (project)"]
     assert claude.status is Status.fail and "no-such-ipykeep-cmd" in claude.detail and claude.fix
@@ -139,3 +141,40 @@ def test_running_daemon_is_ok(project: Path) -> None:
     finally:
         os.kill(client.descriptor.pid, signal.SIGTERM)
     assert check.status is Status.ok and str(client.descriptor.pid) in check.detail
+
+
+def test_doctor_reports_the_hosts_own_gates(app, runner, project: Path, home: Path) -> None:
+    """Claude Code approval and Codex trust, each with the exact fix."""
+    assert runner.invoke(app, ["init", "--provider", "claude_code", "--provider", "codex"]).exit_code == 0
+    checks = {c.name: c for c in check_hosts(project, home)}
+    approval, trust = checks["host Claude Code approval"], checks["host Codex trust"]
+    assert approval.status is Status.ok and "settings.local.json" in approval.detail  # init approved it
+    assert trust.status is Status.warn and "ignores .codex/config.toml" in trust.detail
+    assert f'[projects."{project}"]' in trust.fix and 'trust_level = "trusted"' in trust.fix
+
+    # the user trusts the project in Codex's own config
+    (home / ".codex").mkdir(exist_ok=True)
+    (home / ".codex/config.toml").write_text(f'model = "o3"\n\n[projects."{project}"]\ntrust_level = "trusted"\n')
+    assert {c.name: c for c in check_hosts(project, home)}["host Codex trust"].status is Status.ok
+
+    # approval missing, then refused by the user
+    (project / ".claude/settings.local.json").write_text("{}\n")
+    pending = {c.name: c for c in check_hosts(project, home)}["host Claude Code approval"]
+    assert pending.status is Status.warn and "enabledMcpjsonServers" in pending.fix
+    (project / ".claude/settings.json").write_text('{"disabledMcpjsonServers": ["ipykeep"]}\n')
+    disabled = {c.name: c for c in check_hosts(project, home)}["host Claude Code approval"]
+    assert disabled.status is Status.fail and "disabledMcpjsonServers" in disabled.fix
+    # init respects the refusal: it neither approves nor creates the local settings
+    result = runner.invoke(app, ["init", "--provider", "claude_code"])
+    assert result.exit_code == 0 and json.loads((project / ".claude/settings.local.json").read_text()) == {}
+    (project / ".claude/settings.local.json").unlink()
+    result = runner.invoke(app, ["init", "--provider", "claude_code"])
+    assert result.exit_code == 0 and "ipykeep is disabled in" in result.output
+    assert not (project / ".claude/settings.local.json").exists()
+
+
+def test_cursor_entry_without_project_warns(project: Path, home: Path) -> None:
+    (project / ".cursor").mkdir()
+    (project / ".cursor/mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}')
+    check = {c.name: c for c in check_hosts(project, home)}["host Cursor (project)"]
+    assert check.status is Status.warn and "--project ${workspaceFolder}" in check.fix

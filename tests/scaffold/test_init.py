@@ -24,6 +24,7 @@ ENTRY = {"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}
 
 PROJECT_FILES = [
     ".mcp.json",
+    ".claude/settings.local.json",
     ".claude/skills/ipykeep/SKILL.md",
     ".codex/config.toml",
     ".cursor/mcp.json",
@@ -41,8 +42,10 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
         assert f"created      {name}" in result.output
     assert json.loads((project / ".mcp.json").read_text()) == {"mcpServers": {"ipykeep": ENTRY}}
     assert json.loads((project / ".cursor/mcp.json").read_text()) == {
-        "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}
+        "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}
     }
+    assert json.loads((project / ".claude/settings.local.json").read_text()) == {"enabledMcpjsonServers": ["ipykeep"]}
+    assert "note: Codex: this project is not trusted yet" in result.output
     codex = tomlkit.parse((project / ".codex/config.toml").read_text()).unwrap()
     assert codex == {"mcp_servers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}
     assert load_config(project, environ={}).notebook == "analysis.ipynb"
@@ -318,3 +321,28 @@ def test_user_scope_writes_through_symlinks_and_refuses_a_notebook(app, runner, 
     assert json.loads((dotfiles / "claude.json").read_text()) == {"theme": "dark", "mcpServers": {"ipykeep": ENTRY}}
     refused = runner.invoke(app, ["init", "analysis.ipynb", "--scope", "user"])
     assert refused.exit_code == 2 and "project" in refused.output
+
+
+def test_init_updates_an_old_cursor_entry_and_keeps_its_env(app, runner, project: Path) -> None:
+    (project / ".cursor").mkdir()
+    (project / ".cursor/mcp.json").write_text(
+        '{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"], "env": {"A": "1"}}}}\n'
+    )
+    result = runner.invoke(app, ["init", "--provider", "cursor"])
+    assert result.exit_code == 0, result.output
+    assert "now passes --project ${workspaceFolder}" in result.output
+    entry = json.loads((project / ".cursor/mcp.json").read_text())["mcpServers"]["ipykeep"]
+    assert entry == {"command": "ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"], "env": {"A": "1"}}
+    again = runner.invoke(app, ["init", "--provider", "cursor"])
+    assert again.exit_code == 0 and "no changes" in again.output
+
+
+def test_claude_approval_merges_into_existing_settings(app, runner, project: Path) -> None:
+    (project / ".claude").mkdir()
+    (project / ".claude/settings.local.json").write_text(
+        '{\n  "permissions": {"allow": ["Bash(ls)"]},\n  "enabledMcpjsonServers": ["other"]\n}\n'
+    )
+    assert runner.invoke(app, ["init", "--provider", "claude_code"]).exit_code == 0
+    assert (project / ".claude/settings.local.json").read_text() == (
+        '{\n  "permissions": {"allow": ["Bash(ls)"]},\n  "enabledMcpjsonServers": ["other", "ipykeep"]\n}\n'
+    )

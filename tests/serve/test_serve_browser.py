@@ -145,3 +145,42 @@ def test_contents_save_racing_a_write_back_loses_nothing(served: Served) -> None
     print(f"\nrace: {len(saved)} saves, {len(written)} write-backs, "
           f"{len([w for w in writes if w.get('error')])} write-backs refused: "
           f"{sorted({w['error'][:60] for w in writes if w.get('error')})}")
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)")
+def test_refused_restart_shows_why_and_the_kernel_stays_usable(served: Served) -> None:
+    """JupyterLab alone logs the 403 and shows "Restarting" forever; ipykeep's extension shows
+    the server's message and brings the status back."""
+    from playwright.sync_api import sync_playwright
+
+    res = run_cli("exec", "kept_through_restart = 'yes'", cwd=served.root)
+    assert res.returncode == 0, res.stderr
+    ARTIFACTS.mkdir(exist_ok=True)
+    console: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.on("console", lambda msg: console.append(msg.text))
+            page.goto(served.url)
+            page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
+            indicator = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
+            page.wait_for_selector(indicator, timeout=60_000)
+            page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:restart-kernel']").first.click()
+            page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart Kernel?" → Restart
+            dialog = page.locator(".jp-Dialog", has_text="Kernel restart refused")
+            dialog.wait_for(timeout=30_000)
+            assert "ipykeep owns this kernel" in dialog.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "serve-restart-refused.png"))
+            dialog.locator(".jp-Dialog-button").first.click()
+            page.wait_for_selector(indicator, timeout=30_000)  # not stuck at "restarting"
+            cell = page.locator(".jp-Notebook .jp-CodeCell").nth(1)
+            cell.locator(".cm-content").click()
+            page.keyboard.press("Control+a")
+            page.keyboard.type("print('state kept:', kept_through_restart)")
+            page.keyboard.press("Shift+Enter")
+            # the browser's next cell runs (nothing stayed queued) on the same, unrestarted kernel
+            page.locator(".jp-OutputArea-output", has_text="state kept: yes").wait_for(timeout=60_000)
+        finally:
+            browser.close()
+    assert not [c for c in console if "ipykeep-serve" in c], console

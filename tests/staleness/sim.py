@@ -6,7 +6,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from ipykeep.staleness.analysis import analyze_source
-from ipykeep.staleness.models import FileStamp, NotebookCell, Plan
+from ipykeep.staleness.models import FileStamp, NotebookCell, Observed, Plan
 from ipykeep.staleness.tracker import StalenessTracker
 
 
@@ -24,6 +24,8 @@ class Sim:
     root: str | None = None
     #: whether the file-tracking probe reports ``writes`` (else only path literals show them)
     report_writes: bool = False
+    #: cell id -> the namespace evidence its runs report (what the in-kernel probe would see)
+    observed: dict[str, Observed] = field(default_factory=dict)
 
     def canon(self, path: str) -> str:
         return path if self.root is None else posixpath.normpath(posixpath.join(self.root, path))
@@ -63,6 +65,7 @@ class Sim:
                 stamps,
                 stat=self.stat,
                 files_written=written if self.report_writes else (),
+                observed=self.observed.get(cid),
             )
 
     def run_all(self) -> None:
@@ -73,8 +76,8 @@ class Sim:
         self.run(*plan.cell_ids)
         return plan
 
-    def scratch(self, source: str) -> None:
-        self.tracker.record_scratch(source)
+    def scratch(self, source: str, observed: Observed | None = None) -> None:
+        self.tracker.record_scratch(source, observed=observed)
 
     def edit(self, cid: str, source: str) -> None:
         self.sources = [(c, source if c == cid else s) for c, s in self.sources]

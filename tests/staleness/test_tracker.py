@@ -363,7 +363,10 @@ def test_moved_reader_now_reads_other_definer() -> None:
     sim.run_all()
     sim.move("d", 2)  # d now sits between a and c
     kinds = sim.kinds()
-    assert kinds == {"d": {"moved"}}
+    # d must read a's x, but the kernel holds c's: a restores first, then c has the last word
+    assert kinds == {"a": {"restores"}, "d": {"moved"}, "c": {"restores"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
 
 
 def test_swapped_definers_is_moved() -> None:

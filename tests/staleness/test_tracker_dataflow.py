@@ -335,8 +335,8 @@ def test_reading_call_does_not_rebuild_the_producer(name: str) -> None:
     definition, producer, call, edited = NON_MUTATING[name]
     sim = Sim(
         [
+            ("define", definition),  # above its use: a fresh run must not fail
             ("make", producer),
-            ("define", definition),
             ("change", call),
             ("read", "r = repr(feats)"),
             ("use", "u = t * 2"),

@@ -3,7 +3,11 @@
 Sent into the kernel as source and installed once as a module. A ``sys.addaudithook`` hook
 on the ``open`` event (raised by ``open()``, ``io.open_code`` and ``os.open``, so also by
 pandas, numpy and imports of local modules) collects paths between ``begin()`` and ``end()``.
-Writes are outputs, not inputs: they are reported apart (``written``), so a cell reading a
+Directories a cell lists (``os.listdir``/``os.scandir`` events, so also ``glob``, ``pathlib``
+iteration and pandas readers that list) are inputs too; they are stamped by their entries' names
+(``listing_stamp``), so a file added to a data directory makes the lister stale while the
+notebook's own saves do not. Listings done by the import system are not the cell's. Writes are
+outputs, not inputs: they are reported apart (``written``), so a cell reading a
 file that a re-running cell above rewrites can be re-run after it. The hook stays installed for the life of the
 process (audit hooks cannot be removed), so it does almost nothing while no cell is tracked.
 Standard library only; every public function returns a JSON string.
@@ -23,10 +27,64 @@ _state = sys.__dict__.setdefault(
     _STATE_KEY, {"hooked": False, "active": False, "root": None, "paths": {}, "written": {}}
 )
 _state.setdefault("written", {})
+_state.setdefault("dirs", {})
+_LIST_EVENTS = ("os.listdir", "os.scandir")
+
+
+def listing_stamp(path):
+    """(a hash of the sorted entry names, their count) for a directory; hidden files, notebooks
+    and temporary files are left out so saving a notebook does not change it. The host computes
+    the same in ``core/staleness_layer.py``; keep the two in step."""
+    import hashlib
+
+    names = sorted(
+        n for n in os.listdir(path)
+        if not n.startswith((".", "~")) and not n.endswith((".ipynb", ".tmp", ".ipykeep-tmp"))
+        and n != "__pycache__"
+    )
+    digest = hashlib.sha1("\n".join(names).encode("utf-8", "surrogateescape")).hexdigest()
+    return int(digest[:15], 16), len(names)
+
+
+def _in_import():
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _listed(args):
+    path = args[0] if args else None
+    if path is None:
+        path = "."
+    if isinstance(path, int):
+        return
+    if _in_import():
+        return
+    full = os.path.normpath(os.path.join(os.getcwd(), os.fsdecode(os.fspath(path))))
+    root = _state["root"]
+    if root and full != root and not full.startswith(root + os.sep):
+        return
+    if os.sep + ".ipykeep" in full or "__pycache__" in full:
+        return
+    if len(_state["dirs"]) < MAX_PATHS:
+        _state["dirs"][full] = None
 
 
 def _hook(event, args):
-    if event != "open" or not _state["active"]:
+    if not _state["active"]:
+        return
+    if event in _LIST_EVENTS:
+        try:
+            _listed(args)
+        except Exception:
+            pass
+        return
+    if event != "open":
         return
     try:
         path, mode, flags = args
@@ -63,6 +121,7 @@ def begin():
     """Start collecting reads (for the cell about to run)."""
     _state["paths"] = {}
     _state["written"] = {}
+    _state["dirs"] = {}
     _state["active"] = True
     return json.dumps({"protocol": PROTOCOL_VERSION})
 
@@ -84,8 +143,10 @@ def end():
     _state["active"] = False
     paths = list(_state["paths"])
     written = sorted(_state["written"])
+    dirs = list(_state["dirs"])
     _state["paths"] = {}
     _state["written"] = {}
+    _state["dirs"] = {}
     files = []
     for path in paths:
         try:
@@ -96,6 +157,13 @@ def end():
         if not os.path.isfile(path):
             continue
         files.append({"path": path, "mtime_ns": st.st_mtime_ns, "size": st.st_size})
+    for path in dirs:
+        try:
+            digest, count = listing_stamp(path)
+        except OSError:
+            files.append({"path": path, "mtime_ns": None, "size": None})
+            continue
+        files.append({"path": path, "mtime_ns": digest, "size": count})
     return json.dumps(
         {
             "protocol": PROTOCOL_VERSION,

@@ -1,0 +1,269 @@
+"""The CLI's entry point and its hot path: the commands an agent calls in a loop.
+
+``exec``, ``status``, ``run``, ``run-stale`` and ``interrupt`` send one JSON line to the daemon
+and print its answer. Loading typer, pydantic and nbformat for that took ~15× a bare
+interpreter's start-up, paid on every call by agents that drive ipykeep from a shell. This
+module parses those commands with the standard library and renders the daemon's JSON through
+``core.render`` (attribute views, no models). Anything it does not fully understand (``--help``,
+a missing argument, an unknown option, ``--``) goes to the typer app in ``cli``, which owns
+help and error messages; its commands for these five call the same functions below, so output
+and exit codes are the same whichever path ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from .core.errors import IpykeepError
+
+#: command -> (positional arguments as (name, nargs) with nargs "1", "?" or "+"; flags; options with a value)
+_SPECS: dict[str, tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]] = {
+    "exec": ([("code", "1")], {"--json": "as_json"}, {"--notebook": "notebook", "-n": "notebook"}),
+    "status": ([("notebook", "?")], {"--json": "as_json"}, {}),
+    "run": ([("cells", "+")], {"--json": "as_json"}, {"--notebook": "notebook", "-n": "notebook"}),
+    "run-stale": (
+        [("notebook", "?")],
+        {"--json": "as_json", "--execute": "execute", "--fresh": "fresh"},
+        {},
+    ),
+    "interrupt": ([("notebook", "?")], {"--json": "as_json"}, {}),
+}
+
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips when not writing to a terminal
+
+
+def parse(command: str, args: list[str]) -> dict[str, Any] | None:
+    """The command's arguments, or None when the typer app must handle the line."""
+    positionals, flags, options = _SPECS[command]
+    values: dict[str, Any] = {dest: False for dest in flags.values()}
+    values.update({dest: None for dest in options.values()})
+    loose: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok.startswith("-") and tok != "-":
+            name, eq, attached = tok.partition("=")
+            if name in flags and not eq:
+                values[flags[name]] = True
+            elif name in options and eq and name.startswith("--"):
+                values[options[name]] = attached
+            elif name in options and not eq and i + 1 < len(args):
+                values[options[name]] = args[i + 1]
+                i += 1
+            else:  # --help, --, -nVALUE, an unknown option, a missing value: typer says it
+                return None
+        else:
+            loose.append(tok)
+        i += 1
+    for name, nargs in positionals:
+        if nargs == "+":
+            if not loose:
+                return None
+            values[name], loose = loose, []
+        elif nargs == "1":
+            if not loose:
+                return None
+            values[name] = loose.pop(0)
+        else:
+            values[name] = loose.pop(0) if loose else None
+    return None if loose else values
+
+
+# -- output ---------------------------------------------------------------------------------------
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """``typer.echo`` without typer: ANSI styles stripped unless the stream is a terminal."""
+    stream = sys.stderr if err else sys.stdout
+    if not stream.isatty():
+        text = _ANSI.sub("", text)
+    stream.write(text + ("\n" if nl else ""))
+    stream.flush()
+
+
+def emit_json(payload: Any) -> None:
+    # The daemon sends records as model_dump(mode="json", exclude_none=True): print them as sent.
+    echo(json.dumps(payload, separators=(",", ":")))
+
+
+def _abs(path: str | None) -> str | None:
+    return str(Path(path).expanduser().resolve()) if path else None
+
+
+def _client() -> Any:
+    from .core.client import connect
+
+    return connect(Path.cwd())
+
+
+# -- commands (each returns its exit code; IpykeepError propagates to the caller) ---------------
+def cmd_status(notebook: str | None, as_json: bool) -> int:
+    from .core.render import render_status
+    from .core.views import view
+
+    st = _client().call("status", notebook=_abs(notebook))
+    if as_json:
+        emit_json(st)
+    else:
+        echo(render_status(view(st)))
+    return 0
+
+
+def cmd_exec(code: str, notebook: str | None, as_json: bool) -> int:
+    if code == "-":
+        code = sys.stdin.read()
+    rec = _client().call("execute", code=code, notebook=_abs(notebook))
+    if as_json:
+        emit_json(rec)
+    else:
+        for notice in rec.get("notices") or []:
+            echo(f"notice: {notice}", err=True)
+        output = rec.get("output") or {}
+        text = output.get("text") or ""
+        if text:
+            echo(text, nl=not text.endswith("\n"))
+        for img in output.get("images") or []:
+            echo(f"[image {img['mime']}: {img['path']}]")
+        error = rec.get("error")
+        if error:
+            echo(error.get("traceback") or f"{error['ename']}: {error['evalue']}", err=True)
+    return 0 if rec.get("state") == "ok" else 1
+
+
+def cmd_run(cells: list[str], notebook: str | None, as_json: bool) -> int:
+    from .core.render import render_batch
+    from .core.views import view
+
+    batch = _client().call("run_cells", cells=cells, notebook=_abs(notebook))
+    if as_json:
+        emit_json(batch)
+    else:
+        echo(render_batch(view(batch)))
+    return batch_exit(batch.get("ok", True), batch.get("stopped"))
+
+
+def batch_exit(ok: bool, stopped: str | None) -> int:
+    """7 when the kernel died under the batch (cells were skipped), 1 when a cell failed."""
+    if stopped in ("kernel_died", "kernel_closed"):
+        echo("error: the kernel died; the remaining cells did not run", err=True)
+        echo("hint: `ipykeep restart` starts it afresh; then `ipykeep run-stale --execute`", err=True)
+        return 7
+    return 0 if ok else 1
+
+
+def cmd_interrupt(notebook: str | None, as_json: bool) -> int:
+    from .core.render import render_interrupt
+    from .core.views import view
+
+    res = _client().call("interrupt", notebook=_abs(notebook))
+    if as_json:
+        emit_json(res)
+    else:
+        echo(render_interrupt(view(res)))
+    return 0
+
+
+def cmd_run_stale(notebook: str | None, execute: bool, fresh: bool, as_json: bool) -> int:
+    from .core.errors import UsageError
+    from .core.render import render_plan
+
+    if fresh and not execute:
+        raise UsageError("--fresh restarts the kernel and runs every cell: it needs --execute", hint="ipykeep run-stale --execute --fresh")
+    client = _client()
+    params = {"notebook": _abs(notebook), "execute": execute}
+    if fresh:
+        params["fresh"] = True
+    if execute and not as_json:
+        res = _with_progress(client, lambda: client.call("run_stale", **params), notebook=params["notebook"])
+    else:
+        res = client.call("run_stale", **params)
+    if as_json:
+        emit_json(res)
+    else:
+        echo(render_plan(res))
+    if not execute:
+        return 0
+    return batch_exit(res.get("ok", True), (res.get("batch") or {}).get("stopped"))
+
+
+def _with_progress(client: Any, call: Callable[[], Any], *, notebook: str | None) -> Any:
+    """Run the blocking ``call`` in a thread while stderr shows the plan's progress."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, daemon=True, name="ipykeep-run-stale")
+    worker.start()
+    worker.join(0.5)
+    tty = sys.stderr.isatty()
+    last = shown = None
+    while worker.is_alive():
+        try:
+            prog = client.call("plan_progress", notebook=notebook)
+        except IpykeepError:
+            prog = None
+        if prog and not prog.get("finished"):
+            line = f"running plan on {prog['kernel_id']}: {prog['done']}/{prog['total']} cells"
+            if prog.get("current"):
+                line += f" (running {prog['current']})"
+            if prog.get("failed"):
+                line += f", {len(prog['failed'])} failed"
+            if prog.get("remaining_s") is not None:
+                line += f", ~{prog['remaining_s']:.0f} s left"
+            if line != last:
+                sys.stderr.write(("\r" + line.ljust(78)) if tty else line + "\n")
+                sys.stderr.flush()
+                last = shown = line
+        worker.join(0.5)
+    if shown and tty:
+        sys.stderr.write("\n")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+_COMMANDS: dict[str, Callable[..., int]] = {
+    "exec": cmd_exec,
+    "status": cmd_status,
+    "run": cmd_run,
+    "run-stale": cmd_run_stale,
+    "interrupt": cmd_interrupt,
+}
+
+
+def run_fast(command: str, values: dict[str, Any]) -> int:
+    """Run a parsed hot-path command: errors print as the typer app prints them."""
+    try:
+        return _COMMANDS[command](**values)
+    except IpykeepError as exc:
+        echo(f"error: {exc.message}", err=True)
+        if exc.hint:
+            echo(f"hint: {exc.hint}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        echo("\nAborted!", err=True)  # as click says it
+        return 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in _SPECS and os.environ.get("IPYKEEP_CLI_FULL") != "1":
+        values = parse(args[0], args[1:])
+        if values is not None:
+            sys.exit(run_fast(args[0], values))
+    from .cli import main as full_main
+
+    full_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,352 @@
+"""Observes what each execution did to the kernel's global namespace.
+
+Sent into the kernel as source and installed once as a module (standard library only; numpy
+and pandas are looked up in ``sys.modules`` only when the notebook already imported them).
+``collect()`` is evaluated as a ``user_expression`` right after every execution: it compares each
+global name with what it held after the previous execution and reports
+
+* ``bound``: a new name, or one now holding a different value;
+* ``mutated``: a name holding the same object as before whose content changed (so a change made
+  through an alias, inside a library call such as ``heapq.heappush`` or by drawing from a random
+  generator shows on every global that reaches the object);
+* ``deleted``: a name that is gone;
+* ``opaque``: names whose content cannot be fingerprinted (identity only).
+
+Two pseudo-names stand for hidden global state that cells share: ``<numpy.random>`` (the legacy
+global generator behind ``np.random.seed``/``np.random.normal``) and ``<random>`` (the ``random``
+module's). A cell that draws from them mutates them, so cells drawing in sequence depend on one
+another as they do in a fresh run.
+
+A value is fingerprinted by identity plus a bounded content hash: scalars and strings by value,
+containers up to ``MAX_ITEMS`` items and ``MAX_DEPTH`` levels (sampled beyond), numpy arrays by
+their bytes (sampled beyond ``MAX_BYTES``), pandas frames and series by their blocks and index,
+random generators by their state, other objects by their attributes. A name rebound to a new
+object counts as unchanged only when both fingerprints are exact and equal (an edit that only
+changed a ``print``): sampled fingerprints never prove equality. Every public function returns
+a JSON string and never raises into the user's code.
+"""
+
+import json
+import re
+import sys
+import time
+import types
+
+PROTOCOL_VERSION = 1
+MAX_ITEMS = 64
+MAX_DEPTH = 3
+MAX_BYTES = 1 << 16
+SAMPLE = 2048
+MAX_REPORT = 500
+_STATE_KEY = "_ipykeep_statemon_state"
+_HISTORY = re.compile(r"_i?\d+\Z")
+_SKIP = frozenset(
+    {"_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
+     "get_ipython", "_exit_code"}
+)
+_LEAF = (int, float, complex, bool, str, bytes, type(None))
+_SEQ = (list, tuple)
+_SETS = (set, frozenset)
+
+_state = sys.__dict__.setdefault(_STATE_KEY, {"ns": None, "prev": None})
+
+
+def _skip(name):
+    return (
+        name in _SKIP
+        or name.startswith("__")
+        or name.startswith("_ipykeep")
+        or bool(_HISTORY.match(name))
+    )
+
+
+class _Fp:
+    """One snapshot pass: fingerprints memoised by object id (aliases are hashed once)."""
+
+    __slots__ = ("memo", "np", "pd")
+
+    def __init__(self):
+        self.memo = {}
+        self.np = sys.modules.get("numpy")
+        self.pd = sys.modules.get("pandas")
+
+    def of(self, obj, depth):
+        """(fingerprint, exact, opaque)"""
+        if isinstance(obj, _LEAF):
+            if isinstance(obj, (str, bytes)) and len(obj) > 64:
+                return (type(obj).__name__, len(obj), hash(obj)), True, False
+            return (type(obj).__name__, obj), True, False
+        key = (id(obj), depth)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        try:
+            out = self._compute(obj, depth)
+        except Exception:
+            out = (("id", id(obj)), False, True)
+        self.memo[key] = out
+        return out
+
+    def _items(self, values, depth):
+        exact = True
+        parts = []
+        for v in values:
+            fp, ex, _ = self.of(v, depth - 1)
+            parts.append(fp)
+            exact = exact and ex
+        return hash(tuple(parts)), exact
+
+    def _sample(self, seq):
+        n = len(seq)
+        if n <= MAX_ITEMS:
+            return list(seq), True
+        step = n // MAX_ITEMS + 1
+        return list(seq[::step]) + [seq[-1]], False
+
+    def _compute(self, obj, depth):
+        t = type(obj)
+        if depth <= 0:
+            return ("id", id(obj)), False, False
+        if t in _SEQ or isinstance(obj, _SEQ):
+            items, full = self._sample(obj)
+            h, ex = self._items(items, depth)
+            return (t.__name__, len(obj), h), full and ex, not (full and ex)
+        if isinstance(obj, dict):
+            n = len(obj)
+            it = iter(obj.items())
+            pairs = [next(it) for _ in range(min(n, MAX_ITEMS))]
+            h, ex = self._items([v for _, v in pairs], depth)
+            keys = hash(tuple(self.of(k, 1)[0] for k, _ in pairs))
+            exact = ex and n <= MAX_ITEMS
+            return ("dict", n, keys, h), exact, not exact
+        if isinstance(obj, _SETS):
+            n = len(obj)
+            if n > MAX_ITEMS:
+                return (t.__name__, n, id(obj)), False, True
+            return (t.__name__, n, hash(frozenset(obj))), True, False
+        np = self.np
+        if np is not None:
+            if isinstance(obj, np.ndarray):
+                return self._array(obj)
+            if isinstance(obj, (np.random.Generator, np.random.RandomState)) and depth < MAX_DEPTH:
+                # a generator held inside another object (scipy distributions hold the global
+                # one): its draws are not a change of the holder
+                return ("rng-id", id(obj)), False, False
+            if isinstance(obj, np.random.Generator):
+                return ("rng", repr(obj.bit_generator.state)), True, False
+            if isinstance(obj, np.random.RandomState):
+                st = obj.get_state()
+                return ("rs", st[0], st[1].tobytes(), st[2], st[3], st[4]), True, False
+            if isinstance(obj, np.generic):
+                return ("npscalar", obj.dtype.str, obj.tobytes()), True, False
+        pd = self.pd
+        if pd is not None:
+            if isinstance(obj, pd.DataFrame):
+                return self._frame(obj)
+            if isinstance(obj, pd.Series):
+                vals = self._values(obj._values)
+                idx = self._index(obj.index)
+                exact = vals[1] and idx[1]
+                return ("series", obj.shape, repr(obj.name), vals[0], idx[0]), exact, not exact
+            if isinstance(obj, pd.Index):
+                fp, exact = self._index(obj)
+                return fp, exact, not exact
+        if isinstance(obj, _random_type()) and depth < MAX_DEPTH:
+            return ("rng-id", id(obj)), False, False
+        if isinstance(obj, _random_type()):
+            return ("random", hash(obj.getstate())), True, False
+        # type-based checks only: ``hasattr`` would run a custom ``__getattr__`` (a mock, a
+        # lazy proxy) and could change the very object being observed
+        if isinstance(obj, (type, types.FunctionType)):
+            return self._function(obj)
+        if t.__name__ == "module":
+            return ("module", id(obj)), True, False
+        try:
+            attrs = object.__getattribute__(obj, "__dict__")
+        except Exception:
+            attrs = None
+        if callable(obj) and attrs is None:  # builtins, ufuncs: identity is all
+            return ("callable", id(obj)), False, False
+        if isinstance(attrs, dict):
+            n = len(attrs)
+            keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
+            h, ex = self._items([attrs[k] for k in keys], depth)
+            return ("obj", id(t), n, tuple(keys), h), False, False
+        return ("id", id(obj)), False, True
+
+    def _function(self, obj):
+        code = getattr(obj, "__code__", None)
+        if code is None:  # a class: rebuilt by every run of its cell
+            return ("type", id(obj)), False, False
+        defaults = getattr(obj, "__defaults__", None)
+        try:
+            dh = hash(tuple(self.of(d, 1)[0] for d in defaults or ()))
+        except Exception:
+            dh = id(defaults)
+        # exact for equality only (see _snapshot): the same function object is never "mutated"
+        # (tracers such as ipyflow rewrite a function's code in place)
+        return ("fn", _code_key(code), dh), True, False
+
+    def _array(self, a):
+        head = ("nd", a.shape, a.dtype.str)
+        if a.dtype.hasobject:
+            return head + (id(a),), False, True
+        if a.nbytes <= MAX_BYTES:
+            return head + (hash(a.tobytes()),), True, False
+        flat = a.reshape(-1) if a.flags.c_contiguous else a.flat
+        step = a.size // SAMPLE + 1
+        sample = flat[::step]
+        import numpy
+
+        sample = numpy.asarray(sample)
+        return head + (hash(sample.tobytes()), hash(numpy.asarray(flat[-1:]).tobytes())), False, True
+
+    def _values(self, values):
+        np = self.np
+        if np is not None and isinstance(values, np.ndarray):
+            fp, ex, _ = self._array(values)
+            return fp, ex
+        try:  # extension arrays: sample into numpy
+            n = len(values)
+            step = n // SAMPLE + 1
+            arr = np.asarray(values[::step]) if np is not None else list(values[::step])
+            if np is not None and not arr.dtype.hasobject:
+                return ("ext", n, hash(arr.tobytes())), step == 1
+            return ("ext", n, hash(tuple(map(repr, arr)))), step == 1
+        except Exception:
+            return ("id", id(values)), False
+
+    def _index(self, idx):
+        pd = self.pd
+        if isinstance(idx, pd.RangeIndex):
+            return ("range", idx.start, idx.stop, idx.step), True
+        fp, ex = self._values(idx._values)
+        return ("index", len(idx), fp), ex
+
+    def _frame(self, df):
+        parts = [("frame", df.shape)]
+        exact = True
+        cols = list(df.columns[:MAX_ITEMS])
+        parts.append(hash(tuple(repr(c) for c in cols)))
+        exact = exact and len(df.columns) <= MAX_ITEMS
+        idx, ex = self._index(df.index)
+        parts.append(idx)
+        exact = exact and ex
+        try:
+            blocks = df._mgr.blocks
+            for blk in blocks[:MAX_ITEMS]:
+                fp, ex = self._values(blk.values)
+                parts.append(fp)
+                exact = exact and ex
+            exact = exact and len(blocks) <= MAX_ITEMS
+        except Exception:
+            parts.append(id(df))
+            exact = False
+        return tuple(parts), exact, not exact
+
+
+def _code_key(code):
+    """A hash of what a code object does (bytecode, names, constants; nested code included).
+    Not ``marshal``: its output depends on reference counts."""
+    consts = tuple(
+        _code_key(c) if isinstance(c, types.CodeType) else (type(c).__name__, repr(c))
+        for c in code.co_consts
+    )
+    return hash((code.co_code, code.co_names, code.co_varnames, code.co_freevars, consts))
+
+
+def _random_type():
+    mod = sys.modules.get("random")
+    return mod.Random if mod is not None else ()
+
+
+RNG_NAMES = ("<numpy.random>", "<random>")
+
+
+def _global_rngs():
+    out = {}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            st = np.random.mtrand._rand.get_state()
+            out["<numpy.random>"] = ("rs", st[1].tobytes(), st[2], st[3], st[4])
+        except Exception:
+            pass
+    rnd = sys.modules.get("random")
+    if rnd is not None and hasattr(rnd, "_inst"):
+        try:
+            out["<random>"] = ("random", hash(rnd._inst.getstate()))
+        except Exception:
+            pass
+    return out
+
+
+def _snapshot(ns):
+    fp = _Fp()
+    out = {}
+    for name, state in _global_rngs().items():
+        out[name] = (0, state, True, False, state)
+    for name in list(ns):
+        if not isinstance(name, str) or _skip(name):
+            continue
+        obj = ns.get(name)
+        f, exact, opaque = fp.of(obj, MAX_DEPTH)
+        if isinstance(f, tuple) and f and f[0] == "fn":
+            out[name] = (id(obj), ("fn", id(obj)), exact, opaque, f)
+        else:
+            out[name] = (id(obj), f, exact, opaque, f)
+    return out
+
+
+def install(ns=None):
+    """Start observing ``ns`` (the shell's user namespace by default) from its current state."""
+    if ns is None:
+        ip = sys.modules["IPython"].get_ipython()
+        ns = ip.user_ns
+    _state["ns"] = ns
+    _state["prev"] = _snapshot(ns)
+    return json.dumps({"protocol": PROTOCOL_VERSION, "names": len(_state["prev"])})
+
+
+def collect():
+    """What changed in the namespace since the last collect (or install)."""
+    start = time.perf_counter()
+    ns = _state["ns"]
+    if ns is None:
+        return json.dumps({"protocol": PROTOCOL_VERSION, "available": False})
+    try:
+        prev = _state["prev"] or {}
+        cur = _snapshot(ns)
+    except Exception as exc:  # never break the user's code
+        return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
+    bound, mutated, opaque = [], [], []
+    for name, (oid, fp, exact, opq, eq) in cur.items():
+        before = prev.get(name)
+        if opq:
+            opaque.append(name)
+        if before is None:
+            if name in RNG_NAMES:  # created by the import (and maybe seeded): state it set
+                mutated.append(name)
+            else:
+                bound.append(name)
+        elif before[0] == oid:
+            if before[1] != fp:
+                mutated.append(name)
+        elif not (exact and before[2] and before[4] == eq):
+            bound.append(name)
+    deleted = [n for n in prev if n not in cur]
+    _state["prev"] = cur
+    return json.dumps(
+        {
+            "protocol": PROTOCOL_VERSION,
+            "available": True,
+            "bound": sorted(bound)[:MAX_REPORT],
+            "mutated": sorted(mutated)[:MAX_REPORT],
+            "deleted": sorted(deleted)[:MAX_REPORT],
+            "opaque": sorted(opaque)[:MAX_REPORT],
+            "truncated": max(len(bound), len(mutated), len(deleted), len(opaque)) > MAX_REPORT,
+            # the hidden generators' state, so equal states are recognised as the same value
+            "states": {n: str(hash(cur[n][1])) for n in RNG_NAMES if n in cur},
+            "ms": round((time.perf_counter() - start) * 1000, 3),
+        }
+    )

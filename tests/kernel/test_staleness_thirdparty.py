@@ -1,0 +1,223 @@
+"""A real third-party notebook through edit → plan → execute → fresh-run comparison.
+
+statsmodels' own ``ols.ipynb`` (tests/fixtures/thirdparty, BSD-3-Clause): 27 code cells with
+magics, plots, the legacy global numpy generator (``np.random.seed`` then draws in several
+cells), names redefined again and again (``nsample``, ``x``, ``X``, ``y``, ``beta``), self-rebinding
+(``X = sm.add_constant(X)``), an in-place write through a view (``norm_x = X.values`` then
+``norm_x[:, i] = …``) and statsmodels results objects. After each edit the plan is executed, and
+every notebook name that can be compared (numbers, strings, arrays, frames, series, the
+``params`` of results) must equal what a fresh run of the notebook as on disk gives, run with
+IPython in a separate interpreter; the names that cannot be compared are listed explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from test_staleness_acceptance import (  # noqa: F401  (fixtures)
+    MODES,
+    Nb,
+    engine,
+    execute_exactly,
+    kinds,
+)
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "thirdparty" / "ols.ipynb"
+
+# One digest per global name, the same code in the kernel and in the fresh interpreter.
+_DIGEST = r'''
+def _ipykeep_digest():
+    import hashlib, json, sys, types
+    np = sys.modules.get("numpy")
+    pd = sys.modules.get("pandas")
+
+    def dig(v, depth=0):
+        if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
+            return repr(v)
+        if np is not None and isinstance(v, np.generic):
+            return repr(v.item())
+        if np is not None and isinstance(v, np.ndarray):
+            if v.dtype.hasobject:
+                return "nd-object:" + repr(v.tolist())
+            data = np.ascontiguousarray(v).tobytes()
+            return f"nd:{v.shape}:{v.dtype.str}:" + hashlib.sha1(data).hexdigest()
+        if pd is not None and isinstance(v, (pd.DataFrame, pd.Series)):
+            h = pd.util.hash_pandas_object(v, index=True).values.tobytes()
+            cols = list(v.columns) if isinstance(v, pd.DataFrame) else [v.name]
+            return f"pd:{type(v).__name__}:{v.shape}:{cols!r}:" + hashlib.sha1(h).hexdigest()
+        if isinstance(v, (list, tuple)) and depth < 3:
+            parts = [dig(x, depth + 1) for x in v]
+            return None if None in parts else type(v).__name__ + "[" + ",".join(parts) + "]"
+        if isinstance(v, dict) and depth < 3:
+            parts = [(repr(k), dig(x, depth + 1)) for k, x in v.items()]
+            return None if any(p is None for _, p in parts) else "dict" + repr(sorted(parts))
+        params = getattr(v, "params", None)  # statsmodels results
+        if params is not None and not callable(params) and depth < 3:
+            d = dig(params, depth + 1)
+            return None if d is None else "params:" + d
+        return None
+
+    out = {}
+    for name, value in list(globals().items()):
+        if name.startswith("_") or name in ("In", "Out", "exit", "quit", "get_ipython"):
+            continue
+        if isinstance(value, (types.ModuleType, types.FunctionType, type)):
+            continue
+        try:
+            out[name] = dig(value)
+        except Exception:
+            out[name] = None
+    return json.dumps(out)
+'''
+
+_FRESH = r'''
+import json, os, sys
+os.environ["MPLBACKEND"] = "Agg"
+from IPython.core.interactiveshell import InteractiveShell
+cells, digest = json.loads(sys.stdin.read())
+shell = InteractiveShell.instance()
+shell.enable_gui = lambda gui=None: None  # what %matplotlib inline asks of a kernel
+for src in cells:
+    if not shell.run_cell(src, silent=True).success:
+        break
+shell.run_cell(digest, silent=True)
+print("@@" + shell.user_ns["_ipykeep_digest"]())
+'''
+
+#: names a comparison cannot cover: figures and axes, models (their data are compared), the
+#: prediction and influence helpers and ``iv_l``/``iv_u``'s sources
+UNCOMPARABLE = {
+    "ax",
+    "legend",
+    "fig",
+    "model",
+    "infl",
+    "ols_model",
+    "pred_ols",
+    "pred_ols2",
+}
+
+
+async def _kernel_digest(nb: Nb) -> dict[str, str | None]:
+    rec = await nb.engine.execute(_DIGEST + "\nprint('@@' + _ipykeep_digest())", kernel_id=nb.kernel_id)
+    assert rec.state == "ok", rec
+    line = [ln for ln in rec.output.text.splitlines() if ln.startswith("@@")][-1]
+    return json.loads(line[2:])
+
+
+async def _fresh_digest(nb: Nb) -> dict[str, str | None]:
+    book = nbformat.read(nb.path, as_version=4)
+    cells = [c["source"] for c in book.cells if c["cell_type"] == "code"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _FRESH, cwd=str(nb.dir),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
+    out, err = await proc.communicate(json.dumps([cells, _DIGEST]).encode())
+    assert proc.returncode == 0, err.decode()[-2000:]
+    line = [ln for ln in out.decode().splitlines() if ln.startswith("@@")][-1]
+    return json.loads(line[2:])
+
+
+async def assert_matches_fresh_run(nb: Nb) -> None:
+    kernel = await _kernel_digest(nb)
+    fresh = await _fresh_digest(nb)
+    assert set(kernel) == set(fresh), set(kernel) ^ set(fresh)
+    skipped = {n for n, d in fresh.items() if d is None}
+    assert skipped == UNCOMPARABLE, skipped ^ UNCOMPARABLE
+    differ = sorted(n for n in fresh if fresh[n] is not None and kernel[n] != fresh[n])
+    assert differ == [], differ
+
+
+def _code_ids(nb: Nb) -> list[str]:
+    book = nbformat.read(nb.path, as_version=4)
+    return [c["id"] for c in book.cells if c["cell_type"] == "code"]
+
+
+def _find(nb: Nb, needle: str) -> str:
+    book = nbformat.read(nb.path, as_version=4)
+    hits = [c["id"] for c in book.cells if c["cell_type"] == "code" and needle in c["source"]]
+    assert len(hits) == 1, (needle, hits)
+    return hits[0]
+
+
+def _source(nb: Nb, cid: str) -> str:
+    book = nbformat.read(nb.path, as_version=4)
+    return next(c["source"] for c in book.cells if c["id"] == cid)
+
+
+@pytest.fixture
+def ols_nb(engine: Any, tmp_path_factory: pytest.TempPathFactory, request: Any) -> Nb:
+    directory = engine.paths.root / tmp_path_factory.mktemp("ols", numbered=True).name
+    directory.mkdir()
+    book = nbformat.read(FIXTURE, as_version=4)
+    for i, cell in enumerate(book.cells):  # the sdist copy predates cell ids
+        cell["id"] = f"c{i:02d}"
+    nbformat.write(book, directory / "nb.ipynb")
+    shutil.copy2(FIXTURE.parent / "LICENSE-statsmodels.txt", directory / "LICENSE-statsmodels.txt")
+    nb = Nb(engine, directory, request.param)
+    return nb
+
+
+@pytest.mark.parametrize("ols_nb", MODES, indirect=True)
+async def test_statsmodels_ols_notebook(ols_nb: Nb) -> None:
+    nb = ols_nb
+    await nb.start()
+    try:
+        plan = await nb.plan()
+        assert kinds(plan) == {} and plan.blocked == [], plan.stale
+        await assert_matches_fresh_run(nb)
+
+        # 1. a data-generating cell drawing from the global generator: the seed restores first;
+        # every later cell drawing from it is planned (its draws may move), and dropped at run
+        # time when the draws came out the same (the edit changed beta, not the draw count)
+        gen = _find(nb, "beta = np.array([1, 0.1, 10])")
+        assert gen == "c04"
+        nb.edit(gen, _source(nb, gen).replace("[1, 0.1, 10]", "[1, 0.2, 10]"))
+        plan = await nb.plan()
+        drawn_again = ["c14", "c16", "c18", "c22", "c24", "c26", "c28", "c30", "c33", "c34"]
+        assert kinds(plan) == {
+            "c02": {"restores"},
+            "c04": {"source_changed"},
+            **{c: {"upstream"} for c in ["c06", "c08", "c10", "c12", "c20", "c32"] + drawn_again},
+            "c36": {"restores"},
+        }
+        res = await execute_exactly(nb, ["c02", "c04", "c06", "c08", "c10", "c12", "c20", "c32", "c36"])
+        assert sorted(s.cell_id for s in res.batch.skipped) == drawn_again
+        await assert_matches_fresh_run(nb)
+
+        # 2. the first model's fit without its print: it reads X and y, which the kernel holds
+        # from the longley cells further down, so the cells making them (and the draws before
+        # them) restore first, and the later definers get the last word again
+        fit = _find(nb, "results = model.fit()")
+        assert fit == "c08"
+        nb.edit(fit, "model = sm.OLS(y, X)\nresults = model.fit()")
+        plan = await nb.plan()
+        assert kinds(plan) == {
+            **{c: {"restores"} for c in ["c02", "c04", "c06", "c12", "c20", "c32", "c36"]},
+            "c08": {"source_changed"},
+            "c10": {"upstream"},
+        }
+        await execute_exactly(nb, ["c02", "c04", "c06", "c08", "c10", "c12", "c20", "c32", "c36"])
+        await assert_matches_fresh_run(nb)
+
+        # 3. the longley subsample: nothing else depends on it
+        sub = _find(nb, "ols_results2 = sm.OLS(")
+        nb.edit(sub, _source(nb, sub).replace("[:14]", "[:15]"))
+        plan = await nb.plan()
+        assert kinds(plan) == {sub: {"source_changed"}}
+        await execute_exactly(nb, [sub])
+        await assert_matches_fresh_run(nb)
+    finally:
+        await nb.close()

@@ -1,0 +1,222 @@
+"""Plans with runtime evidence, restores before re-reads, transitive blocking and IPython's
+own names: tracker-level scenarios (the kernel-level ones are in
+tests/kernel/test_staleness_evidence.py)."""
+
+from __future__ import annotations
+
+from ipykeep.staleness.models import Observed
+
+from .sim import Sim
+
+
+def test_self_rebinding_edit_restores_its_input_first() -> None:
+    sim = Sim([("load", "rows = [1, 2, 3, 4]"), ("trim", "rows = rows[1:]"), ("n", "n = len(rows)")])
+    sim.run_all()
+    sim.edit("trim", "rows = rows[2:]")
+    assert sim.kinds() == {"load": {"restores"}, "trim": {"source_changed"}, "n": {"upstream"}}
+    entry = sim.plan().entry("load")
+    assert entry is not None and "its own earlier result" in entry.reasons[0].message
+    sim.run_plan()
+    assert sim.plan().is_empty
+
+
+def test_reader_of_a_redefined_name_restores_the_earlier_definer() -> None:
+    sim = Sim(
+        [
+            ("iris", "X = load_iris()"),
+            ("fit", "m = fit(X)"),
+            ("synth", "X = make_data()"),
+            ("fit2", "m2 = fit(X)"),
+        ]
+    )
+    sim.run_all()
+    sim.edit("fit", "m = fit(X, C=2)")
+    # fit must see iris's X, but the kernel holds synth's: iris re-runs, then synth restores
+    assert sim.kinds() == {"iris": {"restores"}, "fit": {"source_changed"}, "synth": {"restores"}}
+    assert sim.plan().cell_ids == ("iris", "fit", "synth")
+    sim.run_plan()
+    assert sim.plan().is_empty
+
+
+def test_del_below_an_edited_reader() -> None:
+    sim = Sim([("a", "x = 1"), ("b", "y = x + 1"), ("c", "del x")])
+    sim.run_all()
+    sim.edit("b", "y = x + 2")
+    assert sim.kinds() == {"a": {"restores"}, "b": {"source_changed"}, "c": {"restores"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
+
+
+def test_blocking_is_transitive_and_never_run_readers_are_not_planned() -> None:
+    sim = Sim([("a", "x = 1"), ("b", "y = x + 1"), ("c", "z = y + 1"), ("d", "w = z + 1")])
+    sim.run_all()
+    sim.delete("a")
+    sim.insert(3, "e", "v = z * 2")  # never run, reads a blocked cell's name
+    plan = sim.plan()
+    assert plan.is_empty
+    assert sim.blocked() == {
+        "b": {"missing_producer"},
+        "c": {"missing_producer"},
+        "e": {"missing_producer", "never_run"},
+        "d": {"missing_producer"},
+    }
+    assert "e" not in plan.cell_ids
+    states = sim.tracker.cell_states(sim.cells(), sim.stat)
+    assert states["d"] == "stale"  # not "ok": a fresh run fails before it
+
+
+def test_ipython_history_names_are_not_notebook_names() -> None:
+    sim = Sim([("a", "x = 1\nx"), ("b", "y = 2\ny"), ("c", "z = _ + Out[1] + _2"), ("d", "q = 5\nq")])
+    sim.run_all()
+    sim.edit("a", "x = 3\nx")
+    assert sim.kinds() == {"a": {"source_changed"}}
+    assert sim.blocked() == {}
+
+
+def test_except_name_is_not_a_global() -> None:
+    sim = Sim([("a", "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    msg = str(e)"), ("b", "e = 5"), ("c", "f = e")])
+    sim.run_all()
+    sim.edit("a", "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    msg = repr(e)")
+    # c does not read e from a; but re-running a deletes the global e, which b then restores
+    assert sim.kinds() == {"a": {"source_changed"}, "b": {"restores"}}
+
+
+def test_unchanged_import_in_an_edited_cell_does_not_stale_its_users() -> None:
+    sim = Sim([("imp", "import numpy as np\nk = 3"), ("use", "a = np.arange(4)"), ("k2", "kk = k * 2")])
+    sim.run_all()
+    sim.edit("imp", "import numpy as np\nk = 4")
+    assert sim.kinds() == {"imp": {"source_changed"}, "k2": {"upstream"}}
+    sim.edit("imp", "import pandas as np\nk = 4")  # the import itself changed
+    assert sim.kinds() == {"imp": {"source_changed"}, "use": {"upstream"}, "k2": {"upstream"}}
+
+
+def test_observed_mutation_through_a_library_call_and_an_alias() -> None:
+    sim = Sim(
+        [
+            ("mk", "import heapq\nh = []"),
+            ("push", "heapq.heappush(h, 3)"),
+            ("top", "t = h[0]"),
+            ("base", "base = [1]\nview = base"),
+            ("app", "view.append(2)"),
+            ("n", "n = len(base)"),
+        ],
+        observed={
+            "push": Observed(mutated=frozenset({"h"})),
+            "app": Observed(mutated=frozenset({"view", "base"})),
+        },
+    )
+    sim.run_all()
+    sim.edit("push", "heapq.heappush(h, 1)")
+    assert sim.kinds() == {"mk": {"restores"}, "push": {"source_changed"}, "top": {"upstream"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
+    sim.edit("app", "view.append(3)")
+    assert sim.kinds() == {"base": {"restores"}, "app": {"source_changed"}, "n": {"upstream"}}
+
+
+def test_random_generator_draws_chain_the_cells_that_draw() -> None:
+    sim = Sim(
+        [
+            ("rng", "rng = make_rng(42)"),
+            ("d1", "a = rng.normal()"),
+            ("d2", "b = rng.normal()"),
+            ("other", "c = 5"),
+            ("d3", "d = rng.normal()"),
+        ],
+        observed={k: Observed(mutated=frozenset({"rng"})) for k in ("d1", "d2", "d3")},
+    )
+    sim.run_all()
+    sim.edit("d1", "a = rng.normal() * 2")
+    assert sim.kinds() == {
+        "rng": {"restores"},
+        "d1": {"source_changed"},
+        "d2": {"upstream"},
+        "d3": {"upstream"},
+    }
+
+
+def test_set_index_without_inplace_is_not_a_mutation() -> None:
+    sim = Sim([("load", "df = make()"), ("idx", "by_a = df.set_index('a')"), ("use", "n = len(df)")])
+    sim.run_all()
+    sim.edit("idx", "by_a = df.set_index('b')")
+    assert sim.kinds() == {"idx": {"source_changed"}}
+    sim.edit("idx", "df.set_index('b', inplace=True)")
+    assert set(sim.kinds()) == {"load", "idx", "use"}
+
+
+def test_observation_clears_a_guessed_mutation() -> None:
+    cells = [
+        ("load", "obj = make()"),
+        ("k", "k = 1"),
+        ("look", "v = obj.update_view(k)"),  # named like a mutator; the kernel saw it was not
+        ("use", "n = len(obj)"),
+    ]
+    guessed = Sim(list(cells))
+    guessed.run_all()
+    guessed.edit("k", "k = 2")
+    assert guessed.kinds() == {
+        "load": {"restores"},
+        "k": {"source_changed"},
+        "look": {"upstream"},
+        "use": {"upstream"},
+    }
+    seen = Sim(list(cells), observed={"look": Observed(bound=frozenset({"v"}))})
+    seen.run_all()
+    seen.edit("k", "k = 2")
+    assert seen.kinds() == {"k": {"source_changed"}, "look": {"upstream"}}
+
+
+def test_rebinding_to_an_equal_value_keeps_readers_fresh() -> None:
+    sim = Sim(
+        [("a", "x = [1, 2]\nprint('hi')"), ("b", "y = len(x)")],
+        observed={"a": Observed(bound=frozenset({"x"}))},
+    )
+    sim.run_all()
+    sim.edit("a", "x = [1, 2]\nprint('hello')")
+    # before it runs, readers are planned (conservatively)
+    assert sim.kinds() == {"a": {"source_changed"}, "b": {"upstream"}}
+    sim.observed["a"] = Observed()  # the kernel saw x rebound to an equal value
+    sim.run("a")
+    assert sim.plan().is_empty
+    sim.edit("a", "x = [1, 3]")
+    sim.observed["a"] = Observed(bound=frozenset({"x"}))
+    sim.run("a")
+    assert sim.kinds() == {"b": {"state_changed"}}
+
+
+def test_scratch_mutation_seen_only_at_run_time() -> None:
+    sim = Sim([("a", "rows = [[1], [2]]"), ("b", "n = sum(r[0] for r in rows)")])
+    sim.run_all()
+    sim.scratch("for r in rows:\n    r[0] = 0", observed=Observed(mutated=frozenset({"rows"})))
+    # n was computed from a's rows; restoring rows is all it takes
+    assert sim.kinds() == {"a": {"restores"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
+    # without evidence, a scratch rebinding re-runs the readers too (aliases may have changed)
+    sim.scratch("rows = []")
+    assert sim.kinds() == {"a": {"restores"}, "b": {"state_changed"}}
+
+
+def test_shell_command_may_rewrite_files_read_below() -> None:
+    sim = Sim(
+        [("sh", "!python make_data.py > data.csv"), ("load", "df = load()"), ("other", "k = 1")],
+        files={"data.csv": 1},
+        reads={"load": ["data.csv"]},
+    )
+    sim.run_all()
+    assert sim.plan().is_empty
+    sim.edit("sh", "!python make_data.py --rows 10 > data.csv")
+    assert sim.kinds() == {"sh": {"source_changed"}, "load": {"upstream"}}
+    entry = sim.plan().entry("load")
+    assert entry is not None and "shell command" in entry.reasons[0].message
+
+
+def test_name_bound_by_exec_stays_an_output_when_rebound_to_an_equal_value() -> None:
+    sim = Sim(
+        [("g", 'globals()["g"] = 5'), ("use", "s = g + 1")],
+        observed={"g": Observed(bound=frozenset({"g"}))},
+    )
+    sim.run_all()
+    sim.observed["g"] = Observed()  # re-run: g rebound to an equal value, no change seen
+    sim.run("g")
+    assert sim.plan().is_empty and sim.blocked() == {}
