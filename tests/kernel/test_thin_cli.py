@@ -120,7 +120,7 @@ def test_plan_carries_durations_and_fresh_run_restarts_and_runs_everything(proje
 def test_untraced_warm_up_resumes_tracing_and_plans_from_static_analysis(tmp_path):
     """``warm_tracing = false`` (ipyflow mode): warm-up runs untraced, later runs are traced."""
     root = make_project(tmp_path / "untraced", example=False)
-    (root / "ipykeep.toml").write_text("warm_tracing = false\n")
+    (root / "ipykeep.toml").write_text('dataflow = "ipyflow"\nwarm_tracing = false\n')
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("items = [1, 2]", id="make"),
