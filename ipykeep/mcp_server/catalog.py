@@ -148,6 +148,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
+        "restart_kernel", "Restart kernel",
+        "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then run_stale lists what must re-run.",
+        KernelArgs, "restart", "kernel",
+        Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
+    ),
+    ToolSpec(
         "ipython",
         "Run Python",
         "Run code in the kernel, keeping state. Returns output (bounded) or, if still running after"

@@ -103,6 +103,8 @@ def _batch_summary(batch: BatchResult, budget: int) -> dict[str, Any]:
         "results": [execution_summary(r, share) for r in batch.results],
         "skipped": [s.model_dump() for s in batch.skipped],
     }
+    if batch.stopped:
+        out["stopped"] = batch.stopped
     if batch.write is not None:
         out["write"] = batch.write.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     if batch.notices:

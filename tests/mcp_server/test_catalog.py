@@ -13,7 +13,7 @@ from ipykeep.mcp_server.catalog import BY_NAME, TOOLS, compact_schema, engine_pa
 from ipykeep.mcp_server.server import IpykeepMcp
 
 CATALOG = {
-    "create_kernel", "list_kernels", "close_kernel", "ipython", "read_cell", "interrupt", "list_cells",
+    "create_kernel", "list_kernels", "close_kernel", "restart_kernel", "ipython", "read_cell", "interrupt", "list_cells",
     "markdown", "run_stale", "run_cells", "inspect", "namespace", "watch_file", "publish",
 }
 
@@ -58,7 +58,7 @@ def test_every_tool_has_a_title_and_explicit_hints(tmp_path: Path) -> None:
     listed = {t["name"]: t["annotations"] for t in _listed(tmp_path)}
     for name in ("list_kernels", "read_cell", "list_cells", "inspect", "namespace"):
         assert listed[name]["readOnlyHint"] is True and listed[name]["destructiveHint"] is False
-    for name in ("ipython", "run_cells", "run_stale", "close_kernel", "interrupt"):
+    for name in ("ipython", "run_cells", "run_stale", "close_kernel", "restart_kernel", "interrupt"):
         assert listed[name]["readOnlyHint"] is False and listed[name]["destructiveHint"] is True
     assert listed["ipython"]["openWorldHint"] is True and listed["list_kernels"]["openWorldHint"] is False
 

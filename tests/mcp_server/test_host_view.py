@@ -216,6 +216,22 @@ def test_fresh_run_restarts_and_runs_every_cell(mcp: McpSession, kid: str, proje
     assert "False" in HostView(gone).text  # the restart dropped what scratch code left
 
 
+def test_a_dead_kernel_is_restarted_and_the_plan_says_what_to_rerun(mcp: McpSession, kid: str) -> None:
+    died = mcp.tool("ipython", {"kernel_id": kid, "code": "import os; os._exit(1)"})
+    assert "lost" in HostView(died).text or died.is_error
+    deadline = time.monotonic() + 20
+    while _ok(mcp.tool("list_kernels")).structured_content["kernels"][0]["state"] != "dead":
+        assert time.monotonic() < deadline, "the kernel's death was not noticed"
+        time.sleep(0.2)
+    restarted = _ok(mcp.tool("restart_kernel", {"kernel_id": kid}))
+    assert restarted.structured_content["state"] == "idle"
+    plan = _ok(mcp.tool("run_stale", {"kernel_id": kid})).structured_content
+    kinds = {e["cell_id"]: {r["kind"] for r in e["reasons"]} for e in plan["stale"]}
+    assert set(kinds) == {"load", "slow", "answer"} and all("kernel_restarted" in k for k in kinds.values()), kinds
+    ran = _ok(mcp.tool("run_stale", {"kernel_id": kid, "execute": True})).structured_content
+    assert ran["ok"] is True and "stopped" not in ran
+
+
 def test_artifacts_stay_readable_after_the_last_kernel_closes(mcp: McpSession, kid: str, project: Path) -> None:
     from ipykeep.core.client import find_daemon
 
