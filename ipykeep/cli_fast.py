@@ -146,11 +146,15 @@ def cmd_run(cells: list[str], notebook: str | None, as_json: bool) -> int:
 
 
 def batch_exit(ok: bool, stopped: str | None) -> int:
-    """7 when the kernel died under the batch (cells were skipped), 1 when a cell failed."""
-    if stopped in ("kernel_died", "kernel_closed"):
-        echo("error: the kernel died; the remaining cells did not run", err=True)
+    """7 when the kernel died under the batch, 6 when it was closed, 1 when a cell failed."""
+    if stopped in ("kernel_died", "kernel_restarted"):
+        echo(f"error: the kernel {'died' if stopped == 'kernel_died' else 'was restarted'}; the remaining cells did not run", err=True)
         echo("hint: `ipykeep restart` starts it afresh; then `ipykeep run-stale --execute`", err=True)
         return 7
+    if stopped == "kernel_closed":
+        echo("error: the kernel was closed (idle expiry or another client); the remaining cells did not run", err=True)
+        echo("hint: start a new kernel with `ipykeep start NOTEBOOK`; then `ipykeep run-stale --execute`", err=True)
+        return 6
     return 0 if ok else 1
 
 

@@ -54,6 +54,6 @@ async def run(ctx: RunContext) -> list[Metric]:
         static.append(await _ipykeep_start(ctx, "static"))
     base = Stats.of(theirs)
     return [
-        Metric(NAME, "examples/01_eda.ipynb to warm, ipyflow", "s", Stats.of(flow), "ipykeep start (CLI)", "nbclient run-all", base),
+        Metric(NAME, "examples/01_eda.ipynb to warm, ipyflow", "s", Stats.of(flow), "ipykeep start --dataflow ipyflow", "nbclient run-all", base),
         Metric(NAME, "examples/01_eda.ipynb to warm, static", "s", Stats.of(static), "ipykeep start --dataflow static", "nbclient run-all", base),
     ]

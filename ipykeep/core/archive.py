@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,12 +143,40 @@ def resolve_artifact_uri(state_dir: Path, uri: str) -> Path:
         raise ValueError(f"not an artifact URI: {uri}")
     rest = uri[len(ARTIFACT_URI_PREFIX):]
     parts = rest.split("/")
-    if len(parts) != 2 or any(p in ("", ".", "..") or "/" in p for p in parts):
+    if len(parts) != 2 or any(p in ("", ".", "..") or "/" in p or "\x00" in p for p in parts):
         raise ValueError(f"malformed artifact URI: {uri}")
-    base = state_dir / "kernels" / parts[0] / "artifacts"
-    path = base / parts[1]
-    # Artifacts are regular files ipykeep wrote; a symlink (or a link in the kernel's
-    # directory) planted there must not serve a file from elsewhere.
-    if path.is_symlink() or (path.exists() and base.resolve() not in path.resolve().parents):
+    kernels = state_dir.resolve() / "kernels"
+    chain = [kernels, kernels / parts[0], kernels / parts[0] / "artifacts", kernels / parts[0] / "artifacts" / parts[1]]
+    # Artifacts are regular files ipykeep wrote in directories it made; a symlink planted
+    # anywhere on that path (the kernel's directory, artifacts/, the file) must not serve a
+    # file from elsewhere.
+    if any(p.is_symlink() for p in chain):
         raise ValueError(f"artifact {uri} is not a file ipykeep stored")
-    return path
+    return chain[-1]
+
+
+#: MIME types of the artifacts ipykeep stores, by suffix (text suffixes are returned as text).
+ARTIFACT_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".svg": "image/svg+xml"}
+TEXT_SUFFIXES = (".txt", ".html", ".svg")
+
+
+def read_artifact(state_dir: Path, uri: str) -> dict[str, Any]:
+    """The artifact ``uri`` names: ``{"uri", "path", "text"}`` or ``{"uri", "path", "blob", "mime"}``."""
+    from .errors import UsageError
+
+    try:
+        path = resolve_artifact_uri(state_dir, uri)
+    except ValueError as exc:
+        raise UsageError(str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>") from None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        raise UsageError(
+            f"no artifact at {uri}", hint="the URI comes from a truncated output's marker or an image"
+        ) from None
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read()
+    if path.suffix in TEXT_SUFFIXES:
+        return {"uri": uri, "path": str(path), "text": data.decode("utf-8", "replace")}
+    mime = ARTIFACT_MIME.get(path.suffix, "application/octet-stream")
+    return {"uri": uri, "path": str(path), "blob": base64.b64encode(data).decode(), "mime": mime}

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from .archive import KernelArchive, resolve_artifact_uri
+from .archive import KernelArchive, read_artifact
 from .bounding import bound_text
 from .config import Config, resolve_python
 from .errors import (
@@ -34,6 +34,7 @@ from .errors import (
     IpykeepError,
     KernelBusyError,
     KernelDiedError,
+    KernelStartError,
     RemoteNotSupportedError,
     UnknownCellError,
     UnknownKernelError,
@@ -538,7 +539,7 @@ class Engine:
         if entry.closed:
             return
         entry.notices.append(
-            f"kernel {entry.kernel_id} died; its state is gone (close it and start a new one, or `ipykeep stop` then `start`)"
+            f"kernel {entry.kernel_id} died; its state is gone (restart it: `ipykeep restart` / the restart_kernel tool; run_stale then re-runs what is needed)"
         )
         entry.state = "dead"
         for plugin in self.plugins:
@@ -614,6 +615,7 @@ class Engine:
         current: Execution | None = None
         try:
             async with entry.main_lock:
+                generation = entry.process.generation
                 for cell, ex in planned:
                     entry.touch()
                     if progress is not None:
@@ -621,10 +623,14 @@ class Engine:
                     why = skip_if(cell.cell_id, failed) if skip_if else None
                     if stopped is None and (not entry.process.alive or entry.closed):
                         stopped = "kernel_died" if not entry.closed else "kernel_closed"
+                    elif stopped is None and entry.process.generation != generation:
+                        # Restarted under the batch: what the cells above built is gone.
+                        stopped = "kernel_restarted"
                     if why or stopped:
                         reason = why or {
                             "kernel_died": "kernel is not running",
                             "kernel_closed": "kernel closed",
+                            "kernel_restarted": "the kernel was restarted under the batch",
                             "interrupted": "the batch was interrupted",
                         }[stopped]  # type: ignore[index]
                         self._skip(entry, ex, cell, previous[cell.cell_id], reason, skipped)
@@ -670,7 +676,7 @@ class Engine:
         if stopped == "kernel_died":
             entry.notices.append(
                 f"kernel {entry.kernel_id} died; {len(skipped)} cell(s) did not run — "
-                "restart it (`ipykeep restart` / the restart_kernel call) and run_stale re-runs what is needed"
+                "restart it (`ipykeep restart` / the restart_kernel tool) and run_stale re-runs what is needed"
             )
         return BatchResult(
             kernel_id=entry.kernel_id,
@@ -786,7 +792,7 @@ class Engine:
         if not entry.process.alive:
             raise KernelDiedError(
                 f"kernel {entry.kernel_id} is not running",
-                hint="close it and start a new one (`ipykeep stop` then `ipykeep start`)",
+                hint="restart it (`ipykeep restart` / the restart_kernel tool), then run_stale re-runs what is needed",
             )
         subshell = None
         if entry.main_lock.locked():
@@ -919,9 +925,19 @@ class Engine:
     async def restart(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
         """Restart a kernel (dead or alive) in place: same id and notebook, fresh state."""
         entry = self._live(kernel_id, notebook)
-        await asyncio.wait_for(
-            self.restart_kernel(entry, reason="restarted on request" if entry.process.alive else "it had died"), 120
-        )
+        if entry.warm_task is not None and not entry.warm_task.done():
+            entry.warm_task.cancel()  # warming would go on against the new, empty kernel
+            with contextlib.suppress(BaseException):
+                await entry.warm_task
+        try:
+            await asyncio.wait_for(
+                self.restart_kernel(entry, reason="restarted on request" if entry.process.alive else "it had died"), 120
+            )
+        except asyncio.TimeoutError:
+            raise KernelStartError(
+                f"kernel {entry.kernel_id} did not come back within 120 s of the restart",
+                hint="check `ipykeep doctor` and the daemon log; close it and start a new one",
+            ) from None
         entry.state = "idle"
         return self.kernel_record(entry)
 
@@ -957,13 +973,4 @@ class Engine:
         return {"kernel_id": entry.kernel_id, "appended": True, "record": str(entry.archive.record)}
 
     async def read_artifact(self, uri: str) -> dict[str, Any]:
-        try:
-            path = resolve_artifact_uri(self.paths.state, uri)
-        except ValueError as exc:
-            raise UsageError(str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>") from None
-        if not path.is_file():
-            raise UsageError(f"no artifact at {uri}", hint="the URI comes from a truncated output's marker")
-        data = path.read_bytes()
-        if path.suffix in (".txt", ".html", ".svg"):
-            return {"uri": uri, "path": str(path), "text": data.decode("utf-8", "replace")}
-        return {"uri": uri, "path": str(path), "blob": base64.b64encode(data).decode(), "mime": "image/png" if path.suffix == ".png" else "application/octet-stream"}
+        return read_artifact(self.paths.state, uri)

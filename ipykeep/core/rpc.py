@@ -279,6 +279,11 @@ class AsyncRpcPool:
             if not fresh:  # a pooled connection the daemon closed meanwhile: retry on a new one
                 return await self.call(method, params)
             raise DaemonUnreachableError(f"lost the daemon during {method}: {exc}") from exc
+        except BaseException:
+            # Cancelled mid-call: the connection is mid-request, never pooled; closing it tells
+            # the daemon, which cancels the call (a batch stops, see the RPC server).
+            writer.close()
+            raise
         if not line:
             writer.close()
             if not fresh:

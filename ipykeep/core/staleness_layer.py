@@ -93,6 +93,8 @@ def _batch_ok(batch: BatchResult | None, snap: NotebookSnapshot) -> bool:
     """Every cell ran fine, or failed as its ``raises-exception`` tag says it should."""
     if batch is None:
         return True
+    if batch.stopped is not None:  # interrupted, or the kernel died or closed under it
+        return False
     expected = {c.cell_id for c in notebook_cells(snap) if c.expects_failure}
     return all(r.state == "ok" or (r.state == "failed" and r.cell_id in expected) for r in batch.results)
 

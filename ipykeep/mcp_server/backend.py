@@ -11,14 +11,13 @@ daemon exited.
 
 from __future__ import annotations
 
-import base64
 import logging
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from ..core.archive import resolve_artifact_uri
+from ..core import archive
 from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
 from ..core.engine import unknown_kernel_error
 from ..core.errors import DaemonUnreachableError, UnknownKernelError, UsageError
@@ -98,15 +97,6 @@ class Backend:
 
 
 def read_artifact(paths: ProjectPaths, uri: str) -> dict[str, Any]:
-    """The artifact ``uri`` names, as the engine's ``read_artifact`` returns it."""
-    try:
-        path = resolve_artifact_uri(paths.state, uri)
-    except ValueError as exc:
-        raise UsageError(str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>") from None
-    if not path.is_file():
-        raise UsageError(f"no artifact at {uri}", hint="the URI comes from a truncated output's marker or an image")
-    data = path.read_bytes()
-    if path.suffix in (".txt", ".html", ".svg"):
-        return {"uri": uri, "path": str(path), "text": data.decode("utf-8", "replace")}
-    mime = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}.get(path.suffix, "application/octet-stream")
-    return {"uri": uri, "path": str(path), "blob": base64.b64encode(data).decode(), "mime": mime}
+    """The artifact ``uri`` names, read from disk as the engine's ``read_artifact`` does (so it
+    stays readable after the daemon has gone)."""
+    return archive.read_artifact(paths.state, uri)

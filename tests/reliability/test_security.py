@@ -13,6 +13,7 @@ import pytest
 
 from ipykeep.core import rpc
 from ipykeep.core.client import DaemonClient
+from ipykeep.core.errors import UsageError
 from ipykeep.core.rpc import _request
 from tests.conftest import stop_daemon
 
@@ -37,6 +38,24 @@ def test_a_symlink_in_an_artifacts_directory_serves_nothing(proj):
     link.symlink_to("/etc/passwd")
     exc = error_of(client, "read_artifact", uri=f"ipykeep://artifacts/{kid}/evil.txt")
     assert exc.code == "bad_argument" and "root:" not in exc.message
+
+
+def test_a_symlinked_kernel_or_artifacts_directory_serves_nothing(proj):
+    from ipykeep.core.project import ProjectPaths
+    from ipykeep.mcp_server.backend import read_artifact
+
+    root, client = proj
+    kernels = root / ".ipykeep" / "kernels"
+    (kernels / "k900").symlink_to("/etc")  # a whole kernel directory
+    (kernels / "k901").mkdir()
+    (kernels / "k901" / "artifacts").symlink_to("/etc")  # its artifacts directory
+    paths = ProjectPaths(root)
+    for uri in ("ipykeep://artifacts/k900/passwd", "ipykeep://artifacts/k901/passwd"):
+        exc = error_of(client, "read_artifact", uri=uri)  # the daemon
+        assert exc.code == "bad_argument" and "root:" not in exc.message
+        with pytest.raises(UsageError) as caught:  # the MCP server reads artifacts from disk itself
+            read_artifact(paths, uri)
+        assert "not a file ipykeep stored" in caught.value.message
 
 
 def test_a_notebook_outside_the_project_is_refused_like_a_cwd(proj, tmp_path: Path):

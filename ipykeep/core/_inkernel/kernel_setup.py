@@ -42,41 +42,6 @@ def install_interrupt_patch():
     cls._ipykeep_sigint_patch = True
 
 
-def install_subshell_patch():
-    """Run subshell code with the plain IPython shell, not ipyflow's traced one.
-
-    ipyflow's shell assumes the main thread: its tracer is installed per thread and it keeps one
-    "current cell" for the whole process. Code on an ipykernel-7 subshell (another thread) went
-    through that machinery untraced and lost its final expression's value (``6 * 7`` sent while
-    a notebook cell runs printed nothing). Off the main thread, skip ipyflow and run the cell
-    as IPython does; ipykeep records scratch code for staleness from its source anyway.
-    """
-    from IPython.core.getipython import get_ipython
-
-    shell = get_ipython()
-    if shell is None or "_ipykeep_subshell_patch" in shell.__dict__:
-        return
-    plain = None
-    for klass in type(shell).__mro__:
-        if not klass.__module__.startswith("ipyflow") and "run_cell_async" in klass.__dict__:
-            plain = klass.__dict__["run_cell_async"]
-            break
-    if plain is None or plain is type(shell).run_cell_async:
-        return  # not an ipyflow shell: nothing to route around
-    traced = shell.run_cell_async
-    takes_cell_id = "cell_id" in inspect.signature(plain).parameters  # IPython < 8.19 has none
-
-    async def run_cell_async(raw_cell, *args, **kwargs):
-        if threading.current_thread() is threading.main_thread():
-            return await traced(raw_cell, *args, **kwargs)
-        if not takes_cell_id:
-            kwargs.pop("cell_id", None)
-        return await plain(shell, raw_cell, *args, **kwargs)
-
-    shell.run_cell_async = run_cell_async
-    shell._ipykeep_subshell_patch = True
-
-
 _warmed_modules = 0
 
 
@@ -183,7 +148,6 @@ def install_orphan_guard():
 
 install_interrupt_patch()
 install_orphan_guard()
-install_subshell_patch()
 
 
 _scratch_runs = 0
