@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import shutil
 import signal
 import tempfile
@@ -52,6 +53,12 @@ REPLY_GRACE = 0.5
 #: Seconds a subshell request may go unacknowledged (no busy status) before it is declared lost
 #: and its subshell retired. Subshells are ipykeep's own, so nothing legitimate queues there.
 SUBSHELL_START_TIMEOUT = 15.0
+#: Seconds a reader of a channel ipykeep also sends on (shell, control) waits before polling
+#: again. zmq.asyncio can miss the wake-up of a reply that lands while a request is being sent
+#: on the same socket: the reply then sat unread until the next message arrived, which under
+#: concurrent load was never. A fresh poll re-reads the socket's events, so a reply waits at
+#: most this long.
+CHANNEL_REPOLL = 0.1
 UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 
 def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
@@ -268,7 +275,9 @@ class KernelProcess:
     async def _route_shell(self) -> None:
         while True:
             try:
-                msg = await self.kc.get_shell_msg()
+                msg = await self.kc.get_shell_msg(timeout=CHANNEL_REPOLL)
+            except queue.Empty:
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception:  # pragma: no cover
@@ -284,7 +293,9 @@ class KernelProcess:
         # replies ("internal error in execute: Empty").
         while True:
             try:
-                msg = await self.kc.get_control_msg()
+                msg = await self.kc.get_control_msg(timeout=CHANNEL_REPOLL)
+            except queue.Empty:
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception:  # pragma: no cover
@@ -424,7 +435,9 @@ class KernelProcess:
                     hint="run it again; the kernel and its variables are unharmed",
                 )
             step = 1.0 if timeout is None else max(0.01, min(1.0, timeout - elapsed))
-            await asyncio.wait({reply, idle}, timeout=step)
+            # FIRST_COMPLETED: the default (all completed) held every lost reply for a whole
+            # step before the grace above even began.
+            await asyncio.wait({reply, idle}, timeout=step, return_when=asyncio.FIRST_COMPLETED)
         return reply.result()
 
     async def _drain_until_idle(self, ex: Execution, msg_id: str, idle: asyncio.Future[None]) -> None:
