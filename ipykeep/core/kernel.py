@@ -47,17 +47,18 @@ DataflowMode = Literal["ipyflow", "static"]
 #: Seconds of iopub silence after the reply before a missing idle status is assumed lost.
 IOPUB_QUIET = 3.0
 #: Seconds the shell reply may trail the idle status before the execution is finished from its
-#: iopub messages alone. Under concurrent subshell load ipykernel 7.4 sometimes never sends the
-#: reply although the code ran and went idle; waiting for it forever wedged the kernel.
+#: iopub messages alone: waiting for a reply that never comes wedged the kernel. Replies that
+#: arrive trail the idle status by a few ms (at most ~35 ms seen under 10-client load); the
+#: losses once seen under load were the reader's missed wake-ups (see CHANNEL_REPOLL).
 REPLY_GRACE = 0.5
 #: Seconds a subshell request may go unacknowledged (no busy status) before it is declared lost
 #: and its subshell retired. Subshells are ipykeep's own, so nothing legitimate queues there.
 SUBSHELL_START_TIMEOUT = 15.0
 #: Seconds a reader of a channel ipykeep also sends on (shell, control) waits before polling
-#: again. zmq.asyncio can miss the wake-up of a reply that lands while a request is being sent
-#: on the same socket: the reply then sat unread until the next message arrived, which under
-#: concurrent load was never. A fresh poll re-reads the socket's events, so a reply waits at
-#: most this long.
+#: again. Under concurrent load the zmq.asyncio poll of the shell socket sometimes never woke
+#: although a reply was waiting (its events said POLLIN; seen with pyzmq 27, likely a missed
+#: edge of the socket's descriptor while requests were sent on it), and no later reply woke it
+#: either. A fresh poll re-reads the socket's events, so a reply waits at most this long.
 CHANNEL_REPOLL = 0.1
 UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 

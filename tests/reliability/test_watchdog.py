@@ -1,8 +1,9 @@
-"""Watchdogs on a real kernel, with the loss the upstream bug causes injected deterministically.
+"""Watchdogs on a real kernel, with message losses injected deterministically.
 
-ipykernel 7.4 sometimes never sends an execute reply under concurrent subshell load; the load
-test meets it by chance, these tests make it happen every time: the reply of one request is
-dropped on arrival, or a subshell request is never delivered.
+Under concurrent load replies went unread (the shell reader missed their wake-up) and a
+subshell request may in principle never be delivered; the load test meets such losses by
+chance, these tests make them happen every time: a reply's wake-up is missed, the reply of
+one request is dropped on arrival, or a subshell request is never delivered.
 """
 
 from __future__ import annotations
