@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import shutil
 import signal
 import tempfile
@@ -46,12 +47,19 @@ DataflowMode = Literal["ipyflow", "static"]
 #: Seconds of iopub silence after the reply before a missing idle status is assumed lost.
 IOPUB_QUIET = 3.0
 #: Seconds the shell reply may trail the idle status before the execution is finished from its
-#: iopub messages alone. Under concurrent subshell load ipykernel 7.4 sometimes never sends the
-#: reply although the code ran and went idle; waiting for it forever wedged the kernel.
+#: iopub messages alone: waiting for a reply that never comes wedged the kernel. Replies that
+#: arrive trail the idle status by a few ms (at most ~35 ms seen under 10-client load); the
+#: losses once seen under load were the reader's missed wake-ups (see CHANNEL_REPOLL).
 REPLY_GRACE = 0.5
 #: Seconds a subshell request may go unacknowledged (no busy status) before it is declared lost
 #: and its subshell retired. Subshells are ipykeep's own, so nothing legitimate queues there.
 SUBSHELL_START_TIMEOUT = 15.0
+#: Seconds a reader of a channel ipykeep also sends on (shell, control) waits before polling
+#: again. Under concurrent load the zmq.asyncio poll of the shell socket sometimes never woke
+#: although a reply was waiting (its events said POLLIN; seen with pyzmq 27, likely a missed
+#: edge of the socket's descriptor while requests were sent on it), and no later reply woke it
+#: either. A fresh poll re-reads the socket's events, so a reply waits at most this long.
+CHANNEL_REPOLL = 0.1
 UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 
 def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
@@ -268,7 +276,9 @@ class KernelProcess:
     async def _route_shell(self) -> None:
         while True:
             try:
-                msg = await self.kc.get_shell_msg()
+                msg = await self.kc.get_shell_msg(timeout=CHANNEL_REPOLL)
+            except queue.Empty:
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception:  # pragma: no cover
@@ -284,7 +294,9 @@ class KernelProcess:
         # replies ("internal error in execute: Empty").
         while True:
             try:
-                msg = await self.kc.get_control_msg()
+                msg = await self.kc.get_control_msg(timeout=CHANNEL_REPOLL)
+            except queue.Empty:
+                continue
             except asyncio.CancelledError:
                 raise
             except Exception:  # pragma: no cover
@@ -424,7 +436,9 @@ class KernelProcess:
                     hint="run it again; the kernel and its variables are unharmed",
                 )
             step = 1.0 if timeout is None else max(0.01, min(1.0, timeout - elapsed))
-            await asyncio.wait({reply, idle}, timeout=step)
+            # FIRST_COMPLETED: the default (all completed) held every lost reply for a whole
+            # step before the grace above even began.
+            await asyncio.wait({reply, idle}, timeout=step, return_when=asyncio.FIRST_COMPLETED)
         return reply.result()
 
     async def _drain_until_idle(self, ex: Execution, msg_id: str, idle: asyncio.Future[None]) -> None:

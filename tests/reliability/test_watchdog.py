@@ -1,13 +1,15 @@
-"""Watchdogs on a real kernel, with the loss the upstream bug causes injected deterministically.
+"""Watchdogs on a real kernel, with message losses injected deterministically.
 
-ipykernel 7.4 sometimes never sends an execute reply under concurrent subshell load; the load
-test meets it by chance, these tests make it happen every time: the reply of one request is
-dropped on arrival, or a subshell request is never delivered.
+Under concurrent load replies went unread (the shell reader missed their wake-up) and a
+subshell request may in principle never be delivered; the load test meets such losses by
+chance, these tests make them happen every time: a reply's wake-up is missed, the reply of
+one request is dropped on arrival, or a subshell request is never delivered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import time
 
 import pytest
@@ -16,6 +18,8 @@ import pytest_asyncio
 from ipykeep.core import kernel as kernel_mod
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
+from ipykeep.core.execution import Execution
+from ipykeep.core.kernel import KernelProcess
 from ipykeep.core.project import ProjectPaths
 from tests.conftest import make_project
 
@@ -59,6 +63,58 @@ async def test_a_lost_reply_is_finished_from_iopub_and_the_shell_is_free_again(e
     finally:
         process._replies = real
     assert (await engine.execute("print(1 + 1)", kernel_id=kid)).output.text.strip() == "2"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_reply_whose_wake_up_was_missed_is_still_read(eng):
+    """zmq.asyncio can miss the wake-up of a reply landing while a request is sent on the same
+    socket: the poll that should return it never does. Under load this held every later reply
+    (each execution then finished from iopub after the grace). The reader polls again, so the
+    reply is read and its content kept; simulated here by hiding one reply from its poll."""
+    engine, kid = eng
+    process = engine.kernels[kid].process
+    real_get = process.kc.get_shell_msg
+    hidden: list[dict] = []
+    seen = {"calls": 0, "missed": 0}
+
+    async def miss_one_wake_up(*args, **kwargs):
+        seen["calls"] += 1
+        if hidden:
+            return hidden.pop()  # a later poll finds the message that was waiting
+        msg = await real_get(*args, **kwargs)
+        if not seen["missed"] and msg["parent_header"].get("msg_id") in process._pending:
+            seen["missed"] += 1
+            hidden.append(msg)  # this poll "missed" it: as if it were still in the socket
+            await asyncio.Future() if kwargs.get("timeout") is None else await asyncio.sleep(kwargs["timeout"])
+            raise queue.Empty
+        return msg
+
+    process.kc.get_shell_msg = miss_one_wake_up
+    try:
+        # the reader was already waiting before the patch: one message lets it loop into it
+        await process.eval_silent("'1'")
+        rec = await engine.execute("print('read in time')", kernel_id=kid)
+    finally:
+        del process.kc.get_shell_msg
+    ex = engine.kernels[kid].executions[rec.handle]
+    assert seen["missed"] == 1 and not hidden  # the hidden reply was delivered by a later poll
+    assert rec.state == "ok" and rec.output.text.strip() == "read in time"
+    assert not ex.reply_lost and not ex.notes
+    assert (await engine.execute("print(2 + 2)", kernel_id=kid)).output.text.strip() == "4"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_lost_reply_is_given_up_after_its_grace_not_after_a_poll_step(monkeypatch, tmp_path):
+    """Unit: once the idle status is in, the wait for the reply is REPLY_GRACE. It used to wait
+    for reply *and* idle up to a whole 1 s step first (asyncio.wait's default)."""
+    monkeypatch.setattr(kernel_mod, "REPLY_GRACE", 0.05)
+    process = KernelProcess(python="python", dataflow="static", cwd=tmp_path, name="unit")
+    loop = asyncio.get_running_loop()
+    reply, idle = loop.create_future(), loop.create_future()
+    ex = Execution(handle="h1", kernel_id="k1", code="pass", kind="scratch")
+    loop.call_later(0.05, idle.set_result, None)
+    got = await asyncio.wait_for(process._await_reply(ex, "m1", reply, idle, None, watch_start=False), 0.8)
+    assert got is None and ex.reply_lost
 
 
 @pytest.mark.asyncio(loop_scope="session")
