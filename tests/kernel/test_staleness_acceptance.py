@@ -34,15 +34,18 @@ MODES = ("ipyflow", "static")
 
 # A fresh run: every code cell in order in one namespace, stopping at the first error (as a
 # notebook run-all does), then the repr of each expression ("<undefined>" when it fails).
+# The oracle: the notebook's code cells run top to bottom by IPython (notebook syntax such as
+# ``!cmd`` and ``%run`` included) in a separate interpreter, stopping at the first error as
+# nbclient does.
 _FRESH_RUN = r"""
 import json, sys
+from IPython.core.interactiveshell import InteractiveShell
 cells, exprs = json.loads(sys.stdin.read())
-ns = {"__name__": "__main__"}
+shell = InteractiveShell.instance()
 for src in cells:
-    try:
-        exec(compile(src, "<cell>", "exec"), ns)
-    except Exception:
+    if not shell.run_cell(src, store_history=False, silent=True).success:
         break
+ns = shell.user_ns
 out = []
 for e in exprs:
     try:

@@ -389,8 +389,6 @@ async def test_expected_failure_tag(make_nb: Any, mode: str) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_edited_run_script(make_nb: Any, mode: str) -> None:
-    # ``%run`` is IPython syntax: the plain-Python fresh-run helper cannot run it, so the values
-    # a fresh run gives are asserted directly
     nb = make_nb(
         mode,
         [("run", "%run helper_script.py"), ("use", "z = sval * 2"), ("k", "k = 1")],
@@ -402,4 +400,28 @@ async def test_edited_run_script(make_nb: Any, mode: str) -> None:
     plan = await nb.plan()
     assert kinds(plan) == {"run": {"file_changed"}, "use": {"upstream"}}
     await execute_exactly(nb, ["run", "use"])
+    await nb.assert_fresh("sval", "z", "k")
     assert await nb.values("sval", "z") == ["20", "40"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_shell_command_that_writes_a_file_read_below(make_nb: Any, mode: str) -> None:
+    # A shell escape is opaque: re-running it may rewrite any project file, so the cells below
+    # that read project files re-run after it; cells reading nothing from disk do not.
+    nb = make_nb(
+        mode,
+        [
+            ("write", "!echo 1 > made.txt"),
+            ("read", "made = open('made.txt').read().strip()"),
+            ("calc", "calc = 5 * 2"),
+        ],
+    )
+    await nb.start()
+    assert kinds(await nb.plan()) == {} and (await nb.plan()).blocked == []
+    nb.edit("write", "!echo 2 > made.txt")
+    plan = await nb.plan()
+    assert set(kinds(plan)) == {"write", "read"}, kinds(plan)
+    assert "source_changed" in kinds(plan)["write"]
+    await execute_exactly(nb, ["write", "read"])
+    await nb.assert_fresh("made", "calc")
+    assert await nb.values("made") == ["'2'"]
