@@ -123,6 +123,7 @@ def cell_effects(
     """
     reads, mutates = static_effects(an, lookup)
     writes = set(an.defs) | mutates | an.unbinds
+    floor_writes = frozenset(writes)
     if dyn is not None:
         # a name the cell bound itself is its own, even if the tracer saw it read
         own = an.defs | an.unbinds  # ``except … as e``: the handler's own e, not a global
@@ -137,8 +138,9 @@ def cell_effects(
         writes -= unseen - an.defs
         writes -= an.unbinds - obs.deleted  # the handler did not run
         if dyn is not None:
-            # the tracer's bindings that the namespace never showed (a comprehension's variable)
-            writes -= dyn.defined - an.defs - obs.changed
+            # the tracer's bindings that the namespace never showed (a comprehension's variable);
+            # only the tracer's own additions go, never what static analysis found
+            writes -= dyn.defined - floor_writes - obs.changed
         mutates |= obs.mutated - an.defs
         reads |= obs.mutated - an.defs
         writes |= obs.changed
@@ -154,6 +156,22 @@ def cell_effects(
         pseudo = {n for n in mutates if not n.isidentifier()}
         mutates -= pseudo
         reads -= pseudo
+    return reads, writes, mutates
+
+
+def _seen_in_fresh_run(
+    an: CellAnalysis, effects: tuple[set[str], set[str], set[str]], last_writer: Mapping[str, str]
+) -> tuple[set[str], set[str], set[str]]:
+    """``effects`` without the changes seen in values that no cell above makes: such a change
+    cannot happen in a fresh run (the object does not exist yet there); it came through an
+    object graph reaching a later cell's value, so it is not this cell's input or output."""
+    reads, writes, mutates = effects
+    seen_only = mutates - an.loaded - an.defs - an.mutates - an.unbinds
+    for name in seen_only:
+        if name not in last_writer and not _pseudo(name):
+            reads.discard(name)
+            writes.discard(name)
+            mutates.discard(name)
     return reads, writes, mutates
 
 
@@ -183,22 +201,27 @@ def build_graph(
         an = analyze_source(cell.source)
         lookup = dict(functions)
         lookup.update(an.functions)
-        reads, writes, mutates = cell_effects(
-            an,
-            lookup,
-            dynamic.get(cell.cell_id),
-            observed.get(cell.cell_id),
-            carried.get(cell.cell_id),
-        )
-        # A change seen in a value that no cell above makes cannot happen in a fresh run (the
-        # object does not exist yet there): it came through an object graph reaching a later
-        # cell's value, so it is not this cell's input or output.
-        seen_only = mutates - an.loaded - an.defs - an.mutates - an.unbinds
-        for name in seen_only:
-            if name not in last_writer and not _pseudo(name):
-                reads.discard(name)
-                writes.discard(name)
-                mutates.discard(name)
+        obs, kept = observed.get(cell.cell_id), carried.get(cell.cell_id)
+        # The floor: static analysis of the source as it is now plus the kernel's evidence of
+        # its last run. The tracer's edges may only add to it (ipyflow mode is at least as
+        # sound as static mode), so the tracer's view is merged into it, never put in its place.
+        reads, writes, mutates = _seen_in_fresh_run(an, cell_effects(an, lookup, None, obs, kept), last_writer)
+        dyn = dynamic.get(cell.cell_id)
+        if dyn is not None:
+            d_reads, d_writes, d_mutates = _seen_in_fresh_run(
+                an, cell_effects(an, lookup, dyn, obs, kept), last_writer
+            )
+            # A name only the tracer saw read, that no cell above writes, is an artefact of its
+            # bookkeeping (an ancestor of a value, a comprehension's variable): it must not
+            # block the cell (``missing_producer``), which would drop it from the plan.
+            extra_reads = {n for n in d_reads - reads if n in last_writer}
+            # A name only the tracer saw written must not hide the floor's producer of it from
+            # the cells below: the cell passes the value on, so it reads it too.
+            extra_writes = d_writes - writes
+            extra_reads |= {n for n in extra_writes if n in last_writer}
+            reads |= extra_reads
+            writes |= extra_writes
+            mutates |= d_mutates & reads
         producers = {name: last_writer.get(name) for name in reads}
         gc = GraphCell(
             cell=cell,

@@ -331,6 +331,42 @@ async def test_print_only_edit_does_not_rerun_readers(make_nb: Any, mode: str) -
     await nb.assert_fresh("data", "total", "other")
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_frame_built_then_changed_in_one_cell_follows_its_inputs(make_nb: Any, mode: str) -> None:
+    # ipyflow reports raw as used and mutated by the cell that binds it (and rng as used by the
+    # reader of raw); its edges only add to the static and runtime floor, so neither the cell
+    # nor its reader is dropped from the plan (as a blocked cell would be)
+    nb = make_nb(
+        mode,
+        [
+            ("imp", "import numpy as np\nimport pandas as pd\nrng = np.random.default_rng(42)"),
+            ("size", "N = 600\nREGIONS = ['n', 's']"),
+            (
+                "raw",
+                "raw = pd.DataFrame({'r': rng.choice(REGIONS, N)})\n"
+                "raw.loc[rng.choice(N, 6, replace=False), 'r'] = None",
+            ),
+            ("use", "total = len(raw)\nmissing = int(raw['r'].isna().sum())"),
+        ],
+    )
+    await nb.start()
+    assert kinds(await nb.plan()) == {} and (await nb.plan()).blocked == []
+    nb.edit("size", "N = 700\nREGIONS = ['n', 's']")
+    plan = await nb.plan()
+    # raw draws from rng: the generator is rebuilt first so the draws match a fresh run
+    assert kinds(plan) == {
+        "imp": {"restores"},
+        "size": {"source_changed"},
+        "raw": {"upstream"},
+        "use": {"upstream"},
+    }
+    assert plan.blocked == []
+    assert reason(plan, "use", "upstream")["cells"] == ["raw"]
+    await execute_exactly(nb, ["imp", "size", "raw", "use"])
+    await nb.assert_fresh("total", "missing", "int((raw['r'] == 'n').sum())", "float(rng.random())")
+    assert await nb.values("total", "missing") == ["700", "6"]
+
+
 # ----------------------------------------------------------------------------- blocking
 
 
