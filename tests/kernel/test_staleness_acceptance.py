@@ -185,6 +185,8 @@ class Nb:
             for item in self.dir.iterdir():
                 if item.is_file() and item.suffix != ".ipynb":
                     shutil.copy2(item, Path(tmp) / item.name)
+                elif item.is_dir() and not item.name.startswith(".") and item.name != "__pycache__":
+                    shutil.copytree(item, Path(tmp) / item.name)  # data directories
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", _FRESH_RUN, cwd=tmp,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

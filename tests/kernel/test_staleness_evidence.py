@@ -256,6 +256,7 @@ async def test_listed_directory_gains_a_file(make_nb: Any, mode: str) -> None:
     plan = await nb.plan()
     assert kinds(plan) == {"ls": {"file_changed"}, "glob": {"file_changed"}, "n": {"upstream"}}
     await execute_exactly(nb, ["ls", "glob", "n"])
+    await nb.assert_fresh("names", "csvs", "n")
     assert await nb.values("n") == ["4"]
 
 
