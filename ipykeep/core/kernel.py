@@ -274,27 +274,23 @@ class KernelProcess:
                     fut.set_result(None)
 
     async def _route_shell(self) -> None:
-        while True:
-            try:
-                msg = await self.kc.get_shell_msg(timeout=CHANNEL_REPOLL)
-            except queue.Empty:
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # pragma: no cover
-                await asyncio.sleep(0.05)
-                continue
-            parent = msg.get("parent_header", {}).get("msg_id")
-            fut = self._replies.pop(parent, None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
+        await self._route_replies(lambda **kw: self.kc.get_shell_msg(**kw), self._replies)
 
     async def _route_control(self) -> None:
         # One reader for the control channel: concurrent readers raced for each other's
         # replies ("internal error in execute: Empty").
+        await self._route_replies(lambda **kw: self.kc.get_control_msg(**kw), self._control)
+
+    @staticmethod
+    async def _route_replies(get: Any, pending: dict[str, asyncio.Future[dict[str, Any]]]) -> None:
+        """Hand each reply on a channel to the request waiting for it (by parent msg_id).
+
+        The short timeout makes every wait a fresh poll of the socket: under concurrent sends
+        zmq.asyncio can miss a reply's wake-up, and the reply would wait for the next message.
+        """
         while True:
             try:
-                msg = await self.kc.get_control_msg(timeout=CHANNEL_REPOLL)
+                msg = await get(timeout=CHANNEL_REPOLL)
             except queue.Empty:
                 continue
             except asyncio.CancelledError:
@@ -302,7 +298,7 @@ class KernelProcess:
             except Exception:  # pragma: no cover
                 await asyncio.sleep(0.05)
                 continue
-            fut = self._control.pop(msg.get("parent_header", {}).get("msg_id"), None)
+            fut = pending.pop(msg.get("parent_header", {}).get("msg_id"), None)
             if fut is not None and not fut.done():
                 fut.set_result(msg)
 
