@@ -75,10 +75,6 @@ def emit(as_json: bool, payload: Any, text: str) -> None:
         typer.echo(text)
 
 
-def _abs(path: Optional[str]) -> Optional[str]:
-    return str(Path(path).expanduser().resolve()) if path else None
-
-
 def _client() -> DaemonClient:
     return connect(Path.cwd())
 
@@ -173,9 +169,9 @@ def stop(
         emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": desc.pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
         return
     if notebook:
-        target = next((k for k in status.kernels if k.notebook == _abs(notebook)), None)
+        target = next((k for k in status.kernels if k.notebook == fast.abs_path(notebook)), None)
         if target is None:
-            raise UnknownKernelError(f"no kernel is bound to {_abs(notebook)}", hint="`ipykeep status` lists the kernels")
+            raise UnknownKernelError(f"no kernel is bound to {fast.abs_path(notebook)}", hint="`ipykeep status` lists the kernels")
     else:
         target = status.kernels[0] if len(status.kernels) == 1 else None
     if target is None:
@@ -237,7 +233,7 @@ def run(
 @guarded
 def restart(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
     """Restart the notebook's kernel (dead or alive): same kernel id, fresh state."""
-    rec = KernelRecord.model_validate(_client().call("restart", notebook=_abs(notebook)))
+    rec = KernelRecord.model_validate(_client().call("restart", notebook=fast.abs_path(notebook)))
     emit(as_json, rec, render_kernel(rec))
 
 
@@ -288,7 +284,7 @@ def watch(
     as_json: bool = JsonOpt,
 ) -> None:
     """Register PATH as an input of the notebook: its changes make the cells that use it stale."""
-    res = _client().call("watch_file", path=str(Path(path).expanduser().resolve()), notebook=_abs(notebook))
+    res = _client().call("watch_file", path=str(Path(path).expanduser().resolve()), notebook=fast.abs_path(notebook))
     emit(as_json, res, f"watching {res['path']}" + ("" if res["exists"] else " (does not exist yet)"))
 
 
@@ -302,7 +298,7 @@ def inspect(
     """A typed, bounded summary of a live variable."""
     from .inspection import Summary, render_summary
 
-    summary = Summary.model_validate(_client().call("inspect", name=name, notebook=_abs(notebook)))
+    summary = Summary.model_validate(_client().call("inspect", name=name, notebook=fast.abs_path(notebook)))
     if as_json:
         typer.echo(summary.compact_json())
     else:
@@ -315,7 +311,7 @@ def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) ->
     """Every user variable in the kernel with type, shape, memory and defining cell."""
     from .inspection import NamespaceListing, render_namespace
 
-    listing = NamespaceListing.model_validate(_client().call("namespace", notebook=_abs(notebook)))
+    listing = NamespaceListing.model_validate(_client().call("namespace", notebook=fast.abs_path(notebook)))
     if as_json:
         typer.echo(listing.compact_json())
     else:

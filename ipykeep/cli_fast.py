@@ -89,7 +89,8 @@ def emit_json(payload: Any) -> None:
     echo(json.dumps(payload, separators=(",", ":")))
 
 
-def _abs(path: str | None) -> str | None:
+def abs_path(path: str | None) -> str | None:
+    """A notebook argument as the daemon expects it: absolute, resolved (None stays None)."""
     return str(Path(path).expanduser().resolve()) if path else None
 
 
@@ -104,7 +105,7 @@ def cmd_status(notebook: str | None, as_json: bool) -> int:
     from .core.render import render_status
     from .core.views import view
 
-    st = _client().call("status", notebook=_abs(notebook))
+    st = _client().call("status", notebook=abs_path(notebook))
     if as_json:
         emit_json(st)
     else:
@@ -115,7 +116,7 @@ def cmd_status(notebook: str | None, as_json: bool) -> int:
 def cmd_exec(code: str, notebook: str | None, as_json: bool) -> int:
     if code == "-":
         code = sys.stdin.read()
-    rec = _client().call("execute", code=code, notebook=_abs(notebook))
+    rec = _client().call("execute", code=code, notebook=abs_path(notebook))
     if as_json:
         emit_json(rec)
     else:
@@ -137,7 +138,7 @@ def cmd_run(cells: list[str], notebook: str | None, as_json: bool) -> int:
     from .core.render import render_batch
     from .core.views import view
 
-    batch = _client().call("run_cells", cells=cells, notebook=_abs(notebook))
+    batch = _client().call("run_cells", cells=cells, notebook=abs_path(notebook))
     if as_json:
         emit_json(batch)
     else:
@@ -162,7 +163,7 @@ def cmd_interrupt(notebook: str | None, as_json: bool) -> int:
     from .core.render import render_interrupt
     from .core.views import view
 
-    res = _client().call("interrupt", notebook=_abs(notebook))
+    res = _client().call("interrupt", notebook=abs_path(notebook))
     if as_json:
         emit_json(res)
     else:
@@ -177,7 +178,7 @@ def cmd_run_stale(notebook: str | None, execute: bool, fresh: bool, as_json: boo
     if fresh and not execute:
         raise UsageError("--fresh restarts the kernel and runs every cell: it needs --execute", hint="ipykeep run-stale --execute --fresh")
     client = _client()
-    params = {"notebook": _abs(notebook), "execute": execute}
+    params = {"notebook": abs_path(notebook), "execute": execute}
     if fresh:
         params["fresh"] = True
     if execute and not as_json:

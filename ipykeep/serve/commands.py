@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from ..cli_fast import abs_path
+
 from ..core.client import connect
 from ..core.errors import IpykeepError, UsageError
 from ..core.records import KernelRecord
@@ -19,10 +21,6 @@ def _fail(exc: IpykeepError) -> typer.Exit:
     if exc.hint:
         typer.echo(f"hint: {exc.hint}", err=True)
     return typer.Exit(exc.exit_code)
-
-
-def _abs(path: Optional[str]) -> Optional[str]:
-    return str(Path(path).expanduser().resolve()) if path else None
 
 
 def parse_captions(items: List[str]) -> dict[str, str]:
@@ -46,7 +44,7 @@ def register(app: typer.Typer) -> None:
         """Open the running kernel in JupyterLab / VS Code: prints the server URL with its token."""
         try:
             client = connect(Path.cwd())
-            rec = KernelRecord.model_validate(client.call("unserve" if stop else "serve", notebook=_abs(notebook)))
+            rec = KernelRecord.model_validate(client.call("unserve" if stop else "serve", notebook=abs_path(notebook)))
         except IpykeepError as exc:
             raise _fail(exc) from None
         if as_json:
@@ -68,7 +66,7 @@ def register(app: typer.Typer) -> None:
         try:
             captions = parse_captions(cell)
             client = connect(Path.cwd())
-            res = client.call("publish", notebook=_abs(notebook), cells=captions or None, tunnel=tunnel)
+            res = client.call("publish", notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel)
         except IpykeepError as exc:
             raise _fail(exc) from None
         if as_json:
