@@ -6,7 +6,8 @@ Layout under ``<project>/.ipykeep/checkpoints/`` (directories 0700, files 0600):
     blobs/ab/cdef…                   one pickled value; its name is HMAC-SHA256(key, bytes)
     notebooks/<nbkey>/cells/<id>.json  the latest checkpoint of each notebook cell
     notebooks/<nbkey>/named/<n>.json   named checkpoints (``ipykeep checkpoint NAME``)
-    poisoned.json                    blobs that failed to load: never tried again
+    poisoned.json                    authentic blobs that failed to unpickle: never tried again
+    quarantine/<id>                  blobs that failed authentication, moved out of the way
 
 Unpickling is code execution, so a blob is only ever loaded when its bytes authenticate under
 the project's key: the address *is* the MAC, so a blob copied from elsewhere, edited, or
@@ -164,7 +165,7 @@ class CheckpointStore:
         except FileNotFoundError:
             raise CheckpointError(f"checkpoint blob {blob_id[:12]} is missing (collected?)", hint="its cell re-runs instead") from None
         if not hmac.compare_digest(self.blob_id(data), blob_id):
-            self.mark_poisoned(blob_id, "failed authentication")
+            self.quarantine(blob_id)
             raise TamperedCheckpointError(
                 f"checkpoint blob {blob_id[:12]} does not authenticate under this project's key: it was "
                 "modified or not written by this project; refusing to unpickle it",
@@ -201,6 +202,16 @@ class CheckpointStore:
 
     def is_poisoned(self, blob_id: str) -> bool:
         return blob_id in self.poisoned()
+
+    def quarantine(self, blob_id: str) -> None:
+        """Move a blob that failed authentication out of the store (kept for inspection).
+
+        Not poisoned: its id is a MAC, so when the kernel writes the true bytes again they are
+        authentic and load."""
+        path = self.blob_path(blob_id)
+        target = _private_dir(self.root / "quarantine") / blob_id
+        with contextlib.suppress(OSError):
+            os.replace(path, target)
 
     def mark_poisoned(self, blob_id: str, why: str) -> None:
         data = self.poisoned()

@@ -64,6 +64,20 @@ class Config:
     server_command: Literal["lab", "notebook"] = "lab"
     #: Port for the Jupyter server; 0 picks a free one.
     serve_port: int = 0
+    #: Checkpoint each notebook cell's values in the background so a lost kernel comes back
+    #: without re-running fresh cells (README, "Checkpoints").
+    checkpoints: bool = True
+    checkpoint_max_value_mb: float = 512.0
+    checkpoint_max_cell_mb: float = 1024.0
+    checkpoint_max_project_mb: float = 4096.0
+    checkpoint_max_age_days: float = 14.0
+    #: Seconds the kernel may spend pickling one cell's values; the rest is not checkpointed.
+    checkpoint_snapshot_budget_s: float = 10.0
+    #: Variable names, and types as "module.QualName", never checkpointed (their cells re-run).
+    checkpoint_exclude_names: list[str] = field(default_factory=list)
+    checkpoint_exclude_types: list[str] = field(default_factory=list)
+    #: Seconds a restore may take before the values not loaded yet are re-run instead.
+    restore_timeout: float = 120.0
 
     def with_overrides(self, **overrides: Any) -> Config:
         clean = {k: v for k, v in overrides.items() if v is not None}

@@ -484,7 +484,11 @@ class Engine:
             for plugin in self.plugins:
                 if hasattr(plugin, "warm_starting"):
                     await plugin.warm_starting(self, entry)
-            return await self._run_batch(entry, snap, [c.cell_id for c in snap.code_cells], progress=entry.warm)
+            cell_ids = [c.cell_id for c in snap.code_cells]
+            for plugin in self.plugins:  # checkpoints: restore what is fresh, run the rest
+                if hasattr(plugin, "warm_cells"):
+                    cell_ids = await plugin.warm_cells(self, entry, snap, cell_ids)
+            return await self._run_batch(entry, snap, cell_ids, progress=entry.warm)
         finally:
             for plugin in self.plugins:
                 if hasattr(plugin, "warm_finished"):

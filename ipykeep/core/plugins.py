@@ -21,4 +21,7 @@ def install_plugins(engine: Engine) -> None:
     from .inspection_layer import InspectionLayer
     from .staleness_layer import StalenessLayer
 
-    engine.plugins.extend([StalenessLayer(engine), InspectionLayer(engine), ServePlugin(engine)])
+    from ..checkpoints.layer import CheckpointLayer
+
+    # CheckpointLayer reads what StalenessLayer recorded for a cell: it comes after it
+    engine.plugins.extend([StalenessLayer(engine), InspectionLayer(engine), ServePlugin(engine), CheckpointLayer(engine)])

@@ -321,6 +321,11 @@ class StalenessTracker:
         """Name -> id of the notebook cell that last wrote it (scratch writes are left out)."""
         return {name: w.cell_id for name, w in self._writers.items() if w.cell_id is not None}
 
+    def run_files(self, cell_id: str) -> tuple[tuple[FileStamp, ...], tuple[str, ...]]:
+        """The files the cell's last run depended on (stamped then) and the paths it wrote."""
+        run = self._runs.get(cell_id)
+        return (tuple(run.files.values()), tuple(sorted(run.written))) if run is not None else ((), ())
+
     def last_outcome(self, cell_id: str) -> Outcome | None:
         run = self._runs.get(cell_id)
         return run.outcome if run is not None else None

@@ -36,13 +36,19 @@ def test_key_and_blobs_are_private(store: CheckpointStore) -> None:
     assert store.put_blob(b"hello") == blob  # content-addressed: written once
 
 
-def test_tampered_blob_is_refused_and_poisoned(store: CheckpointStore) -> None:
+def test_tampered_blob_is_refused_and_quarantined(store: CheckpointStore) -> None:
     blob = store.put_blob(b"payload")
     store.blob_path(blob).write_bytes(b"paylOad")
     with pytest.raises(TamperedCheckpointError, match="does not authenticate.*refusing to unpickle"):
         store.get_blob(blob)
-    assert store.is_poisoned(blob)
-    store.blob_path(blob).write_bytes(b"payload")  # even restored bytes stay refused
+    assert not store.blob_path(blob).exists() and (store.root / "quarantine" / blob).exists()
+    assert store.put_blob(b"payload") == blob  # the true bytes, written again, load
+    assert store.get_blob(blob) == b"payload"
+
+
+def test_poisoned_blob_is_never_loaded_again(store: CheckpointStore) -> None:
+    blob = store.put_blob(b"authentic but unloadable")
+    store.mark_poisoned(blob, "load_failed: ModuleNotFoundError")
     with pytest.raises(TamperedCheckpointError, match="poisoned"):
         store.get_blob(blob)
 

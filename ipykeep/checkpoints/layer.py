@@ -1,0 +1,440 @@
+"""Checkpoints in the engine: background snapshots after each notebook cell, restore of a lost
+kernel's fresh cells at start, and named checkpoints with rollback.
+
+One object with the engine's hook methods (``kernel_started``, ``after_cell``,
+``kernel_restarted``, ``kernel_lost``, ``warm_cells``) and RPC methods (``checkpoint``,
+``restore``, ``checkpoints``). It must come after the staleness layer in the plugin list: it
+reads the staleness tracker's record of the cell that just ran.
+
+When restore happens: on ``start`` of a notebook that has cell checkpoints (a new kernel after
+``stop``, a daemon that was killed, a reboot), warm-up restores the fresh cells' values and runs
+only the plan; on ``restart`` of a kernel that *died* (not one restarted on request, whose state
+the user meant to drop), the same restore runs and ``run_stale`` re-runs the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..core.engine import CellRun, Engine, KernelEntry
+from ..core.errors import IpykeepError, KernelBusyError, UsageError
+from ..core.execution import Execution
+from ..core.notebook import NotebookSnapshot, read_notebook
+from ..core.staleness_layer import _stat_for, notebook_cells
+from ..staleness import StalenessTracker, probes
+from ..staleness.models import Observed
+from . import planning
+from .limits import Limits, collect
+from .records import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
+from .store import CheckpointError, CheckpointStore, TamperedCheckpointError, UnknownCheckpointError
+
+log = logging.getLogger("ipykeep.checkpoints")
+
+MODULE = "_ipykeep_ckpt"
+HIDDEN = ("<numpy.random>", "<random>")
+COLLECT_EVERY = 25
+SMALL_VALUE = 1 << 20
+
+
+def _source() -> str:
+    return resources.files(__package__).joinpath("_inkernel", "snapshot.py").read_text("utf-8")
+
+
+def _call(function: str, *args: Any) -> str:
+    return probes.call_expr(MODULE, function, *args)
+
+
+@dataclass
+class KernelCheckpoints:
+    """Per kernel: whether checkpoints work there, and what the last ones did."""
+
+    available: bool = False
+    reason: str = ""
+    lost: bool = False
+    cells: dict[str, CellCheckpointInfo] = field(default_factory=dict)
+    last_restore: RestoreReport | None = None
+    #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
+    named: dict[str, tuple[int, Any, dict[str, CellRun]]] = field(default_factory=dict)
+    snapshots: int = 0
+
+
+class CheckpointLayer:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.store = CheckpointStore(engine.paths.state)
+
+    # -- per-kernel state --------------------------------------------------------------------
+    @staticmethod
+    def state(entry: KernelEntry) -> KernelCheckpoints:
+        return entry.hooks.setdefault("checkpoints", KernelCheckpoints())
+
+    def _scope(self, entry: KernelEntry) -> Path:
+        """Checkpoints are kept per notebook (scratch kernels: per working directory)."""
+        return entry.notebook if entry.notebook is not None else entry.cwd / "<scratch>"
+
+    async def _install(self, entry: KernelEntry) -> None:
+        st = self.state(entry)
+        if not entry.config.checkpoints:
+            st.available, st.reason = False, "checkpoints are off (checkpoints = false)"
+            return
+        limits = Limits.from_config(entry.config)
+        try:
+            await entry.process.install_helper(MODULE, _source())
+            reply = await entry.process.eval_silent(
+                _call(
+                    "configure", str(self.store.root), self.store.key.hex(), limits.max_value_bytes,
+                    limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
+                    list(entry.config.checkpoint_exclude_names), list(entry.config.checkpoint_exclude_types),
+                )
+            )
+        except IpykeepError as exc:
+            st.available, st.reason = False, exc.message
+            log.warning("checkpoints unavailable in %s: %s", entry.kernel_id, exc.message)
+            return
+        st.available = bool(reply.get("available"))
+        st.reason = str(reply.get("reason") or "")
+
+    # -- engine hooks ------------------------------------------------------------------------
+    async def kernel_started(self, engine: Engine, entry: KernelEntry) -> None:
+        await self._install(entry)
+        if self.state(entry).available:
+            self._collect_soon(entry)
+
+    def kernel_lost(self, engine: Engine, entry: KernelEntry) -> None:
+        self.state(entry).lost = True
+
+    async def kernel_restarted(self, engine: Engine, entry: KernelEntry) -> None:
+        st = self.state(entry)
+        st.named.clear()  # their tracker copies describe the old process
+        await self._install(entry)
+        if st.lost and entry.notebook is not None and st.available:
+            st.lost = False
+            with contextlib.suppress(IpykeepError):
+                await self.restore_lost(entry, read_notebook(entry.notebook))
+        st.lost = False
+
+    async def warm_cells(self, engine: Engine, entry: KernelEntry, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
+        """At start: restore what is still fresh; warm-up then runs only the plan."""
+        if not self.state(entry).available or entry.notebook is None:
+            return cell_ids
+        try:
+            report = await self.restore_lost(entry, snap)
+        except IpykeepError as exc:
+            entry.notices.append(f"checkpoints not restored: {exc.message}")
+            return cell_ids
+        if report is None:
+            return cell_ids
+        ids = [c["cell_id"] for c in report.rerun]
+        if entry.warm is not None:
+            entry.warm.total = len(ids)
+        return ids
+
+    async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
+        st = self.state(entry)
+        if not st.available or entry.notebook is None or not entry.process.alive:
+            return
+        path = self.store.cell_manifest_path(entry.notebook, cell.cell_id)
+        observed = self._observed(ex)
+        tracker = entry.hooks.get("tracker")
+        if ex.state != "ok" or observed is None or tracker is None:
+            # the last checkpoint no longer describes this cell's values
+            with contextlib.suppress(OSError):
+                path.unlink()
+            st.cells.pop(cell.cell_id, None)
+            return
+        writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
+        files, written = tracker.run_files(cell.cell_id)
+        meta = {
+            "path": str(path),
+            "manifest": {
+                "v": 1,
+                "kind": "cell",
+                "notebook": str(entry.notebook),
+                "cell_id": cell.cell_id,
+                "index": cell.index,
+                "source": cell.source,
+                "seq": time.time_ns(),
+                "duration": ex.duration or 0.0,
+                "files": [f.to_json() for f in files],
+                "written": list(written),
+                "observed": planning.observed_json(observed),
+                "writes": writes,
+                "kernel_id": entry.kernel_id,
+            },
+        }
+        try:
+            reply = await entry.process.eval_silent(
+                _call("snapshot", json.dumps(meta), writes), timeout=entry.config.checkpoint_snapshot_budget_s * 4 + 30
+            )
+        except IpykeepError as exc:
+            log.warning("checkpoint of %s failed: %s", cell.cell_id, exc.message)
+            return
+        sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
+        failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
+        st.cells[cell.cell_id] = CellCheckpointInfo(
+            cell_id=cell.cell_id, index=cell.index, restorable=not failed, bytes=sum(sizes.values()),
+            values=sorted(sizes), failed=failed, snapshot_s=float(reply.get("seconds") or 0.0),
+        )
+        st.snapshots += 1
+        if st.snapshots % COLLECT_EVERY == 0:
+            self._collect_soon(entry)
+
+    @staticmethod
+    def _observed(ex: Execution) -> Observed | None:
+        result = (ex.expression_results or {}).get("ipykeep_state")
+        if result is None:
+            return None
+        with contextlib.suppress(IpykeepError, ValueError, TypeError):
+            return probes.parse_statemon(probes.decode_expression_value(result))
+        return None
+
+    def _collect_soon(self, entry: KernelEntry) -> None:
+        limits = Limits.from_config(entry.config)
+
+        async def run() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(collect, self.store, limits)
+
+        task = asyncio.create_task(run())
+        entry.hooks.setdefault("tasks", set()).add(task)
+        task.add_done_callback(entry.hooks["tasks"].discard)
+
+    # -- restore of a lost kernel ------------------------------------------------------------
+    async def restore_lost(self, entry: KernelEntry, snap: NotebookSnapshot) -> RestoreReport | None:
+        """Load the values of the cells still fresh; the staleness tracker learns they ran.
+
+        Returns None when there is nothing to restore. The report lists restored cells, the
+        cells that must re-run (with the plan's reasons) and those that could not be restored.
+        """
+        assert entry.notebook is not None
+        started = time.monotonic()
+        manifests, bad = await asyncio.to_thread(self.store.cell_manifests, entry.notebook)
+        cells = notebook_cells(snap)
+        all_cps = [planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"]
+        cps = planning.candidates(all_cps, cells)
+        if not cps:
+            return None
+        not_restorable: dict[str, str] = {
+            cp.cell_id: "; ".join(f"{n}: {why}" for n, why in sorted(cp.failed.items())) or "no namespace evidence"
+            for cp in all_cps
+            if not cp.restorable
+        }
+        stat = _stat_for(entry)
+        scout = StalenessTracker()
+        planning.replay(scout, cps)
+        first = scout.plan(cells, stat)
+        stale = set(first.cell_ids) | {e.cell_id for e in first.blocked}
+        finals = planning.final_values(cps)
+        poisoned = self.store.poisoned()
+        dropped: set[str] = set()
+        for name, (cid, blob) in finals.items():
+            if blob in poisoned:
+                dropped.add(cid)
+                not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
+        sizes = {cp.cell_id: cp.sizes for cp in cps}
+        # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
+        # name to the same object (``import time``) then leaves that name's readers fresh, as
+        # in a kernel that was never lost. Large ones are skipped: their readers re-run anyway.
+        load = [
+            [n, blob]
+            for n, (cid, blob) in finals.items()
+            if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
+        ]
+        deadline = entry.config.restore_timeout
+        results: dict[str, str] = {}
+        if load:
+            reply = await entry.process.eval_silent(_call("restore", load, deadline), timeout=deadline + 60)
+            results = {str(k): str(v) for k, v in reply["results"].items()}
+        errors: list[str] = list(bad)
+        for name, outcome in results.items():
+            if outcome == "ok":
+                continue
+            cid, blob = finals[name]
+            dropped.add(cid)
+            not_restorable[cid] = f"{name}: {outcome}"
+            if outcome.startswith(("tampered:", "load_failed:")):
+                if outcome.startswith("tampered:"):
+                    self.store.quarantine(blob)
+                else:
+                    self.store.mark_poisoned(blob, outcome)
+                errors.append(f"checkpoint of {name} (cell {cid}) refused: {outcome}")
+        survivors = planning.drop_with_cowriters(cps, dropped)
+        kept = {cp.cell_id for cp in survivors}
+        for cp in cps:
+            if cp.cell_id not in kept and cp.cell_id not in not_restorable:
+                not_restorable[cp.cell_id] = "wrote a name whose checkpoint could not be restored"
+        orphans = [n for n, (cid, _) in finals.items() if cid not in kept and results.get(n) == "ok"]
+        if orphans:
+            await entry.process.eval_silent(_call("restore", [], 1, orphans))
+        if load:
+            # the namespace monitor's baseline takes the loaded values in: a re-run rebinding one
+            # to the same object is then no change (its readers stay fresh)
+            with contextlib.suppress(IpykeepError):
+                await entry.process.eval_silent(probes.statemon_collect_expr())
+        tracker: StalenessTracker = entry.hooks.setdefault("tracker", StalenessTracker())
+        planning.replay(tracker, survivors)
+        index = {c.cell_id: c.index for c in cells}
+        for cp in survivors:
+            entry.cell_runs[cp.cell_id] = CellRun("restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index))
+        plan = tracker.plan(cells, stat)
+        rerun_ids = set(plan.cell_ids)
+        restored = [cp for cp in survivors if cp.cell_id not in rerun_ids]
+        elapsed = time.monotonic() - started
+        report = RestoreReport(
+            kernel_id=entry.kernel_id,
+            restored=[
+                {"cell_id": cp.cell_id, "index": index[cp.cell_id], "run_s": round(cp.duration, 3), "bytes": cp.bytes}
+                for cp in sorted(restored, key=lambda cp: index[cp.cell_id])
+            ],
+            rerun=[e.to_json() for e in plan.stale],
+            blocked=[e.to_json() for e in plan.blocked],
+            not_restorable=not_restorable,
+            restore_s=round(elapsed, 3),
+            saved_s=round(sum(cp.duration for cp in restored) - elapsed, 3),
+            errors=errors,
+        )
+        self.state(entry).last_restore = report
+        entry.notices.append(report.summary())
+        return report
+
+    # -- RPC methods -------------------------------------------------------------------------
+    def rpc_methods(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "restore": self.restore, "checkpoints": self.checkpoints}
+
+    def _ready(self, kernel_id: str | None, notebook: str | None) -> KernelEntry:
+        entry = self.engine._live(kernel_id, notebook)
+        st = self.state(entry)
+        if not st.available:
+            raise CheckpointError(
+                f"checkpoints are not available in kernel {entry.kernel_id}: {st.reason or 'not set up'}",
+                hint="set checkpoints = true and install cloudpickle in the kernel's environment",
+            )
+        if entry.main_lock.locked() or entry.running():
+            raise KernelBusyError(
+                f"kernel {entry.kernel_id} is running code; a checkpoint now would be half of one",
+                hint="wait for the running cell to finish (or interrupt it), then retry",
+            )
+        return entry
+
+    async def checkpoint(self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None) -> NamedCheckpointResult:
+        """Save every user variable of the kernel under ``name`` (default: a timestamp)."""
+        entry = self._ready(kernel_id, notebook)
+        name = name or time.strftime("ckpt-%Y%m%d-%H%M%S")
+        path = self.store.named_manifest_path(self._scope(entry), name)
+        async with entry.main_lock:
+            names = await entry.process.eval_silent(_call("user_names"))
+            meta = {
+                "path": str(path),
+                "manifest": {"v": 1, "kind": "named", "name": name, "names": names, "kernel_id": entry.kernel_id,
+                             "notebook": str(entry.notebook) if entry.notebook else None},
+            }
+            budget = entry.config.restore_timeout
+            reply = await entry.process.eval_silent(_call("snapshot", json.dumps(meta), names), timeout=budget + 60)
+            done = await entry.process.eval_silent(_call("flush", budget), timeout=budget + 30)
+        if not done:
+            raise CheckpointError(f"checkpoint {name!r} was not written within {budget:g} s", hint="retry; see `ipykeep status`")
+        tracker = entry.hooks.get("tracker")
+        with contextlib.suppress(Exception):  # a tracker that cannot be copied: rollback records a change instead
+            self.state(entry).named[name] = (entry.process.generation, copy.deepcopy(tracker), dict(entry.cell_runs))
+        sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
+        return NamedCheckpointResult(
+            kernel_id=entry.kernel_id, name=name, values=sorted(sizes), bytes=sum(sizes.values()),
+            failed=reply.get("failed") or {}, seconds=float(reply.get("seconds") or 0.0),
+        )
+
+    async def restore(self, name: str, kernel_id: str | None = None, notebook: str | None = None) -> RollbackResult:
+        """Roll the kernel's variables back to checkpoint ``name``; names made since are deleted."""
+        entry = self._ready(kernel_id, notebook)
+        path = self.store.named_manifest_path(self._scope(entry), name)
+        try:
+            manifest = self.store.read_manifest(path)
+        except UnknownCheckpointError:
+            known = sorted(m.get("name", "?") for m in self.store.named_manifests(self._scope(entry))[0])
+            raise UnknownCheckpointError(
+                f"no checkpoint named {name!r} for {self._scope(entry).name}",
+                hint=f"known: {', '.join(known) or 'none'}; make one with `ipykeep checkpoint NAME`",
+            ) from None
+        values = {n: v["blob"] for n, v in (manifest.get("values") or {}).items()}
+        for blob in values.values():
+            if self.store.is_poisoned(blob):
+                raise TamperedCheckpointError(
+                    f"checkpoint {name!r} holds a poisoned value; nothing was changed",
+                    hint="make a new checkpoint; this one cannot be loaded",
+                )
+        started = time.monotonic()
+        async with entry.main_lock:
+            current = await entry.process.eval_silent(_call("user_names"))
+            keep = set(manifest.get("names") or []) 
+            delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
+            # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
+            check = await entry.process.eval_silent(_call("verify", list(values.values())), timeout=entry.config.restore_timeout + 60)
+            if check:
+                for blob in check:
+                    self.store.quarantine(blob)
+                raise TamperedCheckpointError(
+                    f"checkpoint {name!r} refused: {len(check)} value(s) do not authenticate under this project's key "
+                    "(modified, or not written by this project); nothing was changed",
+                    hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
+                )
+            reply = await entry.process.eval_silent(
+                _call("restore", [[n, b] for n, b in values.items()], entry.config.restore_timeout, delete),
+                timeout=entry.config.restore_timeout + 60,
+            )
+            # the next cell must not be charged with the rollback's changes
+            with contextlib.suppress(IpykeepError):
+                await entry.process.eval_silent(probes.statemon_collect_expr())
+        results = {str(k): str(v) for k, v in reply["results"].items()}
+        loaded = sorted(n for n, r in results.items() if r == "ok")
+        failed = {n: r for n, r in results.items() if r != "ok"}
+        saved = self.state(entry).named.get(name)
+        if saved is not None and saved[0] == entry.process.generation and saved[1] is not None and not failed:
+            entry.hooks["tracker"] = copy.deepcopy(saved[1])
+            entry.cell_runs.clear()
+            entry.cell_runs.update(saved[2])
+        else:
+            tracker = entry.hooks.get("tracker")
+            if tracker is not None:
+                tracker.record_scratch(
+                    f"# restore checkpoint {name}",
+                    observed=Observed(bound=frozenset(n for n in loaded if n.isidentifier()), deleted=frozenset(delete)),
+                )
+        return RollbackResult(
+            kernel_id=entry.kernel_id, name=name, restored=loaded, deleted=delete,
+            not_rolled_back={**(manifest.get("failed") or {}), **failed}, seconds=round(time.monotonic() - started, 3),
+        )
+
+    async def checkpoints(self, kernel_id: str | None = None, notebook: str | None = None) -> CheckpointListing:
+        """What is checkpointed for the kernel's notebook, and how big it is."""
+        entry = self.engine.entry(kernel_id, notebook)
+        st = self.state(entry)
+        scope = self._scope(entry)
+        named, _ = await asyncio.to_thread(self.store.named_manifests, scope)
+        cells: list[CellCheckpointInfo] = list(st.cells.values())
+        if entry.notebook is not None and not cells:
+            manifests, _ = await asyncio.to_thread(self.store.cell_manifests, entry.notebook)
+            for m in manifests:
+                cp = planning.CellCheckpoint.from_manifest(m)
+                cells.append(CellCheckpointInfo(cell_id=cp.cell_id, index=cp.index, restorable=cp.restorable,
+                                                bytes=cp.bytes, values=sorted(cp.values), failed=dict(cp.failed)))
+        return CheckpointListing(
+            kernel_id=entry.kernel_id,
+            enabled=st.available,
+            reason=st.reason or None,
+            cells=sorted(cells, key=lambda c: c.index),
+            named=[
+                {"name": m.get("name"), "created": m.get("created"), "values": len(m.get("values") or {}),
+                 "bytes": sum(int(v.get("size", 0)) for v in (m.get("values") or {}).values())}
+                for m in sorted(named, key=lambda m: m.get("created", 0))
+            ],
+            store_bytes=await asyncio.to_thread(self.store.usage),
+            last_restore=st.last_restore,
+        )
