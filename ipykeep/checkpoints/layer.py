@@ -65,6 +65,7 @@ class KernelCheckpoints:
     #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
     named: dict[str, tuple[int, Any, dict[str, CellRun]]] = field(default_factory=dict)
     snapshots: int = 0
+    pending_notice: str | None = None
 
 
 class CheckpointLayer:
@@ -137,6 +138,12 @@ class CheckpointLayer:
         if entry.warm is not None:
             entry.warm.total = len(ids)
         return ids
+
+    async def warm_finished(self, engine: Engine, entry: KernelEntry) -> None:
+        st = self.state(entry)
+        if st.pending_notice:
+            entry.notices.append(st.pending_notice)
+            st.pending_notice = None
 
     async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
         st = self.state(entry)
@@ -303,7 +310,11 @@ class CheckpointLayer:
             errors=errors,
         )
         self.state(entry).last_restore = report
-        entry.notices.append(report.summary())
+        if entry.state == "warming":
+            # results of the warm-up batch would take the notice; it is shown when warm-up ends
+            self.state(entry).pending_notice = report.summary()
+        else:
+            entry.notices.append(report.summary())
         return report
 
     # -- RPC methods -------------------------------------------------------------------------
