@@ -2,14 +2,14 @@
 kernel's fresh cells at start, and named checkpoints with rollback.
 
 One object with the engine's hook methods (``kernel_started``, ``after_cell``,
-``kernel_restarted``, ``kernel_lost``, ``warm_cells``) and RPC methods (``checkpoint``,
+``kernel_restarted``, ``warm_cells``, ``warm_finished``) and RPC methods (``checkpoint``,
 ``restore``, ``checkpoints``). It must come after the staleness layer in the plugin list: it
 reads the staleness tracker's record of the cell that just ran.
 
-When restore happens: on ``start`` of a notebook that has cell checkpoints (a new kernel after
-``stop``, a daemon that was killed, a reboot), warm-up restores the fresh cells' values and runs
-only the plan; on ``restart`` of a kernel that *died* (not one restarted on request, whose state
-the user meant to drop), the same restore runs and ``run_stale`` re-runs the rest.
+When restore happens: on ``start`` of a notebook that has cell checkpoints — a new kernel after
+``stop``, after the daemon was killed or the machine rebooted, or the same kernel id when its
+kernel process died — warm-up restores the fresh cells' values and runs only the plan. An
+explicit ``restart`` drops the state as it always did (the user asked for a clean kernel).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from ..core.engine import CellRun, Engine, KernelEntry
 from ..core.errors import IpykeepError, KernelBusyError, UsageError
 from ..core.execution import Execution
-from ..core.notebook import NotebookSnapshot, read_notebook
+from ..core.notebook import NotebookSnapshot
 from ..core.staleness_layer import _stat_for, notebook_cells
 from ..staleness import StalenessTracker, probes
 from ..staleness.models import Observed
@@ -59,7 +59,6 @@ class KernelCheckpoints:
 
     available: bool = False
     reason: str = ""
-    lost: bool = False
     cells: dict[str, CellCheckpointInfo] = field(default_factory=dict)
     last_restore: RestoreReport | None = None
     #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
@@ -110,18 +109,11 @@ class CheckpointLayer:
         if self.state(entry).available:
             self._collect_soon(entry)
 
-    def kernel_lost(self, engine: Engine, entry: KernelEntry) -> None:
-        self.state(entry).lost = True
-
     async def kernel_restarted(self, engine: Engine, entry: KernelEntry) -> None:
-        st = self.state(entry)
-        st.named.clear()  # their tracker copies describe the old process
+        # No restore here: ``restart`` drops the state on purpose. ``start`` of a notebook whose
+        # kernel died restarts it and warms it, and warm-up restores (``warm_cells``).
+        self.state(entry).named.clear()  # their tracker copies describe the old process
         await self._install(entry)
-        if st.lost and entry.notebook is not None and st.available:
-            st.lost = False
-            with contextlib.suppress(IpykeepError):
-                await self.restore_lost(entry, read_notebook(entry.notebook))
-        st.lost = False
 
     async def warm_cells(self, engine: Engine, entry: KernelEntry, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
         """At start: restore what is still fresh; warm-up then runs only the plan."""

@@ -431,6 +431,12 @@ class Engine:
             nb_path = self._notebook_path(notebook)
             for e in self.kernels.values():
                 if not e.closed and e.notebook == nb_path:
+                    if warm and e.state == "dead" and not e.process.alive:
+                        # its kernel died: start it again in place and warm it (checkpoints
+                        # restore the cells still fresh, the rest runs)
+                        await self.restart_kernel(e, reason="it had died; started again")
+                        e.state = "idle"
+                        await self._start_warm(e, read_notebook(nb_path), wait)
                     return self.kernel_record(e)
             root = self.paths.root.resolve()
             if root not in nb_path.parents:
@@ -470,13 +476,17 @@ class Engine:
             raise
         entry.state = "idle"
         self._ensure_expiry()
-        if snap is not None and warm and snap.code_cells:
+        if snap is not None and warm:
+            await self._start_warm(entry, snap, wait)
+        return self.kernel_record(entry)
+
+    async def _start_warm(self, entry: KernelEntry, snap: NotebookSnapshot, wait: bool) -> None:
+        if snap.code_cells:
             entry.state = "warming"
             entry.warm = WarmProgress(done=0, total=len(snap.code_cells))
             entry.warm_task = asyncio.create_task(self._warm(entry))
             if wait:
                 await asyncio.shield(entry.warm_task)
-        return self.kernel_record(entry)
 
     async def _warm(self, entry: KernelEntry) -> BatchResult:
         try:
