@@ -45,6 +45,14 @@ COLLECT_EVERY = 25
 SMALL_VALUE = 1 << 20
 
 
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
 def _source() -> str:
     return resources.files(__package__).joinpath("_inkernel", "snapshot.py").read_text("utf-8")
 
@@ -88,10 +96,11 @@ class CheckpointLayer:
             return
         limits = Limits.from_config(entry.config)
         try:
+            self.store.key  # created (0600) before the kernel reads it
             await entry.process.install_helper(MODULE, _source())
             reply = await entry.process.eval_silent(
                 _call(
-                    "configure", str(self.store.root), self.store.key.hex(), limits.max_value_bytes,
+                    "configure", str(self.store.root), str(self.store.key_path), limits.max_value_bytes,
                     limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
                     list(entry.config.checkpoint_exclude_names), list(entry.config.checkpoint_exclude_types),
                 )
@@ -130,6 +139,39 @@ class CheckpointLayer:
         if entry.warm is not None:
             entry.warm.total = len(ids)
         return ids
+
+    def kernel_summary(self, entry: KernelEntry) -> str | None:
+        """One line for ``status``: cells checkpointed, restorable, their size."""
+        st = self.state(entry)
+        if not st.available:
+            return f"off ({st.reason})" if st.reason and entry.config.checkpoints else None
+        cells = list(st.cells.values())
+        if not cells and st.last_restore is None:
+            return None
+        size = sum(c.bytes for c in cells)
+        bad = [str(c.index) for c in cells if not c.restorable]
+        text = f"{len(cells)} cell(s) checkpointed, {_human(size)}"
+        if bad:
+            text += f"; not restorable: cell(s) {', '.join(sorted(bad, key=int))} (they re-run after a restart)"
+        if st.last_restore is not None:
+            text += f"; at start {len(st.last_restore.restored)} cell(s) were restored ({max(st.last_restore.saved_s, 0):.1f} s saved)"
+        return text
+
+    def namespace_notes(self, entry: KernelEntry) -> list[str]:
+        """For ``namespace``: each checkpointed variable's size, and what could not be saved."""
+        st = self.state(entry)
+        if not st.available or not st.cells:
+            return []
+        sizes: dict[str, int] = {}
+        failed: list[str] = []
+        for c in st.cells.values():  # in run order: the latest checkpoint of a name wins
+            sizes.update(c.sizes)
+            failed += [f"{n} (cell {c.index}: {why})" for n, why in sorted(c.failed.items())]
+        shown = ", ".join(f"{n} {_human(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<"))
+        notes = [f"checkpointed: {shown} — {_human(sum(c.bytes for c in st.cells.values()))} in all"]
+        if failed:
+            notes.append("not checkpointed: " + "; ".join(failed)[:400])
+        return notes
 
     async def warm_finished(self, engine: Engine, entry: KernelEntry) -> None:
         st = self.state(entry)
@@ -179,9 +221,10 @@ class CheckpointLayer:
             return
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
         failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
+        st.cells.pop(cell.cell_id, None)  # kept in run order: the latest writer of a name last
         st.cells[cell.cell_id] = CellCheckpointInfo(
             cell_id=cell.cell_id, index=cell.index, restorable=not failed, bytes=sum(sizes.values()),
-            values=sorted(sizes), failed=failed, snapshot_s=float(reply.get("seconds") or 0.0),
+            values=sorted(sizes), sizes=sizes, failed=failed, snapshot_s=float(reply.get("seconds") or 0.0),
         )
         st.snapshots += 1
         if st.snapshots % COLLECT_EVERY == 0:
@@ -427,7 +470,8 @@ class CheckpointLayer:
             for m in manifests:
                 cp = planning.CellCheckpoint.from_manifest(m)
                 cells.append(CellCheckpointInfo(cell_id=cp.cell_id, index=cp.index, restorable=cp.restorable,
-                                                bytes=cp.bytes, values=sorted(cp.values), failed=dict(cp.failed)))
+                                                bytes=cp.bytes, values=sorted(cp.values), sizes=dict(cp.sizes),
+                                                failed=dict(cp.failed)))
         return CheckpointListing(
             kernel_id=entry.kernel_id,
             enabled=st.available,

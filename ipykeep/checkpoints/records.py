@@ -16,6 +16,8 @@ class CellCheckpointInfo(Record):
     restorable: bool
     bytes: int = 0
     values: list[str] = Field(default_factory=list)
+    #: name -> bytes of its pickled value
+    sizes: dict[str, int] = Field(default_factory=dict)
     failed: dict[str, str] = Field(default_factory=dict)
     #: seconds the kernel was held to pickle the values (writing happens on a thread)
     snapshot_s: float | None = None

@@ -337,6 +337,7 @@ class Engine:
             cells=cells,
             served_url=entry.served_url,
             notices=list(entry.notices) or None,
+            checkpoints=next((p.kernel_summary(entry) for p in self.plugins if hasattr(p, "kernel_summary")), None),
         )
 
     def cell_states(self, entry: KernelEntry, snap: NotebookSnapshot) -> list[CellState]:

@@ -68,4 +68,8 @@ class InspectionLayer:
         entry = self.engine._live(kernel_id, notebook)
         entry.touch()
         expr = probe.namespace_expression(entry.config.inspect_timeout, self._cell_of(entry))
-        return probe.parse_namespace_reply(await self._call(entry, expr))
+        listing = probe.parse_namespace_reply(await self._call(entry, expr))
+        for plugin in self.engine.plugins:  # checkpoints: what is saved, and its size
+            if hasattr(plugin, "namespace_notes"):
+                listing.notes.extend(plugin.namespace_notes(entry))
+        return listing

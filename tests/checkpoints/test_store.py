@@ -137,7 +137,8 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     spec.loader.exec_module(mod)
     ns: dict = {"df": {"a": [1, 2]}, "gen": (i for i in range(3)), "big": b"x" * 5000, "f": lambda v: v + 1}
     mod._ns = lambda: (ns, None)
-    conf = json.loads(mod.configure(str(store.root), store.key.hex(), 4096, 10**6, 10**7, 10.0, [], []))
+    store.key  # created on first use
+    conf = json.loads(mod.configure(str(store.root), str(store.key_path), 4096, 10**6, 10**7, 10.0, [], []))
     assert conf["available"]
     path = store.cell_manifest_path(Path("/p/nb.ipynb"), "c1")
     meta = {"path": str(path), "manifest": {"cell_id": "c1", "seq": 1, "source": "", "observed": {}}}
@@ -145,6 +146,7 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     assert set(reply["sizes"]) == {"df", "f"}
     assert "cannot be pickled" in reply["failed"]["gen"]
     assert "per-value checkpoint limit" in reply["failed"]["big"]
+    assert reply["seconds"] < 10
     assert json.loads(mod.flush(10))
     manifest = store.read_manifest(path)
     assert manifest["restorable"] is False and set(manifest["values"]) == {"df", "f"}

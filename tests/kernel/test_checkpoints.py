@@ -105,6 +105,11 @@ async def test_kernel_killed_restores_fresh_cells(engine: Engine) -> None:
     by_id = {c.cell_id: c for c in listing.cells}
     assert not by_id["gen"].restorable and "cannot be pickled" in by_id["gen"].failed["stream"]
     assert by_id["load"].restorable and "df" in by_id["load"].values and by_id["load"].bytes > 0
+    status = engine.kernel_record(engine.kernels[nb.kernel_id]).checkpoints or ""
+    assert "6 cell(s) checkpointed" in status and "not restorable: cell(s) 3" in status
+    notes = (await engine.plugins[1].namespace(kernel_id=nb.kernel_id)).notes
+    assert any(n.startswith("checkpointed: ") and "df " in n for n in notes), notes
+    assert any("not checkpointed: stream (cell 3: cannot be pickled" in n for n in notes), notes
     report = await start_after_kill(nb)
     assert report is not None
     assert {c["cell_id"] for c in report.restored} == {"load", "mut", "tot", "base", "use"}

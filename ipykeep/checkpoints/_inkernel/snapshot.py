@@ -42,16 +42,24 @@ class _TooLarge(Exception):
     pass
 
 
-class _Bounded(io.BytesIO):
-    """A buffer that refuses to grow past ``limit``: pickling a huge value stops early."""
+class _TooSlow(Exception):
+    pass
 
-    def __init__(self, limit):
+
+class _Bounded(io.BytesIO):
+    """A buffer that refuses to grow past ``limit`` or past ``deadline``: pickling a huge or
+    slow value stops early instead of holding the kernel."""
+
+    def __init__(self, limit, deadline):
         super().__init__()
         self.limit = limit
+        self.deadline = deadline
 
     def write(self, b):
         if self.tell() + memoryview(b).nbytes > self.limit:
             raise _TooLarge()
+        if time.perf_counter() > self.deadline:
+            raise _TooSlow()
         return super().write(b)
 
 
@@ -60,14 +68,14 @@ def _ns():
     return ip.user_ns, ip
 
 
-def configure(root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types):
+def configure(root, key_path, max_value, max_cell, max_pending, budget, exclude_names, exclude_types):
     try:
         import cloudpickle  # noqa: F401
     except Exception as exc:
         return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"cloudpickle is not importable: {exc}"})
     global _jobs
     _cfg.update(
-        root=root, key=bytes.fromhex(key_hex), max_value=int(max_value), max_cell=int(max_cell),
+        root=root, key=_read_key(key_path), max_value=int(max_value), max_cell=int(max_cell),
         max_pending=int(max_pending), budget=float(budget), exclude_names=set(exclude_names),
         exclude_types=set(exclude_types),
     )
@@ -75,6 +83,15 @@ def configure(root, key_hex, max_value, max_cell, max_pending, budget, exclude_n
         _jobs = queue.Queue()
         threading.Thread(target=_writer, name="ipykeep-checkpoint-writer", daemon=True).start()
     return json.dumps({"protocol": PROTOCOL, "available": True})
+
+
+def _read_key(path):
+    # read here rather than sent in a message: the key never leaves the files it lives in
+    with open(path, "rb") as fh:
+        key = fh.read()
+    if len(key) != 32:
+        raise ValueError(f"checkpoint key {path} is damaged")
+    return key
 
 
 def _type_name(obj):
@@ -94,10 +111,10 @@ def _get(ns, name):
     return ("value", ns[name])
 
 
-def _pickle(obj, limit):
+def _pickle(obj, limit, deadline):
     import cloudpickle
 
-    buf = _Bounded(limit)
+    buf = _Bounded(limit, deadline)
     cloudpickle.Pickler(buf, protocol=5).dump(obj)
     return buf
 
@@ -127,7 +144,10 @@ def snapshot(meta_json, names):
             continue
         limit = min(_cfg["max_value"], _cfg["max_cell"] - total)
         try:
-            buf = _pickle(obj, limit + 1)
+            buf = _pickle(obj, limit + 1, started + _cfg["budget"])
+        except _TooSlow:
+            failed[name] = f"skipped: pickling it took longer than the snapshot time budget ({_cfg['budget']:g} s)"
+            continue
         except _TooLarge:
             which = "per-value" if limit == _cfg["max_value"] else "per-cell"
             failed[name] = f"larger than the {which} checkpoint limit ({limit / 2**20:.0f} MB)"
