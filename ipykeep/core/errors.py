@@ -157,12 +157,16 @@ def error_from_envelope(envelope: dict[str, Any]) -> IpykeepError:
     """Rebuild an error received over RPC from its envelope."""
     if not _BY_CODE:
         _register(IpykeepError)
-    cls = _BY_CODE.get(str(envelope.get("code")), IpykeepError)
-    return cls(
+    code = str(envelope.get("code"))
+    cls = _BY_CODE.get(code, IpykeepError)
+    err = cls(
         str(envelope.get("message", "unknown error")),
         hint=str(envelope.get("hint", "")),
         details=envelope.get("details") or None,
     )
+    if cls is IpykeepError and code != "None":
+        err.code = code  # type: ignore[misc]  # a layer's error this process has not imported keeps its code
+    return err
 
 
 EXIT_CODES: dict[int, str] = {
