@@ -2,7 +2,8 @@
 kernel's fresh cells at start, and named checkpoints with rollback.
 
 One object with the engine's hook methods (``kernel_started``, ``after_cell``,
-``kernel_restarted``, ``warm_cells``, ``warm_finished``) and RPC methods (``checkpoint``,
+``kernel_restarted``, ``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``,
+``namespace_notes``) and RPC methods (``checkpoint``,
 ``restore``, ``checkpoints``). It must come after the staleness layer in the plugin list: it
 reads the staleness tracker's record of the cell that just ran.
 
@@ -20,60 +21,28 @@ import copy
 import json
 import logging
 import time
-from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..core.engine import CellRun, Engine, KernelEntry
-from ..core.errors import IpykeepError, KernelBusyError, UsageError
+from ..core.engine import Engine, KernelEntry
+from ..core.errors import IpykeepError, KernelBusyError
 from ..core.execution import Execution
 from ..core.notebook import NotebookSnapshot
-from ..core.staleness_layer import _stat_for, notebook_cells
-from ..staleness import StalenessTracker, probes
+from ..staleness import probes
 from ..staleness.models import Observed
 from . import planning
 from .limits import Limits, collect
 from .records import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
+from .restore import restore_lost
+from .state import FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
+from .state import call as _call
+from .state import human as _human
+from .state import inkernel_source as _source
 from .store import CheckpointError, CheckpointStore, TamperedCheckpointError, UnknownCheckpointError
 
-log = logging.getLogger("ipykeep.checkpoints")
-
-MODULE = "_ipykeep_ckpt"
-HIDDEN = ("<numpy.random>", "<random>")
 COLLECT_EVERY = 25
-SMALL_VALUE = 1 << 20
 
-
-def _human(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
-def _source() -> str:
-    return resources.files(__package__).joinpath("_inkernel", "snapshot.py").read_text("utf-8")
-
-
-def _call(function: str, *args: Any) -> str:
-    return probes.call_expr(MODULE, function, *args)
-
-
-@dataclass
-class KernelCheckpoints:
-    """Per kernel: whether checkpoints work there, and what the last ones did."""
-
-    available: bool = False
-    reason: str = ""
-    cells: dict[str, CellCheckpointInfo] = field(default_factory=dict)
-    last_restore: RestoreReport | None = None
-    #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
-    named: dict[str, tuple[int, Any, dict[str, CellRun]]] = field(default_factory=dict)
-    snapshots: int = 0
-    pending_notice: str | None = None
-
+log = logging.getLogger("ipykeep.checkpoints")
 
 class CheckpointLayer:
     def __init__(self, engine: Engine) -> None:
@@ -123,6 +92,12 @@ class CheckpointLayer:
         # kernel died restarts it and warms it, and warm-up restores (``warm_cells``).
         self.state(entry).named.clear()  # their tracker copies describe the old process
         await self._install(entry)
+
+    async def kernel_closing(self, engine: Engine, entry: KernelEntry) -> None:
+        """``stop``, ``close`` or idle expiry: let the writer finish the last snapshots first."""
+        if self.state(entry).available and entry.process.alive:
+            with contextlib.suppress(IpykeepError):
+                await entry.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
 
     async def warm_cells(self, engine: Engine, entry: KernelEntry, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
         """At start: restore what is still fresh; warm-up then runs only the plan."""
@@ -250,107 +225,8 @@ class CheckpointLayer:
         entry.hooks.setdefault("tasks", set()).add(task)
         task.add_done_callback(entry.hooks["tasks"].discard)
 
-    # -- restore of a lost kernel ------------------------------------------------------------
     async def restore_lost(self, entry: KernelEntry, snap: NotebookSnapshot) -> RestoreReport | None:
-        """Load the values of the cells still fresh; the staleness tracker learns they ran.
-
-        Returns None when there is nothing to restore. The report lists restored cells, the
-        cells that must re-run (with the plan's reasons) and those that could not be restored.
-        """
-        assert entry.notebook is not None
-        started = time.monotonic()
-        manifests, bad = await asyncio.to_thread(self.store.cell_manifests, entry.notebook)
-        cells = notebook_cells(snap)
-        all_cps = [planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"]
-        cps = planning.candidates(all_cps, cells)
-        if not cps:
-            return None
-        not_restorable: dict[str, str] = {
-            cp.cell_id: "; ".join(f"{n}: {why}" for n, why in sorted(cp.failed.items())) or "no namespace evidence"
-            for cp in all_cps
-            if not cp.restorable
-        }
-        stat = _stat_for(entry)
-        scout = StalenessTracker()
-        planning.replay(scout, cps)
-        first = scout.plan(cells, stat)
-        stale = set(first.cell_ids) | {e.cell_id for e in first.blocked}
-        finals = planning.final_values(cps)
-        poisoned = self.store.poisoned()
-        dropped: set[str] = set()
-        for name, (cid, blob) in finals.items():
-            if blob in poisoned:
-                dropped.add(cid)
-                not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
-        sizes = {cp.cell_id: cp.sizes for cp in cps}
-        # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
-        # name to the same object (``import time``) then leaves that name's readers fresh, as
-        # in a kernel that was never lost. Large ones are skipped: their readers re-run anyway.
-        load = [
-            [n, blob]
-            for n, (cid, blob) in finals.items()
-            if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
-        ]
-        deadline = entry.config.restore_timeout
-        results: dict[str, str] = {}
-        if load:
-            reply = await entry.process.eval_silent(_call("restore", load, deadline), timeout=deadline + 60)
-            results = {str(k): str(v) for k, v in reply["results"].items()}
-        errors: list[str] = list(bad)
-        for name, outcome in results.items():
-            if outcome == "ok":
-                continue
-            cid, blob = finals[name]
-            dropped.add(cid)
-            not_restorable[cid] = f"{name}: {outcome}"
-            if outcome.startswith(("tampered:", "load_failed:")):
-                if outcome.startswith("tampered:"):
-                    self.store.quarantine(blob)
-                else:
-                    self.store.mark_poisoned(blob, outcome)
-                errors.append(f"checkpoint of {name} (cell {cid}) refused: {outcome}")
-        survivors = planning.drop_with_cowriters(cps, dropped)
-        kept = {cp.cell_id for cp in survivors}
-        for cp in cps:
-            if cp.cell_id not in kept and cp.cell_id not in not_restorable:
-                not_restorable[cp.cell_id] = "wrote a name whose checkpoint could not be restored"
-        orphans = [n for n, (cid, _) in finals.items() if cid not in kept and results.get(n) == "ok"]
-        if orphans:
-            await entry.process.eval_silent(_call("restore", [], 1, orphans))
-        if load:
-            # the namespace monitor's baseline takes the loaded values in: a re-run rebinding one
-            # to the same object is then no change (its readers stay fresh)
-            with contextlib.suppress(IpykeepError):
-                await entry.process.eval_silent(probes.statemon_collect_expr())
-        tracker: StalenessTracker = entry.hooks.setdefault("tracker", StalenessTracker())
-        planning.replay(tracker, survivors)
-        index = {c.cell_id: c.index for c in cells}
-        for cp in survivors:
-            entry.cell_runs[cp.cell_id] = CellRun("restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index))
-        plan = tracker.plan(cells, stat)
-        rerun_ids = set(plan.cell_ids)
-        restored = [cp for cp in survivors if cp.cell_id not in rerun_ids]
-        elapsed = time.monotonic() - started
-        report = RestoreReport(
-            kernel_id=entry.kernel_id,
-            restored=[
-                {"cell_id": cp.cell_id, "index": index[cp.cell_id], "run_s": round(cp.duration, 3), "bytes": cp.bytes}
-                for cp in sorted(restored, key=lambda cp: index[cp.cell_id])
-            ],
-            rerun=[e.to_json() for e in plan.stale],
-            blocked=[e.to_json() for e in plan.blocked],
-            not_restorable=not_restorable,
-            restore_s=round(elapsed, 3),
-            saved_s=round(sum(cp.duration for cp in restored) - elapsed, 3),
-            errors=errors,
-        )
-        self.state(entry).last_restore = report
-        if entry.state == "warming":
-            # results of the warm-up batch would take the notice; it is shown when warm-up ends
-            self.state(entry).pending_notice = report.summary()
-        else:
-            entry.notices.append(report.summary())
-        return report
+        return await restore_lost(self.store, self.state(entry), entry, snap)
 
     # -- RPC methods -------------------------------------------------------------------------
     def rpc_methods(self) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-from pathlib import Path
 from typing import Any, AsyncIterator
 
 import pytest
