@@ -135,26 +135,32 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     mod = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(mod)
-    ns: dict = {"df": {"a": [1, 2]}, "gen": (i for i in range(3)), "big": b"x" * 5000, "f": lambda v: v + 1}
+    import numpy as np
+
+    arr = np.arange(300, dtype="int64").reshape(30, 10)[:, ::2]  # not contiguous: pickled in-band
+    ns: dict = {"df": {"a": [1, 2]}, "gen": (i for i in range(3)), "big": b"x" * 5000, "f": lambda v: v + 1,
+                "arr": np.arange(400, dtype="int64"), "view": arr}
     mod._ns = lambda: (ns, None)
     store.key  # created on first use
     conf = json.loads(mod.configure(str(store.root), str(store.key_path), 4096, 10**6, 10**7, 10.0, [], []))
     assert conf["available"]
     path = store.cell_manifest_path(Path("/p/nb.ipynb"), "c1")
     meta = {"path": str(path), "manifest": {"cell_id": "c1", "seq": 1, "source": "", "observed": {}}}
-    reply = json.loads(mod.snapshot(json.dumps(meta), ["df", "gen", "big", "f"]))
-    assert set(reply["sizes"]) == {"df", "f"}
+    reply = json.loads(mod.snapshot(json.dumps(meta), ["df", "gen", "big", "f", "arr", "view"]))
+    assert set(reply["sizes"]) == {"df", "f", "arr", "view"}
     assert "cannot be pickled" in reply["failed"]["gen"]
     assert "per-value checkpoint limit" in reply["failed"]["big"]
     assert reply["seconds"] < 10
     assert json.loads(mod.flush(10))
     manifest = store.read_manifest(path)
-    assert manifest["restorable"] is False and set(manifest["values"]) == {"df", "f"}
+    assert manifest["restorable"] is False and set(manifest["values"]) == {"df", "f", "arr", "view"}
     for v in manifest["values"].values():
         store.get_blob(v["blob"])  # authenticates on the host side
     ns.clear()
     out = json.loads(mod.restore([[n, v["blob"]] for n, v in manifest["values"].items()], 10))["results"]
-    assert out == {"df": "ok", "f": "ok"} and ns["df"] == {"a": [1, 2]} and ns["f"](1) == 2
+    assert set(out.values()) == {"ok"} and ns["df"] == {"a": [1, 2]} and ns["f"](1) == 2
+    assert (ns["arr"] == np.arange(400)).all() and (ns["view"] == arr).all()
+    ns["arr"][0] = 7  # arrays loaded over the blob's bytes are ordinary, writable arrays
     blob = manifest["values"]["df"]["blob"]
     store.blob_path(blob).write_bytes(b"\x80\x05N.")  # a valid pickle, but not ours
     assert json.loads(mod.verify([blob]))[blob].startswith("tampered")

@@ -8,8 +8,9 @@ the blobs, then the cell's signed manifest, in order. ``restore`` authenticates 
 before unpickling it, and stops at its deadline.
 
 Format (shared with ``ipykeep/checkpoints/store.py``): a blob's file name is
-HMAC-SHA256(key, bytes) in hex under ``blobs/<2>/<62>``; a manifest is JSON with ``mac`` =
-HMAC-SHA256(key, canonical JSON without ``mac``).
+HMAC-SHA256(key, bytes) in hex under ``blobs/<2>/<62>``; its bytes are a pickle-5 stream and
+its out-of-band buffers (see ``_Blob``); a manifest is JSON with ``mac`` = HMAC-SHA256(key,
+canonical JSON without ``mac``).
 """
 
 import contextlib
@@ -17,6 +18,7 @@ import hashlib
 import hmac
 import io
 import json
+import mmap
 import os
 import queue
 import re
@@ -111,12 +113,67 @@ def _get(ns, name):
     return ("value", ns[name])
 
 
+class _Blob:
+    """One pickled value: the pickle stream and its out-of-band buffers, copied.
+
+    Protocol 5 hands large contiguous buffers (numpy arrays, pandas blocks) to a callback
+    instead of copying them through the pickler: one ``memcpy`` each here, none when loading
+    (the arrays are built over the file's bytes). The file is ``MAGIC``, the part count and
+    lengths, then the parts; its name is the HMAC of all of it.
+    """
+
+    def __init__(self, stream, buffers):
+        self.parts = [stream.getbuffer()] + buffers
+        lengths = [memoryview(p).nbytes for p in self.parts]
+        header = MAGIC + len(lengths).to_bytes(4, "little") + b"".join(n.to_bytes(8, "little") for n in lengths)
+        self.parts.insert(0, header)
+        self.size = sum(lengths) + len(header)
+
+    def mac(self, key):
+        m = hmac.new(key, digestmod=hashlib.sha256)
+        for part in self.parts:
+            m.update(part)
+        return m.hexdigest()
+
+
+MAGIC = b"IPKCKPT1"
+
+
 def _pickle(obj, limit, deadline):
     import cloudpickle
 
-    buf = _Bounded(limit, deadline)
-    cloudpickle.Pickler(buf, protocol=5).dump(obj)
-    return buf
+    stream = _Bounded(limit, deadline)
+    found = []
+    cloudpickle.Pickler(stream, protocol=5, buffer_callback=found.append).dump(obj)
+    used = stream.tell()
+    buffers = []
+    for pb in found:
+        raw = pb.raw()
+        used += raw.nbytes
+        if used > limit:
+            raise _TooLarge()
+        if time.perf_counter() > deadline:
+            raise _TooSlow()
+        buffers.append(bytearray(raw))  # a copy: the cell's next code may change the array
+    return _Blob(stream, buffers)
+
+
+def _load(data):
+    """A value from a blob's bytes (authenticated by the caller); arrays share ``data``."""
+    import pickle
+
+    view = memoryview(data)
+    if view[: len(MAGIC)] != MAGIC:
+        raise ValueError("not a checkpoint blob")
+    count = int.from_bytes(view[len(MAGIC): len(MAGIC) + 4], "little")
+    at = len(MAGIC) + 4
+    lengths = [int.from_bytes(view[at + 8 * i: at + 8 * i + 8], "little") for i in range(count)]
+    at += 8 * count
+    parts = []
+    for n in lengths:
+        parts.append(view[at: at + n])
+        at += n
+    return pickle.loads(parts[0], buffers=parts[1:])
 
 
 def snapshot(meta_json, names):
@@ -157,7 +214,7 @@ def snapshot(meta_json, names):
                 raise
             failed[name] = f"cannot be pickled: {type(exc).__name__}: {str(exc)[:160]}"
             continue
-        size = buf.tell()
+        size = buf.size
         total += size
         sizes[name] = size
         taken.append((name, kind, buf))
@@ -183,7 +240,8 @@ def _write_private(path, data):
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for part in data if isinstance(data, list) else [data]:
+                fh.write(part)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -205,18 +263,14 @@ def _writer():
         meta, taken, failed, total = _jobs.get()
         try:
             values = {}
-            for name, kind, buf in taken:
-                view = buf.getbuffer()
-                try:
-                    blob_id = hmac.new(_cfg["key"], view, hashlib.sha256).hexdigest()
-                    path = _blob_path(blob_id)
-                    if os.path.exists(path):
-                        os.utime(path)
-                    else:
-                        _write_private(path, view)
-                finally:
-                    view.release()
-                values[name] = {"blob": blob_id, "size": buf.tell(), "kind": kind}
+            for name, kind, blob in taken:
+                blob_id = blob.mac(_cfg["key"])
+                path = _blob_path(blob_id)
+                if os.path.exists(path):
+                    os.utime(path)
+                else:
+                    _write_private(path, blob.parts)
+                values[name] = {"blob": blob_id, "size": blob.size, "kind": kind}
             manifest = dict(meta.get("manifest") or {})
             manifest.update(values=values, failed=failed, restorable=not failed, created=time.time())
             manifest["mac"] = hmac.new(_cfg["key"], _canonical(manifest), hashlib.sha256).hexdigest()
@@ -268,8 +322,6 @@ def restore(items, deadline_s, delete=()):
     Returns per name "ok" or the reason it was not loaded; "tampered:" and "load_failed:"
     reasons poison the blob on the host side.
     """
-    import pickle
-
     ns, _ = _ns()
     deadline = time.monotonic() + float(deadline_s)
     out = {}
@@ -282,15 +334,19 @@ def restore(items, deadline_s, delete=()):
             continue
         try:
             with open(_blob_path(blob_id), "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
+                size = os.fstat(fh.fileno()).st_size
+                # mapped, not read: no copy of a large value; ACCESS_COPY keeps the arrays built
+                # over it writable without ever writing to the file (blobs are replaced by
+                # rename, never rewritten in place)
+                data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
+        except (OSError, ValueError) as exc:
             out[name] = f"missing: {exc.strerror or exc}"
             continue
         if not hmac.compare_digest(hmac.new(_cfg["key"], data, hashlib.sha256).hexdigest(), blob_id):
             out[name] = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
             continue
         try:
-            value = pickle.loads(data)
+            value = _load(data)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
