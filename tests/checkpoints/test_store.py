@@ -183,3 +183,38 @@ def test_final_values_and_cowriters() -> None:
     assert planning.final_values([a, b, c]) == {"df": ("b", "3"), "m": ("c", "4")}
     assert [cp.cell_id for cp in planning.drop_with_cowriters([a, b, c], {"b"})] == ["c"]
     assert [cp.cell_id for cp in planning.drop_with_cowriters([a, b, c], {"c"})] == ["a", "b"]
+
+
+def _inkernel_module(store: CheckpointStore, ns: dict, **conf: object):  # type: ignore[no-untyped-def]
+    src = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel" / "snapshot.py"
+    spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_test2", src)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    mod._ns = lambda: (ns, None)
+    store.key
+    mod.configure(str(store.root), str(store.key_path), 10**6, 10**6, 10**7, 10.0,
+                  conf.get("names", []), conf.get("types", []))
+    return mod
+
+
+def test_excluded_names_and_types_are_not_saved(store: CheckpointStore) -> None:
+    import threading
+
+    ns = {"conn": object(), "lock": threading.Lock(), "x": 1}
+    mod = _inkernel_module(store, ns, names=["conn"], types=["_thread.lock"])
+    meta = {"path": str(store.root / "m.json"), "manifest": {}}
+    reply = json.loads(mod.snapshot(json.dumps(meta), ["conn", "lock", "x"]))
+    assert set(reply["sizes"]) == {"x"}
+    assert "checkpoint_exclude_names" in reply["failed"]["conn"]
+    assert "checkpoint_exclude_types" in reply["failed"]["lock"]
+
+
+def test_authentic_blob_that_fails_to_load_is_reported(store: CheckpointStore) -> None:
+    ns: dict = {}
+    mod = _inkernel_module(store, ns)
+    stream = b"\x80\x05cnonexistent_module_for_test\nThing\n."  # a class that is gone
+    data = mod.MAGIC + (1).to_bytes(4, "little") + len(stream).to_bytes(8, "little") + stream
+    blob = store.put_blob(data)  # written with the project's key: authentic
+    out = json.loads(mod.restore([["thing", blob]], 10))["results"]
+    assert out["thing"].startswith("load_failed: ModuleNotFoundError") and "thing" not in ns
