@@ -218,3 +218,15 @@ def test_authentic_blob_that_fails_to_load_is_reported(store: CheckpointStore) -
     blob = store.put_blob(data)  # written with the project's key: authentic
     out = json.loads(mod.restore([["thing", blob]], 10))["results"]
     assert out["thing"].startswith("load_failed: ModuleNotFoundError") and "thing" not in ns
+
+
+def test_restore_stops_at_its_deadline(store: CheckpointStore) -> None:
+    ns: dict = {"a": [1, 2, 3]}
+    mod = _inkernel_module(store, ns)
+    meta = {"path": str(store.root / "m.json"), "manifest": {}}
+    json.loads(mod.snapshot(json.dumps(meta), ["a"]))
+    assert json.loads(mod.flush(10))
+    blob = store.read_manifest(store.root / "m.json")["values"]["a"]["blob"]
+    ns.clear()
+    out = json.loads(mod.restore([["a", blob]], -1))["results"]
+    assert out["a"].startswith("deadline:") and "a" not in ns
