@@ -27,9 +27,10 @@ ERROR = "def ratio(a, b):\n    return a / b\n\nratio(1, 0)"
 
 
 async def run(ctx: RunContext) -> list[Metric]:
-    side = await ctx.pool.mcp("ipyflow")
+    kind = "plain" if ctx.smoke else "ipyflow"  # the smoke test keeps to the plain kernels
+    side = await ctx.pool.mcp("static" if ctx.smoke else "ipyflow")
     mcp, kid = side.mcp, side.kernel_id
-    raw = await ctx.pool.raw("ipyflow")
+    raw = await ctx.pool.raw(kind)  # type: ignore[arg-type]
     metrics: list[Metric] = []
 
     tools = await mcp.tools_list_bytes()
