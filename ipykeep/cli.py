@@ -92,10 +92,11 @@ def start(
     """Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up."""
     notebook = pick_notebook(notebook, notebook_opt)
     if notebook is None:
-        cfg = load_config(find_project_root())
+        root = find_project_root()
+        cfg = load_config(root)
         if not cfg.notebook:
             raise UsageError("no notebook given", hint="pass NOTEBOOK, or set `notebook` in ipykeep.toml")
-        notebook = str(find_project_root() / cfg.notebook)
+        notebook = str(root / cfg.notebook)
     nb_path = Path(notebook).expanduser().resolve()
     read_notebook(nb_path)  # a bad notebook fails here, before any process starts
     client = ensure_daemon(nb_path.parent)
