@@ -8,16 +8,10 @@ from typing import Optional
 import typer
 
 from ..cli_fast import abs_path
+from ..cli_options import fail, json_option, notebook_option
 from ..core.client import connect
 from ..core.errors import IpykeepError
 from . import store as _store  # noqa: F401  (registers the checkpoint error codes for RPC replies)
-
-
-def _fail(exc: IpykeepError) -> typer.Exit:
-    typer.echo(f"error: {exc.message}", err=True)
-    if exc.hint:
-        typer.echo(f"hint: {exc.hint}", err=True)
-    return typer.Exit(exc.exit_code)
 
 
 def _mb(n: int) -> str:
@@ -30,11 +24,11 @@ def _call(method: str, **params: object) -> dict:
     try:
         return connect(Path.cwd()).call(method, **params)
     except IpykeepError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
 
 
-NotebookOpt = typer.Option(None, "--notebook", "-n", help="Notebook whose kernel to use (optional with one kernel).")
-JsonOpt = typer.Option(False, "--json", help="Print compact JSON.")
+NotebookOpt = notebook_option()
+JsonOpt = json_option()
 
 
 def render_listing(res: dict) -> str:
