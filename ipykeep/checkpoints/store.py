@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..core.errors import IpykeepError
+from ..fsutil import atomic_write_bytes
 
 BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -59,16 +60,7 @@ def _private_dir(path: Path) -> Path:
 
 def _write_private(path: Path, data: bytes) -> None:
     """Atomic write of a 0600 file (a reader never sees half a blob or manifest)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    atomic_write_bytes(path, data, mode=0o600)
 
 
 def canonical(payload: dict[str, Any]) -> bytes:
