@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 
+from ..api import methods as api
+from ..api.spec import Method, Params
 from ..core import archive
 from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
 from ..core.engine import unknown_kernel_error
@@ -51,10 +53,14 @@ class Backend:
                 self._client = client
             return client
 
-    async def call(self, method: str, params: dict[str, Any], *, start: bool = False) -> Any:
-        """Call an engine method on the daemon (starting it first when ``start``)."""
-        if method == "read_artifact":
-            return await anyio.to_thread.run_sync(read_artifact, self.paths, str(params.get("uri", "")))
+    async def call(self, method: Method[Any, Any], params: Params, *, start: bool = False) -> Any:
+        """Call a declared daemon method (starting the daemon first when ``start``); its JSON
+        result, which ``results.py`` turns into MCP content."""
+        if method is api.READ_ARTIFACT:
+            return await anyio.to_thread.run_sync(read_artifact, self.paths, str(getattr(params, "uri", "")))
+        return await self._call(method.name, params.model_dump(mode="json", exclude_unset=True), start=start)
+
+    async def _call(self, method: str, params: dict[str, Any], *, start: bool) -> Any:
         if start:
             client = await self._started_client()
             try:
@@ -88,7 +94,7 @@ class Backend:
         return False
 
     def _without_daemon(self, method: str, params: dict[str, Any]) -> Any:
-        if method == "list_kernels":
+        if method == api.LIST_KERNELS.name:
             return []
         kid = params.get("kernel_id")
         if kid:
