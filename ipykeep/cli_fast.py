@@ -184,11 +184,12 @@ def cmd_run_stale(notebook: str | None, execute: bool, fresh: bool, as_json: boo
     if fresh and not execute:
         raise UsageError("--fresh restarts the kernel and runs every cell: it needs --execute", hint="ipykeep run-stale --execute --fresh")
     client = _client()
-    params = {"notebook": abs_path(notebook), "execute": execute}
+    path = abs_path(notebook)
+    params: dict[str, Any] = {"notebook": path, "execute": execute}
     if fresh:
         params["fresh"] = True
     if execute and not as_json:
-        res = _with_progress(client, lambda: client.call(names.RUN_STALE, **params), notebook=params["notebook"])
+        res = _with_progress(client, lambda: client.call(names.RUN_STALE, **params), notebook=path)
     else:
         res = client.call(names.RUN_STALE, **params)
     if as_json:

@@ -21,7 +21,7 @@ HANDLE = "execution handle, e.g. c12"
 class ExecuteParams(KernelParams):
     code: str
     #: Milliseconds to wait before returning a running execution (None: until it finishes).
-    yield_time_ms: int | None = Field(None, ge=0)
+    yield_time_ms: int | None = Field(default=None, ge=0)
     #: Idempotency key: the same key with the same code returns the first execution.
     request_id: str | None = None
     #: Whose output cursor advances (each MCP session has its own).
@@ -30,13 +30,13 @@ class ExecuteParams(KernelParams):
 
 class ReadExecutionParams(KernelParams):
     handle: str = Field(description=HANDLE)
-    yield_time_ms: int = Field(0, ge=0)
-    cursor: int | None = Field(None, ge=0)
+    yield_time_ms: int = Field(default=0, ge=0)
+    cursor: int | None = Field(default=None, ge=0)
     reader: str = "default"
 
 
 class InterruptParams(KernelParams):
-    handle: str | None = Field(None, description=HANDLE + "; default: what runs")
+    handle: str | None = Field(default=None, description=HANDLE + "; default: what runs")
 
 
 class RunCellsParams(KernelParams):

@@ -24,9 +24,9 @@ class StatusParams(KernelParams):
 
 
 class CreateKernelParams(Params):
-    notebook: Path | None = Field(None, description=".ipynb to bind (none: a scratch kernel)")
-    cwd: Path | None = Field(None, description="working directory of a scratch kernel")
-    python: Path | None = Field(None, description="interpreter that runs the kernel")
+    notebook: Path | None = Field(default=None, description=".ipynb to bind (none: a scratch kernel)")
+    cwd: Path | None = Field(default=None, description="working directory of a scratch kernel")
+    python: Path | None = Field(default=None, description="interpreter that runs the kernel")
     warm: bool = True
     write_outputs: bool | None = None
     dataflow: Literal["ipyflow", "static"] | None = None
@@ -35,7 +35,7 @@ class CreateKernelParams(Params):
 
 
 class WaitWarmParams(KernelParams):
-    timeout: float = Field(0.5, ge=0, le=600)
+    timeout: float = Field(default=0.5, ge=0, le=600)
 
 
 class ShutdownResult(Record):

@@ -49,8 +49,8 @@ Path = Annotated[str, AfterValidator(_no_nul)]
 CellRef = Annotated[str, BeforeValidator(_cell_ref)]
 
 #: The kernel a call is about: by id, or by its notebook; both optional with one kernel.
-KernelIdField = Field(None, description="kernel id, e.g. k1")
-NotebookField = Field(None, description="notebook whose kernel to use")
+KernelIdField = Field(default=None, description="kernel id, e.g. k1")
+NotebookField = Field(default=None, description="notebook whose kernel to use")
 
 
 class KernelParams(Params):

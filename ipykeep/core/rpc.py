@@ -177,8 +177,8 @@ class RpcServer:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": exc.message, "data": exc.envelope()}}
         except Exception as exc:
             log.exception("internal error in %s", method)
-            err = IpykeepError(f"internal error in {method}: {type(exc).__name__}: {exc}", hint="see .ipykeep/run/daemon.log")
-            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": err.message, "data": err.envelope()}}
+            internal = IpykeepError(f"internal error in {method}: {type(exc).__name__}: {exc}", hint="see .ipykeep/run/daemon.log")
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": internal.message, "data": internal.envelope()}}
 
 
 def check_binding(name: str, binding: Binding[Any, Any]) -> None:

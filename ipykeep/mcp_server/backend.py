@@ -71,16 +71,16 @@ class Backend:
                 if _pid_alive(client.descriptor.pid):
                     raise
                 self._client = None
-                client = await self._started_client()
-                return await client.acall(method, **params)
-        client = self._live_client()
-        if client is None:
+                fresh = await self._started_client()
+                return await fresh.acall(method, **params)
+        live = self._live_client()
+        if live is None:
             return self._without_daemon(method, params)
         try:
-            return await client.acall(method, **params)
+            return await live.acall(method, **params)
         except DaemonUnreachableError:
             # A daemon whose last kernel was just closed stops listening before it exits.
-            if not await self._exits(client.descriptor.pid):
+            if not await self._exits(live.descriptor.pid):
                 raise
             self._client = None
             return self._without_daemon(method, params)

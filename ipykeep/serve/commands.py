@@ -8,12 +8,12 @@ from typing import List, Optional
 
 import typer
 
+from ..api import names
 from ..cli_fast import abs_path
 
 from ..core.client import connect
 from ..core.errors import IpykeepError, UsageError
 from ..core.records import KernelRecord
-from . import errors as _errors  # noqa: F401  (registers serve error codes for RPC replies)
 
 
 def _fail(exc: IpykeepError) -> typer.Exit:
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         """Open the running kernel in JupyterLab / VS Code: prints the server URL with its token."""
         try:
             client = connect(Path.cwd())
-            rec = KernelRecord.model_validate(client.call("unserve" if stop else "serve", notebook=abs_path(notebook)))
+            rec = KernelRecord.model_validate(client.call(names.UNSERVE if stop else names.SERVE, notebook=abs_path(notebook)))
         except IpykeepError as exc:
             raise _fail(exc) from None
         if as_json:
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         try:
             captions = parse_captions(cell)
             client = connect(Path.cwd())
-            res = client.call("publish", notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel)
+            res = client.call(names.PUBLISH, notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel)
         except IpykeepError as exc:
             raise _fail(exc) from None
         if as_json:
