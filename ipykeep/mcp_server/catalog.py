@@ -1,8 +1,9 @@
 """The MCP tool catalog: names, terse descriptions, argument models, and the daemon method each maps to.
 
-Each tool names its method by its declaration in ``ipykeep.api`` (``api.EXECUTE``…): the tool's
-arguments become that method's params model (``engine_params``), so a type checker follows a
-tool call to the ``Binding`` that serves it in ``core.daemon.method_table``. An execution is
+Each tool names its daemon method by its ``ipykeep.api.names`` constant; ``ToolSpec.method`` is
+that method's declaration (``api.methods``, loaded on the first call: its models cost the
+handshake time). The tool's arguments become the method's params model (``engine_params``),
+which the daemon's ``Binding`` of the same declaration serves (``core.daemon.method_table``). An execution is
 named by its ``handle`` (``c12``) here as everywhere; ``cell_id`` always means a notebook cell.
 
 Arguments are validated with pydantic (so a bad call gets the usual error envelope, not a
@@ -14,12 +15,14 @@ turn. No output schemas are published; results are described in ``results.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from ..api import methods as api
-from ..api.spec import Method, Params
+from ..api import names
+
+if TYPE_CHECKING:
+    from ..api.spec import Method, Params
 
 #: How a tool's result is turned into MCP content (see ``results.py``).
 ResultKind = Literal["kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"]
@@ -129,7 +132,8 @@ class ToolSpec:
     title: str
     description: str
     args: type[Args]
-    method: Method[Any, Any]
+    #: The daemon method it calls (an ``api.names`` constant).
+    method_name: str
     kind: ResultKind
     hints: Hints
     #: Whether this call may start the daemon (only one that creates a kernel should).
@@ -141,6 +145,13 @@ class ToolSpec:
     def read_only(self) -> bool:
         return self.hints.read_only
 
+    @property
+    def method(self) -> Method[Any, Any]:
+        """The declaration of the daemon method this tool calls."""
+        from ..api.methods import BY_NAME as METHODS
+
+        return METHODS[self.method_name]
+
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -148,22 +159,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Create kernel",
         "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
         CreateKernelArgs,
-        api.CREATE_KERNEL,
+        names.CREATE_KERNEL,
         "kernel",
         # Warming runs the notebook's code; a scratch kernel is new on every call.
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         starts_daemon=True,
         progress=True,
     ),
-    ToolSpec("list_kernels", "List kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, api.LIST_KERNELS, "kernels", READ),
+    ToolSpec("list_kernels", "List kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, names.LIST_KERNELS, "kernels", READ),
     ToolSpec(
-        "close_kernel", "Close kernel", "Shut a kernel down (its variables are lost).", KernelArgs, api.CLOSE_KERNEL, "kernel",
+        "close_kernel", "Close kernel", "Shut a kernel down (its variables are lost).", KernelArgs, names.CLOSE_KERNEL, "kernel",
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "restart_kernel", "Restart kernel",
         "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then run_stale lists what must re-run.",
-        KernelArgs, api.RESTART, "kernel",
+        KernelArgs, names.RESTART, "kernel",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
     ToolSpec(
@@ -172,18 +183,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Run code in the kernel, keeping state. Returns output (bounded) or, if still running after"
         " yield_time_ms, a handle for read_cell.",
         IpythonArgs,
-        api.EXECUTE,
+        names.EXECUTE,
         "execution",
         RUNS_CODE,
     ),
-    ToolSpec("read_cell", "Read execution", "Output of an execution since you last read it; its state.", ReadCellArgs, api.READ_EXECUTION, "execution", READ),
+    ToolSpec("read_cell", "Read execution", "Output of an execution since you last read it; its state.", ReadCellArgs, names.READ_EXECUTION, "execution", READ),
     ToolSpec(
-        "interrupt", "Interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, api.INTERRUPT, "interrupt",
+        "interrupt", "Interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, names.INTERRUPT, "interrupt",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
-    ToolSpec("list_cells", "List cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, api.LIST_CELLS, "cells", READ),
+    ToolSpec("list_cells", "List cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, names.LIST_CELLS, "cells", READ),
     ToolSpec(
-        "markdown", "Add note", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, api.MARKDOWN, "json",
+        "markdown", "Add note", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, names.MARKDOWN, "json",
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
@@ -191,17 +202,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Run stale cells",
         "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
         RunStaleArgs,
-        api.RUN_STALE,
+        names.RUN_STALE,
         "stale",
         # A second call finds nothing stale and does nothing more.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
         progress=True,
     ),
-    ToolSpec("run_cells", "Run cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, api.RUN_CELLS, "batch", RUNS_CODE, progress=True),
-    ToolSpec("inspect", "Inspect variable", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, api.INSPECT, "json", READ),
-    ToolSpec("namespace", "List variables", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, api.NAMESPACE, "json", READ),
+    ToolSpec("run_cells", "Run cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, names.RUN_CELLS, "batch", RUNS_CODE, progress=True),
+    ToolSpec("inspect", "Inspect variable", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, names.INSPECT, "json", READ),
+    ToolSpec("namespace", "List variables", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, names.NAMESPACE, "json", READ),
     ToolSpec(
-        "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, api.WATCH_FILE, "json",
+        "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, names.WATCH_FILE, "json",
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
     ),
     ToolSpec(
@@ -209,7 +220,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Publish notebook",
         "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells highlighted; returns the URL.",
         PublishArgs,
-        api.PUBLISH,
+        names.PUBLISH,
         "json",
         # tunnel=true exposes the view on a public URL.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),

@@ -45,13 +45,11 @@ from pydantic import ValidationError
 from .. import __version__
 from ..core.config import Config
 from ..core.errors import IpykeepError, UsageError
-from ..api import methods as api
-from ..api.execution import ReadArtifactParams
-from ..api.kernels import NoParams, WaitWarmParams
-from ..api.spec import Params
+from ..api import names
 from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
 
 if TYPE_CHECKING:
+    from ..api.spec import Params
     from .early import StdinPrefetch
 
 log = logging.getLogger("ipykeep.mcp")
@@ -226,7 +224,7 @@ class IpykeepMcp:
         return engine_params(spec, args, **extra)
 
     async def _run(self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]) -> CallToolResult:
-        if spec.method is api.CREATE_KERNEL:
+        if spec.method_name == names.CREATE_KERNEL:
             raw = await self._create_kernel(params, ctx)
         elif spec.progress:
             raw = await self._with_progress(spec, params, ctx)
@@ -240,6 +238,9 @@ class IpykeepMcp:
     async def _create_kernel(self, params: Params, ctx: ServerRequestContext[Any]) -> Any:
         # Warm-up can take long: wait a bounded time and report progress rather than block
         # the client past its request timeout.
+        from ..api import methods as api
+        from ..api.kernels import WaitWarmParams
+
         await self.progress(ctx, 0, None, "starting the kernel")
         raw = await self.backend.call(api.CREATE_KERNEL, params.model_copy(update={"wait": False}), start=True)
         deadline = time.monotonic() + WARM_WAIT_S
@@ -260,7 +261,7 @@ class IpykeepMcp:
         The batch itself is one daemon call; progress comes from polling ``list_kernels`` on
         the side (cheap, and the daemon serves requests concurrently).
         """
-        if spec.method is api.RUN_STALE and not getattr(params, "execute", False):
+        if spec.method_name == names.RUN_STALE and not getattr(params, "execute", False):
             return await self.backend.call(spec.method, params)
         kid = str(getattr(params, "kernel_id", ""))
         cells = getattr(params, "cells", None)
@@ -291,6 +292,9 @@ class IpykeepMcp:
         return result["raw"]
 
     async def _running(self, kid: str) -> list[str]:
+        from ..api import methods as api
+        from ..api.kernels import NoParams
+
         try:
             kernels = await self.backend.call(api.LIST_KERNELS, NoParams())
         except IpykeepError:
@@ -315,6 +319,9 @@ class IpykeepMcp:
         )
 
     async def read_resource(self, ctx: ServerRequestContext[Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+        from ..api import methods as api
+        from ..api.execution import ReadArtifactParams
+
         uri = str(params.uri)
         try:
             raw = await self.backend.call(api.READ_ARTIFACT, ReadArtifactParams(uri=uri))

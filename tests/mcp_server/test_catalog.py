@@ -134,13 +134,14 @@ def test_artifact_template_matches_the_archive() -> None:
 
 
 def test_server_module_loads_without_the_daemon_client() -> None:
-    """The handshake needs the SDK and the catalog only (start-up time, see launch.py)."""
+    """The handshake needs the SDK and the catalog only (start-up time, see launch.py); the
+    API's models load on the first call."""
     import subprocess
     import sys
 
     code = (
         "import sys, ipykeep.mcp_server.launch, ipykeep.mcp_server.server;"
-        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.core.client', 'ipykeep.core.engine', 'typer') if m in sys.modules];"
+        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.core.client', 'ipykeep.core.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.core.records') if m in sys.modules];"
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
