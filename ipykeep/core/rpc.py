@@ -23,7 +23,7 @@ import re
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError
-from .wire import MAX_LINE, Endpoint, _request, _unwrap, call_sync  # noqa: F401  (re-exported)
+from .wire import MAX_LINE, Endpoint, _request, _unwrap
 
 if TYPE_CHECKING:
     from ..api.spec import Binding

@@ -22,7 +22,7 @@ from ..api.spec import Method, Params
 from ..core import archive
 from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
 from ..core.engine import unknown_kernel_error
-from ..core.errors import DaemonUnreachableError, UnknownKernelError, UsageError
+from ..core.errors import DaemonUnreachableError, UnknownKernelError
 from ..core.project import ProjectPaths, find_project_root
 
 log = logging.getLogger("ipykeep.mcp")
