@@ -104,18 +104,16 @@ def start(
         notebook = str(find_project_root() / cfg.notebook)
     nb_path = Path(notebook).expanduser().resolve()
     read_notebook(nb_path)  # a bad notebook fails here, before any process starts
-    client = ensure_daemon(nb_path.parent)
-    rec = client.invoke(
-        api.CREATE_KERNEL,
-        api.CREATE_KERNEL.build(
-            notebook=str(nb_path),
-            warm=not no_warm,
-            write_outputs=False if no_write_outputs else None,
-            python=python,
-            dataflow=dataflow,
-            wait=False,
-        ),
+    params = api.CREATE_KERNEL.build(  # a bad --dataflow fails here, before the daemon starts
+        notebook=str(nb_path),
+        warm=not no_warm,
+        write_outputs=False if no_write_outputs else None,
+        python=python,
+        dataflow=dataflow,
+        wait=False,
     )
+    client = ensure_daemon(nb_path.parent)
+    rec = client.invoke(api.CREATE_KERNEL, params)
     rec = _follow_warm(client, rec, quiet=as_json)
     if serve:
         rec = client.invoke(api.SERVE, KernelParams(kernel_id=rec.kernel_id))

@@ -66,3 +66,14 @@ async def test_the_async_client_is_the_same_client(client: DaemonClient) -> None
     assert info.pid == client.descriptor.pid
     with pytest.raises(UsageError):
         await client.acall(names.EXECUTE, code=5)
+
+
+def test_the_cli_checks_params_against_the_declaration_before_starting_a_daemon(tmp_path) -> None:
+    from ipykeep.core.client import find_daemon
+    from tests.conftest import run_cli
+
+    root = make_project(tmp_path / "p")
+    out = run_cli("start", "01_eda.ipynb", "--dataflow", "magic", cwd=root)
+    assert out.returncode == 2, out.stderr
+    assert "create_kernel: bad argument(s): dataflow: Input should be 'ipyflow' or 'static'" in out.stderr
+    assert find_daemon(root) is None
