@@ -12,7 +12,7 @@ from ..core.records import BatchResult, CellsRecord, ExecutionRecord, InterruptR
 from . import errors as e
 from . import names
 from .kernels import KERNEL_LOOKUP
-from .spec import CellRef, KernelParams, Method, Params
+from .spec import CellRef, KernelParams, Method, Params, PathArg
 
 #: The execution handle's description, shared by every method that takes one.
 HANDLE = "execution handle, e.g. c12"
@@ -48,7 +48,7 @@ class MarkdownParams(KernelParams):
 
 
 class ReadArtifactParams(Params):
-    uri: str
+    uri: PathArg  # a NUL byte in it is a bad argument, as in a path
 
 
 class MarkdownResult(Record):

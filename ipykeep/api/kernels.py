@@ -9,7 +9,7 @@ from pydantic import Field
 from ..core.records import DaemonInfo, KernelRecord, Record, StatusRecord
 from . import errors as e
 from . import names
-from .spec import KernelParams, Method, Params, Path
+from .spec import KernelParams, Method, Params, PathArg
 
 #: Errors of a call that names a kernel (by id or notebook) that may not exist.
 KERNEL_LOOKUP = (e.UNKNOWN_KERNEL,)
@@ -24,9 +24,9 @@ class StatusParams(KernelParams):
 
 
 class CreateKernelParams(Params):
-    notebook: Path | None = Field(default=None, description=".ipynb to bind (none: a scratch kernel)")
-    cwd: Path | None = Field(default=None, description="working directory of a scratch kernel")
-    python: Path | None = Field(default=None, description="interpreter that runs the kernel")
+    notebook: PathArg | None = Field(default=None, description=".ipynb to bind (none: a scratch kernel)")
+    cwd: PathArg | None = Field(default=None, description="working directory of a scratch kernel")
+    python: PathArg | None = Field(default=None, description="interpreter that runs the kernel")
     warm: bool = True
     write_outputs: bool | None = None
     dataflow: Literal["ipyflow", "static"] | None = None

@@ -14,7 +14,6 @@ from typing import Annotated, Any, Awaitable, Callable, Generic, Mapping, TypeVa
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..core.errors import UsageError
-
 from . import errors as codes
 from .names import ALL
 
@@ -44,7 +43,7 @@ def _cell_ref(value: Any) -> Any:
 
 
 #: A file or directory path.
-Path = Annotated[str, AfterValidator(_no_nul)]
+PathArg = Annotated[str, AfterValidator(_no_nul)]
 #: A notebook cell: its nbformat id, or its 0-based index among all cells.
 CellRef = Annotated[str, BeforeValidator(_cell_ref)]
 
@@ -57,7 +56,7 @@ class KernelParams(Params):
     """Names a kernel by id or by notebook (neither: the only one running)."""
 
     kernel_id: str | None = KernelIdField
-    notebook: Path | None = NotebookField
+    notebook: PathArg | None = NotebookField
 
 
 P = TypeVar("P", bound=Params)

@@ -9,7 +9,7 @@ from . import errors as e
 from . import names
 from .execution import RUNS
 from .kernels import KERNEL_LOOKUP
-from .spec import KernelParams, Method, Path
+from .spec import KernelParams, Method, PathArg
 
 
 class RunStaleParams(KernelParams):
@@ -20,7 +20,7 @@ class RunStaleParams(KernelParams):
 
 
 class WatchFileParams(KernelParams):
-    path: Path = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
+    path: PathArg = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
 
 
 class PlanProgress(Record):

@@ -36,6 +36,7 @@ def test_every_method_raises_only_registered_codes() -> None:
         (api.RUN_CELLS, {"cells": [True]}, "cells.0: Input should be a valid string"),
         (api.STATUS, {"notebook": "a\0b"}, "notebook: Value error, not a path: it holds a NUL byte"),
         (api.WATCH_FILE, {"path": "x\0"}, "path: Value error, not a path"),
+        (api.READ_ARTIFACT, {"uri": "ipykeep://artifacts/k1/a\0"}, "uri: Value error, not a path"),
         (api.CREATE_KERNEL, {"dataflow": "magic"}, "dataflow: Input should be 'ipyflow' or 'static'"),
         (api.RUN_STALE, {"execute": "maybe"}, "execute: Input should be a valid boolean"),
     ],
