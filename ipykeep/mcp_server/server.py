@@ -320,11 +320,10 @@ class IpykeepMcp:
 
     async def read_resource(self, ctx: ServerRequestContext[Any], params: ReadResourceRequestParams) -> ReadResourceResult:
         from ..api import methods as api
-        from ..api.execution import ReadArtifactParams
 
         uri = str(params.uri)
         try:
-            raw = await self.backend.call(api.READ_ARTIFACT, ReadArtifactParams(uri=uri))
+            raw = await self.backend.call(api.READ_ARTIFACT, api.READ_ARTIFACT.build(uri=uri))
         except IpykeepError as exc:
             raise MCPError(INVALID_PARAMS, exc.message, exc.envelope()) from None
         if "text" in raw:
