@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..api import names
 from ..cli_fast import abs_path
 from ..cli_options import fail, json_option, notebook_option
 from ..core.client import connect
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Save every variable of the kernel under NAME, to roll back to with `ipykeep restore NAME`."""
-        res = _call("checkpoint", name=name, notebook=abs_path(notebook))
+        res = _call(names.CHECKPOINT, name=name, notebook=abs_path(notebook))
         if as_json:
             typer.echo(json.dumps(res, separators=(",", ":")))
             return
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Roll the kernel's variables back to checkpoint NAME (variables made since are deleted)."""
-        res = _call("restore", name=name, notebook=abs_path(notebook))
+        res = _call(names.RESTORE, name=name, notebook=abs_path(notebook))
         if as_json:
             typer.echo(json.dumps(res, separators=(",", ":")))
             return
@@ -84,5 +85,5 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def checkpoints(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) -> None:
         """What is checkpointed for the kernel's notebook (per cell and named), and its size."""
-        res = _call("checkpoints", notebook=abs_path(notebook))
+        res = _call(names.CHECKPOINTS, notebook=abs_path(notebook))
         typer.echo(json.dumps(res, separators=(",", ":")) if as_json else render_listing(res))
