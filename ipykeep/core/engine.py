@@ -802,8 +802,9 @@ class Engine:
                     )
                 return await self.read_execution(seen[1], kernel_id=entry.kernel_id, yield_time_ms=yield_time_ms or 0, reader=reader, cursor=0)
         if not entry.process.alive:
+            lost = entry.process.provider.lost_reason
             raise KernelDiedError(
-                f"kernel {entry.kernel_id} is not running",
+                f"kernel {entry.kernel_id} is not running" + (f": {lost}" if lost else ""),
                 hint="restart it (`ipykeep restart` / the restart_kernel tool), then run_stale re-runs what is needed",
             )
         subshell = None

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import queue
+import secrets
 import struct
 from typing import Any
 
@@ -58,8 +59,8 @@ class WebsocketChannels:
     def __init__(self, conn: Any, *, where: str) -> None:
         self._conn = conn  # tornado WebSocketClientConnection
         self.where = where
-        # The server signs messages itself; the client's own signature is not checked.
-        self.session = Session(key=b"", username="ipykeep")
+        # The server re-signs what it forwards to the kernel; this key never leaves the process.
+        self.session = Session(key=secrets.token_hex(16).encode(), username="ipykeep")
         self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {ch: asyncio.Queue() for ch in CHANNELS}
         self.closed = False
         self.close_reason: str | None = None

@@ -1,0 +1,186 @@
+"""Kernels behind a Jupyter Kernel Gateway started on loopback with a token.
+
+The gateway is jupyter_kernel_gateway (a dev dependency) on a random free port; its default
+kernel spec runs this interpreter's ipykernel, as a remote server's would run its own. One
+gateway and one kernel serve the module; the failure tests start what they break.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import pytest_asyncio
+
+from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError
+
+from .checks import (
+    check_inspect,
+    check_interrupt,
+    check_run_and_cwd,
+    check_run_stale_after_data_edit,
+    free_port,
+    make_engine,
+    make_remote_project,
+)
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+
+
+class Gateway:
+    def __init__(self, tmp: Path) -> None:
+        self.token = secrets.token_urlsafe(24)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTER_DATA_DIR=str(tmp / "data"))
+        self.log = open(tmp / "gateway.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "kernel_gateway",
+                "--KernelGatewayApp.ip=127.0.0.1",
+                f"--KernelGatewayApp.port={self.port}",
+                "--KernelGatewayApp.port_retries=0",
+                f"--KernelGatewayApp.auth_token={self.token}",
+                "--JupyterWebsocketPersonality.list_kernels=True",  # for the tests to look; ipykeep never lists
+            ],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.kernels()
+                return
+            except urllib.error.HTTPError:
+                self.stop()
+                raise
+            except (urllib.error.URLError, ConnectionError):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the kernel gateway did not start: {(tmp / 'gateway.log').read_text()[-2000:]}")
+                time.sleep(0.1)
+
+    def kernels(self) -> list[dict]:
+        req = urllib.request.Request(self.url + "/api/kernels", headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory) -> Iterator[Gateway]:
+    gw = Gateway(tmp_path_factory.mktemp("gateway"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JUPYTER_GATEWAY_AUTH_TOKEN", gw.token)
+    yield gw
+    mp.undo()
+    gw.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def remote(gateway, tmp_path_factory):
+    root = make_remote_project(tmp_path_factory.mktemp("gwproj"))
+    engine = make_engine(root)
+    rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), gateway=gateway.url)
+    yield engine, rec.kernel_id, root
+    await engine.shutdown()
+
+
+async def test_start_runs_in_the_notebook_directory_on_the_gateway(remote, gateway):
+    engine, kid, root = remote
+    process = engine.kernels[kid].process
+    assert process.provider.kind == "gateway" and process.pid is None
+    assert [k["id"] for k in gateway.kernels()] == [process.provider.kernel_id]
+    assert engine.kernels[kid].warm.failed == []
+    await check_run_and_cwd(engine, kid, root)
+
+
+async def test_interrupt_uses_the_gateway_endpoint(remote):
+    engine, kid, _ = remote
+    await check_interrupt(engine, kid)
+
+
+async def test_run_stale_after_a_data_file_edit(remote):
+    engine, kid, root = remote
+    await check_run_stale_after_data_edit(engine, kid, root)
+
+
+async def test_inspect(remote):
+    engine, kid, _ = remote
+    await check_inspect(engine, kid)
+
+
+async def test_close_deletes_the_kernel_on_the_gateway(remote, gateway):
+    engine, _, root = remote
+    rec = await engine.create_kernel(cwd=str(root), gateway=gateway.url, warm=False)
+    assert len(gateway.kernels()) == 2
+    await engine.close_kernel(kernel_id=rec.kernel_id)
+    assert len(gateway.kernels()) == 1
+
+
+async def test_a_wrong_token_is_an_auth_error_that_does_not_leak_it(gateway, tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.DEBUG)
+    wrong = "wrong-" + secrets.token_hex(8)
+    monkeypatch.setenv("IPYKEEP_TEST_GATEWAY_TOKEN", wrong)
+    engine = make_engine(make_remote_project(tmp_path), gateway_token_env="IPYKEEP_TEST_GATEWAY_TOKEN")
+    try:
+        with pytest.raises(RemoteAuthError) as err:
+            await engine.create_kernel(cwd=None, gateway=gateway.url, warm=False)
+        assert "refused the credentials" in err.value.message and "IPYKEEP_TEST_GATEWAY_TOKEN" in err.value.hint
+        monkeypatch.delenv("IPYKEEP_TEST_GATEWAY_TOKEN")
+        with pytest.raises(RemoteAuthError, match="no token was sent"):
+            await engine.create_kernel(cwd=None, gateway=gateway.url, warm=False)
+    finally:
+        await engine.shutdown()
+    assert wrong not in caplog.text and gateway.token not in caplog.text
+    assert wrong not in str(err.value) and not engine.kernels
+
+
+async def test_an_unreachable_gateway_is_reported(tmp_path):
+    engine = make_engine(make_remote_project(tmp_path))
+    try:
+        with pytest.raises(RemoteUnreachableError, match=r"cannot reach the Jupyter server at http://127\.0\.0\.1"):
+            await engine.create_kernel(gateway=f"http://127.0.0.1:{free_port()}", warm=False)
+    finally:
+        await engine.shutdown()
+
+
+async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeypatch):
+    gw = Gateway(tmp_path)
+    monkeypatch.setenv("JUPYTER_GATEWAY_AUTH_TOKEN", gw.token)
+    engine = make_engine(make_remote_project(tmp_path / "proj"))
+    try:
+        rec = await engine.create_kernel(gateway=gw.url, warm=False)
+        running = await engine.execute("import time; time.sleep(30)", kernel_id=rec.kernel_id, yield_time_ms=0)
+        gw.stop(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while engine.kernels[rec.kernel_id].state != "dead" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert engine.kernels[rec.kernel_id].state == "dead"
+        lost = await engine.read_execution(running.handle, kernel_id=rec.kernel_id)
+        assert lost.state == "lost" and "connection" in lost.output.text
+        with pytest.raises(KernelDiedError, match="connection to gateway http://127.0.0.1:.* was lost"):
+            await engine.execute("1", kernel_id=rec.kernel_id)
+    finally:
+        gw.stop()
+        await engine.shutdown()
