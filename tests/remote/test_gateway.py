@@ -25,6 +25,7 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError
+from tests.conftest import cli_env, run_cli, stop_daemon
 
 from .checks import (
     check_inspect,
@@ -36,7 +37,7 @@ from .checks import (
     make_remote_project,
 )
 
-pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 class Gateway:
@@ -184,3 +185,22 @@ async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeyp
     finally:
         gw.stop()
         await engine.shutdown()
+
+
+def test_cli_start_gateway_through_the_daemon(gateway, tmp_path):
+    """`ipykeep start --gateway URL`: the daemon (which inherits the token) runs the kernel there."""
+    root = make_remote_project(tmp_path)
+    env = cli_env(JUPYTER_GATEWAY_AUTH_TOKEN=gateway.token)
+    before = len(gateway.kernels())
+    try:
+        started = run_cli("start", "n.ipynb", "--gateway", gateway.url, "--json", cwd=root, env=env)
+        assert started.returncode == 0, started.stderr
+        assert gateway.token not in started.stdout + started.stderr
+        assert len(gateway.kernels()) == before + 1
+        out = run_cli("exec", "print(total)", cwd=root, env=env)
+        assert out.returncode == 0 and out.stdout.strip() == "3", out.stdout + out.stderr
+        log = "".join(p.read_text(errors="replace") for p in (root / ".ipykeep").rglob("*.log"))
+        assert gateway.token not in log
+    finally:
+        stop_daemon(root)
+    assert len(gateway.kernels()) == before
