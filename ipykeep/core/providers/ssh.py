@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
+import queue
 import shlex
 import shutil
 import socket
@@ -203,10 +203,12 @@ class SshProvider:
             context.setsockopt(zmq.RCVHWM, 0)  # as for local kernels: never drop a burst of output
             kc = AsyncKernelClient(context=context)
             kc.load_connection_info(conn)
-            kc.start_channels()
+            # No heartbeat channel: jupyter_client's wait_for_ready takes a heartbeat not yet
+            # beating over the tunnel for a dead kernel; the launcher's exit is the real signal.
+            kc.start_channels(hb=False)
             self.kc = kc
             try:
-                await kc.wait_for_ready(timeout=timeout)
+                await self._wait_ready(kc, timeout)
             except Exception as exc:
                 raise KernelStartError(
                     f"the kernel on {self.target.destination} did not become ready: {exc}",
@@ -217,6 +219,24 @@ class SshProvider:
             await self.kill()
             raise
         return kc
+
+    async def _wait_ready(self, kc: Any, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            msg_id = kc.kernel_info()
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    reply = await kc.get_shell_msg(timeout=1)
+                    if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                        with contextlib.suppress(queue.Empty):
+                            while True:  # start-up chatter, so routing starts clean
+                                await kc.get_iopub_msg(timeout=0.2)
+                        return
+            if self.launcher is None or self.launcher.returncode is not None:
+                raise RuntimeError("the kernel exited before answering")
+            if loop.time() > deadline:
+                raise TimeoutError(f"no answer within {timeout:g} s")
 
     async def _launch(self, timeout: float) -> dict[str, Any]:
         remote = " ".join(
