@@ -8,25 +8,20 @@ gateway and one kernel serve the module; the failure tests start what they break
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import secrets
 import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import pytest_asyncio
 
-from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError
+from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteNotSupportedError, RemoteUnreachableError
 from tests.conftest import cli_env, run_cli, stop_daemon
 
+from .gateway_server import Gateway
 from .checks import (
     check_inspect,
     check_interrupt,
@@ -35,57 +30,10 @@ from .checks import (
     free_port,
     make_engine,
     make_remote_project,
+    method,
 )
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Gateway:
-    def __init__(self, tmp: Path) -> None:
-        self.token = secrets.token_urlsafe(24)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTER_DATA_DIR=str(tmp / "data"))
-        self.log = open(tmp / "gateway.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "kernel_gateway",
-                "--KernelGatewayApp.ip=127.0.0.1",
-                f"--KernelGatewayApp.port={self.port}",
-                "--KernelGatewayApp.port_retries=0",
-                f"--KernelGatewayApp.auth_token={self.token}",
-                "--JupyterWebsocketPersonality.list_kernels=True",  # for the tests to look; ipykeep never lists
-            ],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self.kernels()
-                return
-            except urllib.error.HTTPError:
-                self.stop()
-                raise
-            except (urllib.error.URLError, ConnectionError):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"the kernel gateway did not start: {(tmp / 'gateway.log').read_text()[-2000:]}")
-                time.sleep(0.1)
-
-    def kernels(self) -> list[dict]:
-        req = urllib.request.Request(self.url + "/api/kernels", headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            return json.loads(resp.read())
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +152,9 @@ def test_cli_start_gateway_through_the_daemon(gateway, tmp_path):
     finally:
         stop_daemon(root)
     assert len(gateway.kernels()) == before
+
+
+async def test_serve_refuses_a_remote_kernel_clearly(remote):
+    engine, kid, _ = remote
+    with pytest.raises(RemoteNotSupportedError, match="need a local kernel"):
+        await method(engine, "serve")(kernel_id=kid)

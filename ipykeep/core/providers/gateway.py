@@ -224,7 +224,7 @@ class GatewayProvider:
         )
         try:
             # Pings notice a silently dropped connection (a sleeping laptop, a NAT timeout).
-            return await websocket_connect(req, ping_interval=10, ping_timeout=30, max_message_size=1 << 30)
+            return await websocket_connect(req, ping_interval=10, ping_timeout=10, max_message_size=1 << 30)
         except HTTPClientError as exc:
             raise self._http_error("GET", req.url, exc) from None
         except (OSError, asyncio.TimeoutError) as exc:

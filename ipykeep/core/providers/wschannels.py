@@ -16,6 +16,7 @@ import contextlib
 import json
 import queue
 import secrets
+import socket
 import struct
 from typing import Any
 
@@ -23,6 +24,7 @@ from jupyter_client.jsonutil import extract_dates, json_default
 from jupyter_client.session import Session
 
 CHANNELS = ("shell", "iopub", "control", "stdin")
+QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
 def decode_frame(frame: str | bytes) -> dict[str, Any]:
@@ -64,13 +66,34 @@ class WebsocketChannels:
         self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {ch: asyncio.Queue() for ch in CHANNELS}
         self.closed = False
         self.close_reason: str | None = None
+        self._sock: socket.socket | None = None
         self.shell_channel = _Sender(self, "shell")
         self.control_channel = _Sender(self, "control")
         self.stdin_channel = _Sender(self, "stdin")
         self._reader = asyncio.create_task(self._read(), name=f"ws-{where}")
 
+    def _tcp_socket(self) -> socket.socket | None:
+        stream = getattr(getattr(self._conn, "protocol", None), "stream", None)
+        return getattr(stream, "socket", None)
+
+    def _quickack(self) -> None:
+        """Acknowledge at once (Linux). Servers do not set TCP_NODELAY on kernel websockets, so
+        the kernel's burst of small messages (status, output, reply, idle) waits on Nagle's
+        algorithm for our ACK of the previous one, which delayed ACKs hold up to 40 ms: measured
+        as +40 ms on every round trip through a loopback gateway. The flag resets itself, so it
+        is set again after every read."""
+        sock = self._sock
+        if sock is not None and QUICKACK is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
+
     async def _read(self) -> None:
+        self._sock = self._tcp_socket()
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while True:
+            self._quickack()
             frame = await self._conn.read_message()
             if frame is None:
                 self.closed = True
