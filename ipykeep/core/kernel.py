@@ -22,8 +22,7 @@ from typing import Any
 from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
 from .providers import KernelProvider, LaunchSpec, local_provider
-from .providers.base import DataflowMode, kernel_argv  # noqa: F401  (re-exported)
-from .providers.local import short_runtime_dir  # noqa: F401  (re-exported)
+from .providers.base import DataflowMode
 from .subshells import SubshellPool
 
 log = logging.getLogger("ipykeep.kernel")

@@ -12,12 +12,12 @@ import logging
 import secrets
 import signal
 import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 import pytest_asyncio
 
+from ipykeep.core.providers import wschannels
 from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteNotSupportedError, RemoteUnreachableError
 from tests.conftest import cli_env, run_cli, stop_daemon
 
@@ -114,7 +114,29 @@ async def test_an_unreachable_gateway_is_reported(tmp_path):
         await engine.shutdown()
 
 
+async def test_a_dropped_websocket_reconnects_to_the_same_kernel_and_replays_its_messages(remote):
+    engine, kid, _ = remote
+    channels = engine.kernels[kid].process.provider.channels
+    before = channels.reconnects
+    await engine.execute("kept = 41", kernel_id=kid)
+    connect = channels._connect
+
+    async def slow_connect(session_id: str):
+        await asyncio.sleep(2.5)  # the link stays down until the cell has finished
+        return await connect(session_id)
+
+    channels._connect = slow_connect
+    running = await engine.execute("import time; time.sleep(1); print('finished meanwhile')", kernel_id=kid, yield_time_ms=0)
+    channels._conn.close()  # the link drops while the cell runs (the server sees the close)
+    done = await engine.read_execution(running.handle, kernel_id=kid, yield_time_ms=15000)
+    assert done.state == "ok" and done.output.text.strip() == "finished meanwhile", done
+    channels._connect = connect
+    assert channels.reconnects == before + 1 and engine.kernels[kid].state != "dead"
+    assert (await engine.execute("print(kept + 1)", kernel_id=kid)).output.text.strip() == "42"
+
+
 async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(wschannels, "RECONNECT_FOR", 1.0)
     gw = Gateway(tmp_path)
     monkeypatch.setenv("JUPYTER_GATEWAY_AUTH_TOKEN", gw.token)
     engine = make_engine(make_remote_project(tmp_path / "proj"))

@@ -194,8 +194,8 @@ class GatewayProvider:
         model = await self._request("POST", self.settings.url + "/api/kernels", body)
         self.kernel_id = str(model["id"])
         try:
-            conn = await self._connect()
-            self.channels = WebsocketChannels(conn, where=self.location)
+            self.channels = WebsocketChannels(self._connect, where=self.location)
+            await self.channels.open()
             await self.channels.wait_for_ready(timeout)
         except BaseException as exc:
             await self.kill()
@@ -210,10 +210,10 @@ class GatewayProvider:
         self._checked = time.monotonic()
         return self.channels
 
-    async def _connect(self) -> Any:
+    async def _connect(self, session_id: str) -> Any:
         s = self.settings
         req = HTTPRequest(
-            s.ws_url + self._kernel_url("channels")[len(s.url):],
+            s.ws_url + self._kernel_url("channels")[len(s.url):] + f"?session_id={quote(session_id)}",
             headers=s.request_headers(),
             connect_timeout=CONNECT_TIMEOUT,
             request_timeout=CONNECT_TIMEOUT,
@@ -236,7 +236,7 @@ class GatewayProvider:
             return False
         if ch.closed:
             self.lost_reason = (ch.close_reason or f"the connection to {self.location} was lost") + (
-                "; the kernel may still run on the server"
+                f" and did not come back within {ch.reconnect_for:g} s; the kernel may still run on the server"
             )
             return False
         if time.monotonic() - self._checked >= MODEL_CHECK_INTERVAL:

@@ -14,17 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import queue
 import secrets
 import socket
 import struct
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from jupyter_client.jsonutil import extract_dates, json_default
 from jupyter_client.session import Session
 
 CHANNELS = ("shell", "iopub", "control", "stdin")
 QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+#: Seconds a dropped websocket is retried before the connection counts as lost.
+RECONNECT_FOR = 10.0
+
+log = logging.getLogger("ipykeep.gateway")
 
 
 def decode_frame(frame: str | bytes) -> dict[str, Any]:
@@ -58,10 +63,18 @@ class _Sender:
 class WebsocketChannels:
     """A kernel client whose five channels share one websocket connection."""
 
-    def __init__(self, conn: Any, *, where: str) -> None:
-        self._conn = conn  # tornado WebSocketClientConnection
+    def __init__(self, connect: Callable[[str], Awaitable[Any]], *, where: str, reconnect_for: float | None = None) -> None:
+        """``connect(session_id)`` opens the websocket; it is called again after a drop."""
+        self._connect = connect
+        self._conn: Any = None  # tornado WebSocketClientConnection
         self.where = where
+        self.reconnect_for = RECONNECT_FOR if reconnect_for is None else reconnect_for
+        self.reconnects = 0
+        self._outbox: list[str] | None = None  # messages sent while reconnecting
+        self._stopped = False
         # The server re-signs what it forwards to the kernel; this key never leaves the process.
+        # Its session id names this client to the server, which keeps the kernel's messages for
+        # it while the websocket is down and replays them when it reconnects.
         self.session = Session(key=secrets.token_hex(16).encode(), username="ipykeep")
         self._queues: dict[str, asyncio.Queue[dict[str, Any]]] = {ch: asyncio.Queue() for ch in CHANNELS}
         self.closed = False
@@ -70,7 +83,11 @@ class WebsocketChannels:
         self.shell_channel = _Sender(self, "shell")
         self.control_channel = _Sender(self, "control")
         self.stdin_channel = _Sender(self, "stdin")
-        self._reader = asyncio.create_task(self._read(), name=f"ws-{where}")
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        self._conn = await self._connect(self.session.session)
+        self._reader = asyncio.create_task(self._read(), name=f"ws-{self.where}")
 
     def _tcp_socket(self) -> socket.socket | None:
         stream = getattr(getattr(self._conn, "protocol", None), "stream", None)
@@ -87,17 +104,51 @@ class WebsocketChannels:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 
-    async def _read(self) -> None:
+    def _tune_socket(self) -> None:
         self._sock = self._tcp_socket()
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    async def _reconnect(self) -> bool:
+        """Open the websocket again (same session) for up to ``reconnect_for`` seconds."""
+        self._outbox = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.reconnect_for
+        last: BaseException | None = None
+        while not self._stopped and loop.time() < deadline:
+            try:
+                self._conn = await asyncio.wait_for(self._connect(self.session.session), max(0.1, deadline - loop.time()))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # refused, unreachable, timed out: try again until the deadline
+                last = exc
+                if getattr(exc, "code", None) in ("remote_auth_failed", "kernel_start_failed"):
+                    break  # the server answered: the kernel is gone or we are no longer let in
+                await asyncio.sleep(0.5)
+                continue
+            self.reconnects += 1
+            self._tune_socket()
+            pending, self._outbox = self._outbox, None
+            for text in pending:
+                self._conn.write_message(text)
+            log.warning("reconnected to %s (messages sent meanwhile were delivered)", self.where)
+            return True
+        self._outbox = None
+        if last is not None:
+            log.warning("could not reconnect to %s: %s", self.where, getattr(last, "message", last))
+        return False
+
+    async def _read(self) -> None:
+        self._tune_socket()
         while True:
             self._quickack()
             frame = await self._conn.read_message()
             if frame is None:
-                self.closed = True
                 code = getattr(self._conn, "close_code", None)
+                if not self._stopped and self.reconnect_for > 0 and await self._reconnect():
+                    continue
+                self.closed = True
                 self.close_reason = f"the connection to {self.where} was lost" + (f" (close code {code})" if code else "")
                 return
             try:
@@ -113,8 +164,13 @@ class WebsocketChannels:
             raise ConnectionError(self.close_reason or f"the connection to {self.where} is closed")
         out = {k: v for k, v in msg.items() if k != "buffers"}
         out["channel"] = channel
+        text = json.dumps(out, default=json_default)
+        if self._outbox is not None:
+            self._outbox.append(text)  # reconnecting: sent once the websocket is back
+            return
         # write_message returns a future; errors surface as a closed connection in _read.
-        self._conn.write_message(json.dumps(out, default=json_default))
+        with contextlib.suppress(Exception):
+            self._conn.write_message(text)
 
     async def _get(self, channel: str, timeout: float | None) -> dict[str, Any]:
         q = self._queues[channel]
@@ -160,6 +216,9 @@ class WebsocketChannels:
 
     def stop_channels(self) -> None:
         self.closed = True
-        self._reader.cancel()
-        with contextlib.suppress(Exception):
-            self._conn.close()
+        self._stopped = True
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
