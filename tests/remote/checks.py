@@ -94,3 +94,12 @@ async def check_inspect(engine: Engine, kid: str) -> None:
     summary = await method(engine, "inspect")("rows", kernel_id=kid)
     text = summary.model_dump_json()
     assert "list" in text and "name" in text, text
+
+
+async def check_restart(engine: Engine, kid: str) -> None:
+    """A restart replaces the remote kernel: same id, fresh state, working again."""
+    old = engine.kernels[kid].process.generation
+    await engine.restart(kernel_id=kid)
+    assert engine.kernels[kid].process.generation == old + 1
+    rec = await engine.execute("print('total' in globals())", kernel_id=kid)
+    assert rec.state == "ok" and rec.output.text.strip() == "False"

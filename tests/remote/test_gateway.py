@@ -24,6 +24,7 @@ from tests.conftest import cli_env, run_cli, stop_daemon
 from .gateway_server import Gateway
 from .checks import (
     check_inspect,
+    check_restart,
     check_interrupt,
     check_run_and_cwd,
     check_run_stale_after_data_edit,
@@ -180,3 +181,12 @@ async def test_serve_refuses_a_remote_kernel_clearly(remote):
     engine, kid, _ = remote
     with pytest.raises(RemoteNotSupportedError, match="need a local kernel"):
         await method(engine, "serve")(kernel_id=kid)
+
+
+async def test_restart_replaces_the_kernel_on_the_gateway(remote, gateway):
+    engine, kid, _ = remote
+    before = engine.kernels[kid].process.provider.kernel_id
+    await check_restart(engine, kid)
+    after = engine.kernels[kid].process.provider.kernel_id
+    assert after != before and after in [k["id"] for k in gateway.kernels()]
+    assert before not in [k["id"] for k in gateway.kernels()]

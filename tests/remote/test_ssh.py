@@ -22,6 +22,7 @@ from ipykeep.core.providers.ssh import SshTarget
 
 from .checks import (
     check_inspect,
+    check_restart,
     check_interrupt,
     check_run_and_cwd,
     check_run_stale_after_data_edit,
@@ -154,3 +155,11 @@ async def test_a_lost_connection_is_reported_and_the_remote_kernel_stops(sshd, t
         assert not alive, "the kernel must not be left running on the host"
     finally:
         await engine.shutdown()
+
+
+async def test_restart_replaces_the_remote_kernel(remote):
+    engine, kid, _ = remote
+    before = remote_kernel(engine, kid)
+    await check_restart(engine, kid)
+    assert remote_kernel(engine, kid).pid != before.pid
+    assert not psutil.pid_exists(before.pid) or before.status() == psutil.STATUS_ZOMBIE
