@@ -110,10 +110,20 @@ class KernelProcess:
                 # A gateway starts kernels in its own directory; the in-kernel chdir makes
                 # relative paths in the notebook mean the same as they would locally.
                 await self._chdir(self.provider.kernel_cwd)
+            if self.dataflow == "ipyflow" and self.provider.kind == "gateway":
+                await self._require_ipyflow()
             await self.warm_tracebacks()
         except BaseException:
             await self.shutdown(now=True)
             raise
+
+    async def _require_ipyflow(self) -> None:
+        """A gateway runs the server's kernel spec, which may be a plain ipykernel."""
+        if not await self.eval_silent("__import__('json').dumps('ipyflow' in __import__('sys').modules)"):
+            raise KernelStartError(
+                f"the kernel at {self.location} does not run ipyflow, and dataflow is \"ipyflow\"",
+                hint="set gateway_kernel_name to a kernel spec running `python -m ipyflow.kernel`, or dataflow = \"static\"",
+            )
 
     async def _chdir(self, path: str) -> None:
         try:

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.core.providers import wschannels
-from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteNotSupportedError, RemoteUnreachableError
+from ipykeep.core.errors import KernelDiedError, KernelStartError, RemoteAuthError, RemoteNotSupportedError, RemoteUnreachableError
 from tests.conftest import cli_env, run_cli, stop_daemon
 
 from .gateway_server import Gateway
@@ -190,3 +190,15 @@ async def test_restart_replaces_the_kernel_on_the_gateway(remote, gateway):
     after = engine.kernels[kid].process.provider.kernel_id
     assert after != before and after in [k["id"] for k in gateway.kernels()]
     assert before not in [k["id"] for k in gateway.kernels()]
+
+
+async def test_ipyflow_on_a_plain_gateway_kernel_spec_is_refused_clearly(gateway, tmp_path):
+    engine = make_engine(make_remote_project(tmp_path), dataflow="ipyflow")
+    before = len(gateway.kernels())
+    try:
+        with pytest.raises(KernelStartError, match="does not run ipyflow") as err:
+            await engine.create_kernel(gateway=gateway.url, warm=False)
+        assert "gateway_kernel_name" in err.value.hint
+    finally:
+        await engine.shutdown()
+    assert len(gateway.kernels()) == before  # the refused kernel was deleted on the server

@@ -163,3 +163,15 @@ async def test_restart_replaces_the_remote_kernel(remote):
     await check_restart(engine, kid)
     assert remote_kernel(engine, kid).pid != before.pid
     assert not psutil.pid_exists(before.pid) or before.status() == psutil.STATUS_ZOMBIE
+
+
+async def test_an_ipyflow_kernel_over_ssh(sshd, tmp_path):
+    root = make_remote_project(tmp_path)
+    engine = ssh_engine(root, sshd, dataflow="ipyflow")
+    try:
+        rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), cwd=sshd.url(root))
+        assert rec.dataflow == "ipyflow" and engine.kernels[rec.kernel_id].warm.failed == []
+        assert "ipyflow" in " ".join(remote_kernel(engine, rec.kernel_id).cmdline())
+        await check_run_stale_after_data_edit(engine, rec.kernel_id, root)
+    finally:
+        await engine.shutdown()
