@@ -202,3 +202,22 @@ async def test_ipyflow_on_a_plain_gateway_kernel_spec_is_refused_clearly(gateway
     finally:
         await engine.shutdown()
     assert len(gateway.kernels()) == before  # the refused kernel was deleted on the server
+
+
+async def test_a_kernel_dying_on_the_gateway_is_reported_as_died(gateway, tmp_path):
+    """The server restarts a dead kernel under the same id; ipykeep must not trust its state."""
+    engine = make_engine(make_remote_project(tmp_path))
+    try:
+        rec = await engine.create_kernel(gateway=gateway.url, warm=False)
+        await engine.execute("kept = 1", kernel_id=rec.kernel_id)
+        await engine.execute("import os; os._exit(1)", kernel_id=rec.kernel_id, yield_time_ms=0)
+        deadline = time.monotonic() + 15
+        while engine.kernels[rec.kernel_id].state != "dead" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert engine.kernels[rec.kernel_id].state == "dead"
+        assert any("died; its state is gone" in n for n in engine.kernels[rec.kernel_id].notices)
+        await engine.restart(kernel_id=rec.kernel_id)
+        again = await engine.execute("print('kept' in globals())", kernel_id=rec.kernel_id)
+        assert again.output.text.strip() == "False"
+    finally:
+        await engine.shutdown()

@@ -234,6 +234,8 @@ class GatewayProvider:
         ch = self.channels
         if ch is None or self.kernel_id is None:
             return False
+        if ch.kernel_died:
+            return False  # the kernel itself died (the server may have started a fresh one)
         if ch.closed:
             self.lost_reason = (ch.close_reason or f"the connection to {self.location} was lost") + (
                 f" and did not come back within {ch.reconnect_for:g} s; the kernel may still run on the server"

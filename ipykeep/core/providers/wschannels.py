@@ -80,6 +80,8 @@ class WebsocketChannels:
         self.closed = False
         self.close_reason: str | None = None
         self._sock: socket.socket | None = None
+        #: "restarting" or "dead" once the server reported the kernel died
+        self.kernel_died: str | None = None
         self.shell_channel = _Sender(self, "shell")
         self.control_channel = _Sender(self, "control")
         self.stdin_channel = _Sender(self, "stdin")
@@ -155,7 +157,14 @@ class WebsocketChannels:
                 msg = decode_frame(frame)
             except (ValueError, struct.error, IndexError):
                 continue  # not a kernel message; nothing to route
-            q = self._queues.get(msg.pop("channel", "") or "")
+            channel = msg.pop("channel", "") or ""
+            if channel == "iopub" and not msg["parent_header"] and msg.get("msg_type", msg["header"].get("msg_type")) == "status":
+                state = msg["content"].get("execution_state")
+                if state in ("restarting", "dead"):
+                    # The server's restarter replaced a kernel that died (or gave up): whatever
+                    # ipykeep knew of its state is gone.
+                    self.kernel_died = self.kernel_died or state
+            q = self._queues.get(channel)
             if q is not None:
                 q.put_nowait(msg)
 
