@@ -370,7 +370,8 @@ class KernelProcess:
             step = 1.0 if timeout is None else max(0.01, min(1.0, timeout - elapsed))
             # FIRST_COMPLETED: the default (all completed) held every lost reply for a whole
             # step before the grace above even began.
-            await asyncio.wait({reply, idle}, timeout=step, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {reply, idle}
+            await asyncio.wait(either, timeout=step, return_when=asyncio.FIRST_COMPLETED)
         return reply.result()
 
     async def _drain_until_idle(self, ex: Execution, msg_id: str, idle: asyncio.Future[None]) -> None:

@@ -42,9 +42,12 @@ class KernelChannels(Protocol):
     ``get_*_msg`` raise ``queue.Empty`` on timeout, as jupyter_client's clients do.
     """
 
-    session: Any
-    shell_channel: Any  # has .send(msg)
-    control_channel: Any
+    @property
+    def session(self) -> Any: ...  # jupyter_client Session: builds messages
+    @property
+    def shell_channel(self) -> Any: ...  # has .send(msg)
+    @property
+    def control_channel(self) -> Any: ...
 
     async def get_iopub_msg(self, timeout: float | None = None) -> dict[str, Any]: ...
     async def get_shell_msg(self, timeout: float | None = None) -> dict[str, Any]: ...

@@ -23,7 +23,7 @@ import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import zmq
@@ -202,7 +202,7 @@ class SshProvider:
             context = zmq.asyncio.Context()
             context.setsockopt(zmq.RCVHWM, 0)  # as for local kernels: never drop a burst of output
             kc = AsyncKernelClient(context=context)
-            kc.load_connection_info(conn)
+            kc.load_connection_info(cast(Any, conn))
             # No heartbeat channel: jupyter_client's wait_for_ready takes a heartbeat not yet
             # beating over the tunnel for a dead kernel; the launcher's exit is the real signal.
             kc.start_channels(hb=False)
