@@ -80,6 +80,7 @@ class WebsocketChannels:
         self.closed = False
         self.close_reason: str | None = None
         self._sock: socket.socket | None = None
+        self.quickack = QUICKACK  # None turns immediate ACKs off (benchmarks compare both)
         #: "restarting" or "dead" once the server reported the kernel died
         self.kernel_died: str | None = None
         self.shell_channel = _Sender(self, "shell")
@@ -102,9 +103,9 @@ class WebsocketChannels:
         as +40 ms on every round trip through a loopback gateway. The flag resets itself, so it
         is set again after every read."""
         sock = self._sock
-        if sock is not None and QUICKACK is not None:
+        if sock is not None and self.quickack is not None:
             with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
+                sock.setsockopt(socket.IPPROTO_TCP, self.quickack, 1)
 
     def _tune_socket(self) -> None:
         self._sock = self._tcp_socket()
