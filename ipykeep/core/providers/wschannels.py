@@ -99,9 +99,9 @@ class WebsocketChannels:
     def _quickack(self) -> None:
         """Acknowledge at once (Linux). Servers do not set TCP_NODELAY on kernel websockets, so
         the kernel's burst of small messages (status, output, reply, idle) waits on Nagle's
-        algorithm for our ACK of the previous one, which delayed ACKs hold up to 40 ms: measured
-        as +40 ms on every round trip through a loopback gateway. The flag resets itself, so it
-        is set again after every read."""
+        algorithm for our ACK of the previous one, which delayed ACKs hold up to 40 ms (measured
+        through a loopback gateway: median round trip 57.8 ms without, 46.8 ms with; README,
+        "Remote kernels"). The flag resets itself, so it is set again before every read."""
         sock = self._sock
         if sock is not None and self.quickack is not None:
             with contextlib.suppress(OSError):
