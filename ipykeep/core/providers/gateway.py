@@ -121,6 +121,9 @@ class GatewayProvider:
     def __init__(self, spec: LaunchSpec, settings: GatewaySettings, *, kernel_cwd: str | None) -> None:
         self.spec = spec
         self.settings = settings
+        host = urlsplit(settings.url).hostname or ""
+        if settings.url.startswith("http:") and settings.token and host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("%s: the gateway token goes to %s without TLS; use https:// (or an ssh tunnel to a loopback port)", spec.name, host)
         self.location = f"gateway {settings.url}"
         self.kernel_cwd = kernel_cwd
         self.kernel_id: str | None = None
