@@ -19,6 +19,7 @@ import queue
 from pathlib import Path
 from typing import Any
 
+from ..inkernel import install_expression
 from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
 from .providers import KernelProvider, LaunchSpec, local_provider
@@ -445,16 +446,8 @@ class KernelProcess:
         """Install stdlib-only helper source as ``sys.modules[module_name]`` (once per process)."""
         if module_name in self.installed_helpers:
             return
-        setup = (
-            "import sys as _s, types as _t\n"
-            f"if {module_name!r} not in _s.modules:\n"
-            f"    _m = _t.ModuleType({module_name!r})\n"
-            f"    exec(compile({source!r}, {'<' + module_name + '>'!r}, 'exec'), _m.__dict__)\n"
-            f"    _s.modules[{module_name!r}] = _m\n"
-            "del _s, _t\n"
-            "try:\n    del _m\nexcept NameError:\n    pass\n"
-        )
-        await self.eval_silent("'\"ok\"'", setup=setup, subshell_id=subshell_id, timeout=timeout)
+        expression = install_expression(module_name, source)
+        await self.eval_silent(expression, subshell_id=subshell_id, timeout=timeout, decode=False)
         self.installed_helpers.add(module_name)
 
     # -- subshells ---------------------------------------------------------------------------
