@@ -40,6 +40,8 @@ MISSING_EXTRA: Final = "missing_extra"
 PROBE_FAILED: Final = "probe_failed"
 SERVE_FAILED: Final = "serve_failed"
 TUNNEL_FAILED: Final = "tunnel_failed"
+REMOTE_AUTH_FAILED: Final = "remote_auth_failed"
+REMOTE_UNREACHABLE: Final = "remote_unreachable"
 
 #: code -> "module:Class" of the error that carries it (imported only to rebuild one).
 ERROR_CLASSES: Final[Mapping[str, str]] = {
@@ -64,6 +66,8 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     PROBE_FAILED: "ipykeep.staleness.probes:ProbeError",
     SERVE_FAILED: "ipykeep.serve.errors:ServeError",
     TUNNEL_FAILED: "ipykeep.serve.errors:TunnelError",
+    REMOTE_AUTH_FAILED: "ipykeep.core.errors:RemoteAuthError",
+    REMOTE_UNREACHABLE: "ipykeep.core.errors:RemoteUnreachableError",
 }
 
 #: Codes any call may get: its arguments are checked, the token too, and bugs happen.
