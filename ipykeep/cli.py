@@ -92,6 +92,9 @@ def start(
     python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
     dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'static' (default) or 'ipyflow'."),
     serve: bool = typer.Option(False, "--serve", help="Also serve the kernel to JupyterLab / VS Code."),
+    gateway: Optional[str] = typer.Option(
+        None, "--gateway", help="Run the kernel on this Jupyter server / gateway URL (token: $JUPYTER_GATEWAY_AUTH_TOKEN)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up."""
@@ -111,6 +114,7 @@ def start(
         python=python,
         dataflow=dataflow,
         wait=False,
+        gateway=gateway,
     )
     client = ensure_daemon(nb_path.parent)
     rec = client.invoke(api.CREATE_KERNEL, params)

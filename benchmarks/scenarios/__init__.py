@@ -13,7 +13,8 @@ from . import (
     s10_warm_up,
     s11_big_edit,
     s12_mcp_startup,
-    s13_checkpoints,
+    s13_remote,
+    s14_checkpoints,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -30,6 +31,7 @@ ALL = (
     s10_warm_up,
     s11_big_edit,
     s12_mcp_startup,
-    s13_checkpoints,
+    s13_remote,
+    s14_checkpoints,
     s6_output_volume,
 )

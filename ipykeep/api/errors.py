@@ -40,6 +40,8 @@ MISSING_EXTRA: Final = "missing_extra"
 PROBE_FAILED: Final = "probe_failed"
 SERVE_FAILED: Final = "serve_failed"
 TUNNEL_FAILED: Final = "tunnel_failed"
+REMOTE_AUTH_FAILED: Final = "remote_auth_failed"
+REMOTE_UNREACHABLE: Final = "remote_unreachable"
 CHECKPOINT_ERROR: Final = "checkpoint_error"
 CHECKPOINT_TAMPERED: Final = "checkpoint_tampered"
 UNKNOWN_CHECKPOINT: Final = "unknown_checkpoint"
@@ -67,6 +69,8 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     PROBE_FAILED: "ipykeep.staleness.probes:ProbeError",
     SERVE_FAILED: "ipykeep.serve.errors:ServeError",
     TUNNEL_FAILED: "ipykeep.serve.errors:TunnelError",
+    REMOTE_AUTH_FAILED: "ipykeep.core.errors:RemoteAuthError",
+    REMOTE_UNREACHABLE: "ipykeep.core.errors:RemoteUnreachableError",
     CHECKPOINT_ERROR: "ipykeep.checkpoints.store:CheckpointError",
     CHECKPOINT_TAMPERED: "ipykeep.checkpoints.store:TamperedCheckpointError",
     UNKNOWN_CHECKPOINT: "ipykeep.checkpoints.store:UnknownCheckpointError",

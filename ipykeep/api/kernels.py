@@ -32,6 +32,8 @@ class CreateKernelParams(Params):
     dataflow: Literal["ipyflow", "static"] | None = None
     #: Wait for the warm-up to finish (False: return at once; poll ``wait_warm``).
     wait: bool = True
+    #: Run the kernel behind this Jupyter Server / Kernel Gateway URL (token from the environment).
+    gateway: str | None = None
 
 
 class WaitWarmParams(KernelParams):
@@ -54,7 +56,7 @@ CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
     names.CREATE_KERNEL,
     CreateKernelParams,
     KernelRecord,
-    (e.NOTEBOOK_INVALID, e.KERNEL_START_FAILED, e.NOT_SUPPORTED, e.CONFIG_INVALID, e.PROBE_FAILED),
+    (e.NOTEBOOK_INVALID, e.KERNEL_START_FAILED, e.NOT_SUPPORTED, e.CONFIG_INVALID, e.PROBE_FAILED, e.REMOTE_AUTH_FAILED, e.REMOTE_UNREACHABLE),
     "Start a kernel (bound to a notebook if given), or return the one already bound.",
 )
 WAIT_WARM: Method[WaitWarmParams, KernelRecord] = Method(

@@ -63,6 +63,11 @@ class CheckpointLayer:
         if not entry.config.checkpoints:
             st.available, st.reason = False, "checkpoints are off (checkpoints = false)"
             return
+        kind = getattr(getattr(entry.process, "provider", None), "kind", "local")
+        if kind != "local":
+            # the kernel writes and reads the store itself: it must share the project's disk
+            st.available, st.reason = False, f"checkpoints need a local kernel (this one runs on {kind})"
+            return
         limits = Limits.from_config(entry.config)
         try:
             self.store.key  # created (0600) before the kernel reads it

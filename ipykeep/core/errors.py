@@ -100,6 +100,19 @@ class KernelStartError(IpykeepError):
     exit_code = 7
 
 
+class RemoteAuthError(KernelStartError):
+    """A remote kernel host (gateway, SSH) refused ipykeep's credentials."""
+
+    code = "remote_auth_failed"
+
+
+class RemoteUnreachableError(KernelStartError):
+    """A remote kernel host (gateway, SSH) could not be reached."""
+
+    code = "remote_unreachable"
+    retryable = True
+
+
 class KernelDiedError(IpykeepError):
     code = "kernel_died"
     exit_code = 7

@@ -36,7 +36,8 @@ class Args(BaseModel):
 
 class CreateKernelArgs(Args):
     notebook: str | None = Field(None, description=".ipynb to bind (relative to the project)")
-    cwd: str | None = Field(None, description="working dir for a scratch kernel")
+    cwd: str | None = Field(None, description="working dir for a scratch kernel, or ssh://[user@]host/path for a kernel over SSH")
+    gateway: str | None = Field(None, description="run the kernel on this Jupyter server / gateway URL (http(s)://…)")
     python: str | None = Field(None, description="interpreter (default: configured)")
     warm: bool = Field(True, description="run the notebook's cells now (default true)")
 

@@ -132,7 +132,7 @@ def test_errors_are_envelopes_and_server_survives(mcp: McpSession, kid: str, pro
     assert envelope(mcp.tool("no_such_tool", {}))["code"] == "bad_argument"
     outside = envelope(mcp.tool("create_kernel", {"cwd": str(project.parent)}))
     assert outside["code"] == "bad_argument" and "outside the project" in outside["message"]
-    remote = envelope(mcp.tool("create_kernel", {"cwd": "ssh://example.org/home/me"}))
+    remote = envelope(mcp.tool("create_kernel", {"cwd": "s3://bucket/home/me"}))
     assert remote["code"] == "not_supported"
     bad_nb = envelope(mcp.tool("create_kernel", {"notebook": "missing.ipynb"}))
     assert bad_nb["code"] == "notebook_invalid"

@@ -24,7 +24,7 @@ from ..timing import Metric, Stats, Target, rss_bytes, timed
 from .s3_dataflow_overhead import IMPORTS, LABELS, workloads
 
 NAME = "checkpoints"
-TITLE = "13. Checkpoints"
+TITLE = "14. Checkpoints"
 
 BIG = {
     # generous limits: the point is a large state (a per-value default of 512 MB would skip it)
