@@ -124,7 +124,7 @@ class CheckpointLayer:
         """One line for ``status``: cells checkpointed, restorable, their size."""
         st = self.state(entry)
         if not st.available:
-            return f"off ({st.reason})" if st.reason and entry.config.checkpoints else None
+            return None  # why: `ipykeep checkpoints`
         cells = list(st.cells.values())
         if not cells and st.last_restore is None:
             return None
