@@ -24,10 +24,10 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .. import __version__
-from .config import load_config
+from .config import Config, load_config
 from .engine import Engine
 from .project import ProjectPaths
 from .rpc import RpcServer
@@ -63,11 +63,15 @@ def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     os.replace(tmp, paths.descriptor)
 
 
+#: builds the engine with its collaborators; returns it and the collaborators' RPC methods
+Compose = Callable[[ProjectPaths, Config], "tuple[Engine, dict[str, Any]]"]
+
+
 class Daemon:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, compose: Compose) -> None:
         self.paths = ProjectPaths(root)
         self.config = load_config(root)
-        self.engine = Engine(self.paths, self.config)
+        self.engine, self.extra_methods = compose(self.paths, self.config)
         self.token = secrets.token_urlsafe(32)
         self.stopping = asyncio.Event()
         self.engine.on_empty = self._on_empty
@@ -83,15 +87,11 @@ class Daemon:
 
     def methods(self) -> dict[str, Any]:
         table = {name: getattr(self.engine, name) for name in RPC_METHODS}
-        for plugin in self.engine.plugins:
-            table.update(getattr(plugin, "rpc_methods", lambda: {})())
+        table.update(self.extra_methods)
         table["shutdown"] = self.stop
         return table
 
     async def run(self) -> None:
-        from .plugins import install_plugins
-
-        install_plugins(self.engine)
         server = RpcServer(self.methods(), self.token)
         host, port = await server.start()
         loop = asyncio.get_running_loop()
@@ -134,7 +134,10 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
-    asyncio.run(Daemon(root).run())
+    # The composition root lives outside core (it imports the serving layer).
+    from ..composition import compose_for_daemon
+
+    asyncio.run(Daemon(root, compose_for_daemon).run())
 
 
 if __name__ == "__main__":
