@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from .errors import IpykeepError
 from .execution import Execution
 from .kernel import WARM_TRACEBACKS
-from .notebook import Cell, CellOutputs, NotebookSnapshot, write_outputs
+from .notebook import Cell, CellOutputs, NotebookSnapshot, read_notebook, write_outputs
 from .records import BatchResult, ExecutionRecord, SkippedCell, WarmProgress, WriteResult
 from .session import CellRun, KernelSession
 from .session_records import execution_record
@@ -196,3 +196,21 @@ async def run_batch(
         stopped=stopped,
         notices=session.take_notices(),
     )
+
+
+async def run_warm(engine: Engine, session: KernelSession) -> BatchResult:
+    """Warm-up: every code cell of the notebook, in order, right after the kernel started."""
+    try:
+        snap = read_notebook(session.notebook)  # type: ignore[arg-type]
+        for observer in engine.observers:
+            await observer.warm_starting(session)
+        return await run_batch(engine, session, snap, [c.cell_id for c in snap.code_cells], progress=session.warm)
+    finally:
+        for observer in engine.observers:
+            with contextlib.suppress(Exception):
+                await observer.warm_finished(session)
+        if session.warm:
+            session.warm.finished = True
+            session.warm.current = None
+        if session.state == "warming":
+            session.state = "idle"

@@ -20,8 +20,7 @@ import json
 import logging
 import os
 import time
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from .. import __version__
 from . import batch, scratch
@@ -30,7 +29,6 @@ from .config import Config, resolve_python
 from .errors import (
     IpykeepError,
     KernelStartError,
-    RemoteNotSupportedError,
     UnknownCellError,
     UnknownKernelError,
     UsageError,
@@ -41,6 +39,7 @@ from .kernel import KernelProcess
 from .notebook import Cell, NotebookSnapshot, read_notebook
 from .observer import SessionObserver
 from .project import ProjectPaths
+from .resolve import notebook_path, resolve_cwd, unknown_kernel_error
 from .records import (
     BatchResult,
     CellState,
@@ -57,29 +56,6 @@ from .session import KernelSession
 from .session_records import StaleReasons, cell_states, execution_record, kernel_record
 
 log = logging.getLogger("ipykeep.engine")
-
-
-def unknown_kernel_error(paths: ProjectPaths, kernel_id: str, live: list[str]) -> UnknownKernelError:
-    """Say what became of a kernel id, from what earlier daemons left in ``.ipykeep/kernels``."""
-    running = ", ".join(live) or "none"
-    kdir = paths.kernel_dir(kernel_id)
-    closed = kdir / "closed.json"
-    hint = f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}"
-    if closed.is_file():
-        with contextlib.suppress(ValueError, OSError):
-            info = json.loads(closed.read_text())
-            return UnknownKernelError(
-                f"kernel {kernel_id} was closed: {info.get('reason', 'closed')} (running now: {running})", hint=hint
-            )
-    if kdir.is_dir():
-        return UnknownKernelError(
-            f"kernel {kernel_id} belonged to a daemon that is no longer running; its state is gone (running now: {running})",
-            hint=hint,
-        )
-    return UnknownKernelError(
-        f"no kernel {kernel_id!r} (running: {running})",
-        hint="list kernels with `ipykeep status` or the list_kernels tool",
-    )
 
 
 class Engine:
@@ -113,7 +89,7 @@ class Engine:
             return found
         live = [s for s in self.kernels.values() if not s.closed]
         if notebook:
-            path = self._notebook_path(notebook)
+            path = notebook_path(notebook)
             for s in live:
                 if s.notebook == path:
                     return s
@@ -139,14 +115,6 @@ class Engine:
     @staticmethod
     def _describe(s: KernelSession) -> str:
         return f"{s.kernel_id}: {s.notebook.name if s.notebook else 'scratch'}"
-
-    def _notebook_path(self, notebook: str) -> Path:
-        if "\0" in notebook:
-            raise UsageError(f"not a path: {notebook!r}", hint="pass the path of a file or directory")
-        path = Path(notebook).expanduser()
-        if not path.is_absolute():
-            path = Path(os.getcwd()) / path
-        return path.resolve()
 
     # -- observers ---------------------------------------------------------------------------
     def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
@@ -214,27 +182,6 @@ class Engine:
     async def list_kernels(self) -> list[KernelRecord]:
         return [self.kernel_record(s) for s in self.kernels.values() if not s.closed]
 
-    def _resolve_cwd(self, cwd: str | None, notebook: Path | None) -> Path:
-        if notebook is not None:
-            return notebook.parent
-        if cwd is None:
-            return self.paths.root
-        if "://" in cwd:
-            raise RemoteNotSupportedError(
-                f"remote working directories are not supported: {cwd}",
-                hint="run ipykeep on the remote machine instead; only local kernels are built",
-            )
-        path = self._notebook_path(cwd)
-        root = self.paths.root.resolve()
-        if path != root and root not in path.parents:
-            raise UsageError(
-                f"cwd {path} is outside the project {root}",
-                hint="use a directory inside the project, or start ipykeep from the other project",
-            )
-        if not path.is_dir():
-            raise UsageError(f"cwd {path} is not a directory", hint="create it first or pick another")
-        return path
-
     async def create_kernel(
         self,
         notebook: str | None = None,
@@ -249,7 +196,7 @@ class Engine:
         nb_path = None
         snap = None
         if notebook:
-            nb_path = self._notebook_path(notebook)
+            nb_path = notebook_path(notebook)
             for s in self.kernels.values():
                 if not s.closed and s.notebook == nb_path:
                     return self.kernel_record(s)
@@ -264,7 +211,7 @@ class Engine:
             raise UsageError(f"dataflow must be 'ipyflow' or 'static', not {dataflow!r}")
         config = self.config.with_overrides(python=python, write_outputs=write_outputs, dataflow=dataflow)
         config = config.with_overrides(python=resolve_python(config.python, self.paths.root))
-        work_dir = self._resolve_cwd(cwd, nb_path)
+        work_dir = resolve_cwd(self.paths, cwd, nb_path)
         kernel_id = self._ids.new_kernel_id()
         process = KernelProcess(python=config.python, dataflow=config.dataflow, cwd=work_dir, name=kernel_id)
         session = KernelSession(
@@ -291,26 +238,10 @@ class Engine:
         if snap is not None and warm and snap.code_cells:
             session.state = "warming"
             session.warm = WarmProgress(done=0, total=len(snap.code_cells))
-            session.warm_task = asyncio.create_task(self._warm(session))
+            session.warm_task = asyncio.create_task(batch.run_warm(self, session))
             if wait:
                 await asyncio.shield(session.warm_task)
         return self.kernel_record(session)
-
-    async def _warm(self, session: KernelSession) -> BatchResult:
-        try:
-            snap = read_notebook(session.notebook)  # type: ignore[arg-type]
-            for observer in self.observers:
-                await observer.warm_starting(session)
-            return await self.run_batch(session, snap, [c.cell_id for c in snap.code_cells], progress=session.warm)
-        finally:
-            for observer in self.observers:
-                with contextlib.suppress(Exception):
-                    await observer.warm_finished(session)
-            if session.warm:
-                session.warm.finished = True
-                session.warm.current = None
-            if session.state == "warming":
-                session.state = "idle"
 
     async def wait_warm(self, kernel_id: str | None = None, notebook: str | None = None, timeout: float = 0.5) -> KernelRecord:
         """Wait up to ``timeout`` s for warm-up; returns the record with its progress."""

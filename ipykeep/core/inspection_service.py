@@ -9,16 +9,31 @@ cell; the time budget (``inspect_timeout``) is enforced inside the kernel.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from typing import TYPE_CHECKING, Iterator
 
 from ..inspection import probe
 from ..inspection.models import NamespaceListing, Summary
-from .errors import KernelBusyError
+from ..inspection.errors import InspectionError
+from .errors import IpykeepError, KernelBusyError, UnknownNameError, UsageError
 from .observer import SessionObserver
 from .session import KernelSession
 
 if TYPE_CHECKING:
     from .engine import Engine
+
+
+_SHARED: dict[str, type[IpykeepError]] = {"unknown_name": UnknownNameError, "bad_argument": UsageError}
+
+
+@contextlib.contextmanager
+def _shared_errors() -> Iterator[None]:
+    """The inspection package's errors as the shared classes the RPC envelope carries."""
+    try:
+        yield
+    except InspectionError as exc:
+        cls = _SHARED.get(exc.code, IpykeepError)
+        raise cls(exc.message, hint=exc.hint, details=exc.details or None) from None
 
 
 class InspectionService(SessionObserver):
@@ -62,11 +77,15 @@ class InspectionService(SessionObserver):
         expr = probe.inspect_expression(
             name, session.config.inspect_timeout, list(session.config.summarizers), self._cell_of(session)
         )
-        return probe.parse_inspect_reply(await self._call(session, expr))
+        text = await self._call(session, expr)
+        with _shared_errors():
+            return probe.parse_inspect_reply(text)
 
     async def namespace(self, kernel_id: str | None = None, notebook: str | None = None) -> NamespaceListing:
         """Every user variable with type, shape/length, approximate memory and defining cell."""
         session = self.engine.live(kernel_id, notebook)
         session.touch()
         expr = probe.namespace_expression(session.config.inspect_timeout, self._cell_of(session))
-        return probe.parse_namespace_reply(await self._call(session, expr))
+        text = await self._call(session, expr)
+        with _shared_errors():
+            return probe.parse_namespace_reply(text)

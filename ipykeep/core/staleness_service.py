@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
 from ..staleness import probes
+from ..staleness.errors import StalenessError
 from . import ipyflow_adapter, plan_runs
 from .observer import Origin, SessionObserver
 from .session import KernelSession
@@ -198,7 +199,7 @@ class StalenessService(SessionObserver):
                 if self._traced(session):
                     flow = await self._probe_result(session, ex, "ipykeep_flow", ipyflow_adapter.cell_expr(cell.cell_id))
                     dynamic = ipyflow_adapter.parse_cell(flow)
-            except IpykeepError as exc:
+            except (IpykeepError, StalenessError) as exc:
                 log.warning("probe after %s failed: %s", cell.cell_id, exc.message)
         self.tracker(session).record_cell_run(
             cell.cell_id,
@@ -219,7 +220,7 @@ class StalenessService(SessionObserver):
             observed = None
             result = ex.expression_results.get("ipykeep_state") if ex.expression_results else None
             if result is not None:
-                with contextlib.suppress(IpykeepError):
+                with contextlib.suppress(IpykeepError, StalenessError):
                     observed = probes.parse_statemon(probes.decode_expression_value(result))
             self.tracker(session).record_scratch(ex.code, origin, observed=observed)  # type: ignore[arg-type]
 
