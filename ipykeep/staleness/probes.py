@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any, Iterable, Mapping
 
 from .errors import ProbeError
-from .analysis import is_kernel_name
+from .analysis_model import is_kernel_name
 from .models import FileStamp, Observed
 
 FILETRACK_MODULE = "_ipykeep_filetrack"
