@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from .bounding import bound_text
 from .execution import Execution
@@ -19,6 +19,8 @@ from .session import KernelSession
 log = logging.getLogger("ipykeep.engine")
 
 StaleReasons = dict[str, list[dict[str, Any]]]
+CellStateKind = Literal["ok", "failed", "stale", "running", "never_run", "markdown"]
+KernelStateKind = Literal["starting", "warming", "idle", "busy", "dead", "closed"]
 
 
 def output_view(session: KernelSession, ex: Execution, cursor: int) -> tuple[OutputView, int]:
@@ -80,7 +82,7 @@ def execution_record(session: KernelSession, ex: Execution, cursor: int = 0) -> 
     )
 
 
-def kernel_state(session: KernelSession) -> str:
+def kernel_state(session: KernelSession) -> KernelStateKind:
     if session.closed:
         return "closed"
     if not session.process.alive and session.state not in ("starting",):
@@ -94,7 +96,7 @@ def kernel_record(session: KernelSession, cells: list[CellState] | None, stale_c
     return KernelRecord(
         kernel_id=session.kernel_id,
         pid=session.process.pid,
-        state=kernel_state(session),  # type: ignore[arg-type]
+        state=kernel_state(session),
         notebook=str(session.notebook) if session.notebook else None,
         cwd=str(session.cwd),
         python=session.process.python,
@@ -120,6 +122,7 @@ def cell_states(session: KernelSession, snap: NotebookSnapshot, stale: StaleReas
             continue
         run = session.cell_runs.get(cell.cell_id)
         ex = session.executions.get(run.handle) if run else None
+        state: CellStateKind
         if ex is not None and ex.state in ("running", "queued"):
             state = "running"
         elif run is None:

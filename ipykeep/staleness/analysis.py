@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
+from typing import cast
 
 from .analysis_model import CellAnalysis, FunctionInfo, _notebook_names
 from .analysis_scan import (
@@ -123,6 +124,7 @@ class _Module:
                 self.expr(item.optional_vars)
             self.block(stmt.body)
         elif isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            stmt = cast(ast.Try, stmt)  # TryStar (3.11+) has the same fields
             self.block(stmt.body)
             for handler in stmt.handlers:
                 acc = _Acc()

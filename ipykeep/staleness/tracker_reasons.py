@@ -231,17 +231,20 @@ class PlanReasons(TrackerState):
             )
             return
         old = self._label(graph, seen.cell_id)
+        seen_id = seen.cell_id
+        seen_here = seen_id is not None and seen_id in graph.by_id
         moved = run.index != gc.cell.index or (
-            seen.cell_id in graph.by_id
-            and self._runs.get(seen.cell_id) is not None
-            and self._runs[seen.cell_id].index != graph.by_id[seen.cell_id].cell.index
+            seen_id is not None
+            and seen_here
+            and (seen_run := self._runs.get(seen_id)) is not None
+            and seen_run.index != graph.by_id[seen_id].cell.index
         ) or p_run.index != graph.by_id[producer].cell.index
-        if moved and seen.cell_id in graph.by_id:
+        if moved and seen_id is not None and seen_here:
             draft.add(
                 Reason(
                     "moved",
                     f"cells moved: it now reads {name} from {label}, not {old}",
-                    cells=(producer, seen.cell_id),
+                    cells=(producer, seen_id),
                     symbols=(name,),
                 )
             )

@@ -189,18 +189,20 @@ class PlanRestores(PlanReasons):
         if latest.origin != "cell":
             by = "scratch code" if latest.origin == "scratch" else "the browser"
             return Reason("restores", f"{name} was overwritten by {by}", symbols=(name,))
-        other = self._runs.get(latest.cell_id or "")
+        latest_id = latest.cell_id
+        other = self._runs.get(latest_id or "")
         if (
             other is not None
-            and latest.cell_id in graph.by_id
+            and latest_id is not None
+            and latest_id in graph.by_id
             and (other.index > run.index)
-            != (graph.by_id[latest.cell_id].cell.index > graph.by_id[final].cell.index)
+            != (graph.by_id[latest_id].cell.index > graph.by_id[final].cell.index)
         ):
             return Reason(
                 "moved",
                 f"cells moved: {self._label(graph, final)} now defines {name} last, "
-                f"after {self._label(graph, latest.cell_id)}",
-                cells=(latest.cell_id,),
+                f"after {self._label(graph, latest_id)}",
+                cells=(latest_id,),
                 symbols=(name,),
             )
         return Reason(
