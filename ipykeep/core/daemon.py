@@ -123,7 +123,7 @@ class Daemon:
                     self.paths.descriptor.unlink()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, compose: Compose | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ipykeep-daemon")
     parser.add_argument("--root", required=True)
     args = parser.parse_args(argv)
@@ -134,10 +134,13 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
-    # The composition root lives outside core (it imports the serving layer).
-    from ..composition import compose_for_daemon
+    if compose is None:
+        # Run as ``-m ipykeep.core.daemon``: the composition root lives outside core (it
+        # imports the serving layer); ``ipykeep.daemon_main`` passes it in instead.
+        from ..composition import compose_for_daemon
 
-    asyncio.run(Daemon(root, compose_for_daemon).run())
+        compose = compose_for_daemon
+    asyncio.run(Daemon(root, compose).run())
 
 
 if __name__ == "__main__":
