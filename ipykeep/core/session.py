@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Coroutine, Literal
 
 from ..staleness import StalenessTracker
 from .archive import KernelArchive
@@ -45,7 +45,7 @@ class Scheduler:
     queued: int = 0
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
