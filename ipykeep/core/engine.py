@@ -8,8 +8,8 @@ Scheduling, per kernel: notebook cells and stale plans take the main shell in or
 at a time, under the scheduler's ``main_lock``, see ``core.batch``); scratch code runs on the
 main shell when it is free and on a subshell when it is not (``core.scratch``).
 
-Collaborators (staleness, inspection, serving) are ``SessionObserver`` objects attached once,
-in order, by the composition root; the engine calls them at fixed points of a kernel's life.
+Collaborators (staleness, inspection, serving) are ``SessionObserver``s attached once, in
+order, by the composition root (``ipykeep.composition``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from .errors import (
 )
 from .counters import IdCounters
 from .execution import Execution
-from .kernel import KernelProcess
 from .notebook import Cell, NotebookSnapshot, read_notebook
 from .observer import SessionObserver
+from .providers import is_remote_location
 from .project import ProjectPaths
-from .resolve import notebook_path, resolve_cwd, unknown_kernel_error
+from .resolve import kernel_process, notebook_path, resolve_cwd, unknown_kernel_error
 from .records import (
     BatchResult,
     CellState,
@@ -56,6 +56,10 @@ from .session import KernelSession
 from .session_records import StaleReasons, cell_states, execution_record, kernel_record
 
 log = logging.getLogger("ipykeep.engine")
+
+
+def _describe(s: KernelSession) -> str:
+    return f"{s.kernel_id}: {s.notebook.name if s.notebook else 'scratch'}"
 
 
 class Engine:
@@ -99,7 +103,7 @@ class Engine:
         if not live:
             raise UnknownKernelError("no kernel is running", hint="start one with `ipykeep start NOTEBOOK`")
         raise UsageError(
-            f"{len(live)} kernels are running ({', '.join(self._describe(s) for s in live)}); say which",
+            f"{len(live)} kernels are running ({', '.join(map(_describe, live))}); say which",
             hint="name the notebook (or pass the kernel id)",
         )
 
@@ -111,10 +115,6 @@ class Engine:
                 f"kernel {found.kernel_id} is closed", hint="its records stay readable; start a new kernel to run code"
             )
         return found
-
-    @staticmethod
-    def _describe(s: KernelSession) -> str:
-        return f"{s.kernel_id}: {s.notebook.name if s.notebook else 'scratch'}"
 
     # -- observers ---------------------------------------------------------------------------
     def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
@@ -191,8 +191,11 @@ class Engine:
         write_outputs: bool | None = None,
         dataflow: str | None = None,
         wait: bool = True,
+        gateway: str | None = None,
     ) -> KernelRecord:
-        """Start a kernel (bound to ``notebook`` if given), or return the one already bound."""
+        """Start a kernel (bound to ``notebook`` if given), or return the one already bound.
+        ``gateway`` (a Jupyter server URL) or a ``cwd`` of ``ssh://user@host/path`` runs the
+        kernel remotely (see ``providers/``)."""
         nb_path = None
         snap = None
         if notebook:
@@ -211,9 +214,12 @@ class Engine:
             raise UsageError(f"dataflow must be 'ipyflow' or 'static', not {dataflow!r}")
         config = self.config.with_overrides(python=python, write_outputs=write_outputs, dataflow=dataflow)
         config = config.with_overrides(python=resolve_python(config.python, self.paths.root))
-        work_dir = resolve_cwd(self.paths, cwd, nb_path)
+        if gateway:
+            config = config.with_overrides(kernel_provider="gateway", gateway_url=gateway)
+        remote = cwd if is_remote_location(cwd) else None
+        work_dir = resolve_cwd(self.paths, None if remote else cwd, nb_path)
         kernel_id = self._ids.new_kernel_id()
-        process = KernelProcess(python=config.python, dataflow=config.dataflow, cwd=work_dir, name=kernel_id)
+        process = kernel_process(kernel_id, config, work_dir, remote)
         session = KernelSession(
             kernel_id=kernel_id,
             process=process,
@@ -283,8 +289,10 @@ class Engine:
     def _on_death(self, session: KernelSession) -> None:
         if session.closed:
             return
+        lost = session.process.provider.lost_reason  # a remote kernel's link, not the kernel
         session.notices.append(
-            f"kernel {session.kernel_id} died; its state is gone (restart it: `ipykeep restart` / the restart_kernel tool; run_stale then re-runs what is needed)"
+            f"kernel {session.kernel_id} " + (f"is unreachable: {lost}" if lost else "died; its state is gone")
+            + " (restart it: `ipykeep restart` / the restart_kernel tool; run_stale then re-runs what is needed)"
         )
         session.state = "dead"
         for observer in self.observers:

@@ -1,4 +1,5 @@
-"""Resolving what callers name: notebook and working-directory paths, and unknown kernel ids."""
+"""Resolving what callers name: notebook and working-directory paths, where a kernel runs, and
+unknown kernel ids."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import json
 import os
 from pathlib import Path
 
+from .config import Config
 from .errors import RemoteNotSupportedError, UnknownKernelError, UsageError
+from .kernel import KernelProcess
 from .project import ProjectPaths
+from .providers import LaunchSpec, make_provider
 
 
 def unknown_kernel_error(paths: ProjectPaths, kernel_id: str, live: list[str]) -> UnknownKernelError:
@@ -53,7 +57,7 @@ def resolve_cwd(paths: ProjectPaths, cwd: str | None, notebook: Path | None) -> 
     if "://" in cwd:
         raise RemoteNotSupportedError(
             f"remote working directories are not supported: {cwd}",
-            hint="run ipykeep on the remote machine instead; only local kernels are built",
+            hint="use ssh://user@host/path for a kernel over SSH, or gateway=URL for a Jupyter server",
         )
     path = notebook_path(cwd)
     root = paths.root.resolve()
@@ -65,3 +69,10 @@ def resolve_cwd(paths: ProjectPaths, cwd: str | None, notebook: Path | None) -> 
     if not path.is_dir():
         raise UsageError(f"cwd {path} is not a directory", hint="create it first or pick another")
     return path
+
+
+def kernel_process(kernel_id: str, config: Config, work_dir: Path, remote: str | None) -> KernelProcess:
+    """The (not yet started) kernel process, on the provider the config and location name."""
+    launch = LaunchSpec(name=kernel_id, python=config.python, dataflow=config.dataflow, cwd=work_dir)
+    provider = make_provider(launch, config, location=remote)
+    return KernelProcess(python=config.python, dataflow=config.dataflow, cwd=work_dir, name=kernel_id, provider=provider)

@@ -24,8 +24,9 @@ log = logging.getLogger("ipykeep.engine")
 async def submit(engine: Engine, session: KernelSession, code: str, request_id: str | None) -> Execution:
     """Create the execution and start it in the background (on a subshell if the main shell is taken)."""
     if not session.process.alive:
+        lost = session.process.provider.lost_reason  # a remote kernel's link, not the kernel
         raise KernelDiedError(
-            f"kernel {session.kernel_id} is not running",
+            f"kernel {session.kernel_id} is not running" + (f": {lost}" if lost else ""),
             hint="restart it (`ipykeep restart` / the restart_kernel tool), then run_stale re-runs what is needed",
         )
     subshell = None

@@ -8,7 +8,8 @@ import pytest
 
 from ipykeep.composition import compose, compose_for_daemon
 from ipykeep.core.config import Config
-from ipykeep.core.daemon import RPC_METHODS, Daemon
+from ipykeep.api import names
+from ipykeep.core.daemon import Daemon
 from ipykeep.core.inspection_service import InspectionService
 from ipykeep.core.observer import SessionObserver
 from ipykeep.core.project import ProjectPaths
@@ -48,8 +49,10 @@ def test_daemon_serves_engine_and_service_methods(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     daemon = Daemon(tmp_path, compose_for_daemon)
     table = daemon.methods()
-    assert set(RPC_METHODS) | set(SERVICE_METHODS) | {"shutdown"} == set(table)
-    assert not set(RPC_METHODS) & set(SERVICE_METHODS)
+    assert set(table) == names.ALL
+    for name, (cls, attr) in SERVICE_METHODS.items():
+        handler = table[name].handler
+        assert isinstance(handler.__self__, cls) and handler.__name__ == attr
 
 
 def test_without_a_staleness_judge_no_stale_reasons(tmp_path: Path) -> None:
