@@ -45,7 +45,7 @@ def restore_cells(rows: int, sleep_s: float) -> list[tuple[str, str]]:
 
 
 async def _flush(eng: Any, kernel_id: str) -> None:
-    from ipykeep.checkpoints.layer import MODULE
+    from ipykeep.checkpoints.state import MODULE
     from ipykeep.staleness import probes
 
     entry = eng.kernels[kernel_id]
@@ -81,9 +81,9 @@ async def _restore_vs_rerun(ctx: RunContext) -> list[Metric]:
                 seconds, rec = await timed(lambda eng=eng, nb=nb: eng.create_kernel(notebook=nb))
                 samples[side].append(seconds)
                 if side == "restore":
-                    from ipykeep.checkpoints.layer import CheckpointLayer
+                    from ipykeep.checkpoints.service import CheckpointService
 
-                    layer = next(p for p in eng.plugins if isinstance(p, CheckpointLayer))
+                    layer = next(o for o in eng.observers if isinstance(o, CheckpointService))
                     report = layer.state(eng.kernels[rec.kernel_id]).last_restore
                     if report is None or report.rerun:
                         raise RuntimeError(f"restore did not restore every cell: {report}")

@@ -1,14 +1,96 @@
-"""Checkpoints: named checkpoints of a kernel's variables, rollback, and what is saved."""
+"""Checkpoints: named checkpoints of a kernel's variables, rollback, and what is saved.
+
+The result models live here (not in ``ipykeep.checkpoints``) so that the daemon's method
+table, in core, can declare them without importing the checkpoints package (core never does).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
-from ..checkpoints.records import CheckpointListing, NamedCheckpointResult, RollbackResult
+from ..core.records import Record
 from . import errors as e
 from . import names
 from .kernels import KERNEL_LOOKUP
 from .spec import KernelParams, Method
+
+
+class CellCheckpointInfo(Record):
+    cell_id: str
+    index: int
+    #: False: a value did not pickle, was over a limit or excluded; the cell re-runs after a restart
+    restorable: bool
+    bytes: int = 0
+    values: list[str] = Field(default_factory=list)
+    #: name -> bytes of its pickled value
+    sizes: dict[str, int] = Field(default_factory=dict)
+    failed: dict[str, str] = Field(default_factory=dict)
+    #: seconds the kernel was held to pickle the values (writing happens on a thread)
+    snapshot_s: float | None = None
+
+
+class RestoreReport(Record):
+    """What a restore into a new kernel did."""
+
+    kernel_id: str
+    restored: list[dict[str, Any]] = Field(default_factory=list)
+    #: the cells that must re-run, with the plan's reasons
+    rerun: list[dict[str, Any]] = Field(default_factory=list)
+    blocked: list[dict[str, Any]] = Field(default_factory=list)
+    not_restorable: dict[str, str] = Field(default_factory=dict)
+    restore_s: float = 0.0
+    #: the restored cells' last run time minus the restore time
+    saved_s: float = 0.0
+    errors: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        ran = sum(float(c.get("run_s", 0)) for c in self.restored)
+        head = (
+            f"restored {len(self.restored)} cell(s) from checkpoints in {self.restore_s:.2f} s "
+            f"(their runs took {ran:.2f} s; {max(self.saved_s, 0):.2f} s saved)"
+        )
+        if self.restored:
+            head += ": " + ", ".join(str(c["index"]) for c in self.restored)
+        rerun = f"; {len(self.rerun)} cell(s) must re-run"
+        if self.rerun:
+            rerun += ": " + ", ".join(
+                f"{e['index']} ({', '.join(sorted({r['kind'] for r in e['reasons']}))})" for e in self.rerun
+            )
+        tail = "".join(f"; {e}" for e in self.errors[:3])
+        return head + rerun + tail
+
+
+class NamedCheckpointResult(Record):
+    kernel_id: str
+    name: str
+    values: list[str] = Field(default_factory=list)
+    bytes: int = 0
+    #: names that could not be saved (rollback leaves them as they are)
+    failed: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class RollbackResult(Record):
+    kernel_id: str
+    name: str
+    restored: list[str] = Field(default_factory=list)
+    #: names made after the checkpoint, removed
+    deleted: list[str] = Field(default_factory=list)
+    not_rolled_back: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class CheckpointListing(Record):
+    kernel_id: str
+    enabled: bool
+    reason: str | None = None
+    cells: list[CellCheckpointInfo] = Field(default_factory=list)
+    named: list[dict[str, Any]] = Field(default_factory=list)
+    #: bytes of every blob in the project's store
+    store_bytes: int = 0
+    last_restore: RestoreReport | None = None
 
 
 class CheckpointParams(KernelParams):

@@ -12,27 +12,27 @@ import asyncio
 import contextlib
 import time
 
-from ..core.engine import CellRun, KernelEntry
 from ..core.errors import IpykeepError
 from ..core.notebook import NotebookSnapshot
-from ..core.staleness_layer import _stat_for, notebook_cells
+from ..core.session import CellRun, KernelSession
+from ..core.staleness_service import notebook_cells, stat_for
 from ..staleness import StalenessTracker, probes
 from . import planning
-from .records import RestoreReport
+from ..api.checkpoints import RestoreReport
 from .state import SMALL_VALUE, KernelCheckpoints
 from .state import call as _call
 from .store import CheckpointStore
 
 
-async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, entry: KernelEntry, snap: NotebookSnapshot) -> RestoreReport | None:
+async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
     """Load the values of the cells still fresh; the staleness tracker learns they ran.
 
     Returns None when there is nothing to restore. The report lists restored cells, the
     cells that must re-run (with the plan's reasons) and those that could not be restored.
     """
-    assert entry.notebook is not None
+    assert session.notebook is not None
     started = time.monotonic()
-    manifests, bad = await asyncio.to_thread(store.cell_manifests, entry.notebook)
+    manifests, bad = await asyncio.to_thread(store.cell_manifests, session.notebook)
     cells = notebook_cells(snap)
     all_cps = [planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"]
     cps = planning.candidates(all_cps, cells)
@@ -43,7 +43,7 @@ async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, entry: 
         for cp in all_cps
         if not cp.restorable
     }
-    stat = _stat_for(entry)
+    stat = stat_for(session)
     scout = StalenessTracker()
     planning.replay(scout, cps)
     first = scout.plan(cells, stat)
@@ -64,10 +64,10 @@ async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, entry: 
         for n, (cid, blob) in finals.items()
         if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
     ]
-    deadline = entry.config.restore_timeout
+    deadline = session.config.restore_timeout
     results: dict[str, str] = {}
     if load:
-        reply = await entry.process.eval_silent(_call("restore", load, deadline), timeout=deadline + 60)
+        reply = await session.process.eval_silent(_call("restore", load, deadline), timeout=deadline + 60)
         results = {str(k): str(v) for k, v in reply["results"].items()}
     errors: list[str] = list(bad)
     for name, outcome in results.items():
@@ -89,23 +89,23 @@ async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, entry: 
             not_restorable[cp.cell_id] = "wrote a name whose checkpoint could not be restored"
     orphans = [n for n, (cid, _) in finals.items() if cid not in kept and results.get(n) == "ok"]
     if orphans:
-        await entry.process.eval_silent(_call("restore", [], 1, orphans))
+        await session.process.eval_silent(_call("restore", [], 1, orphans))
     if load:
         # the namespace monitor's baseline takes the loaded values in: a re-run rebinding one
         # to the same object is then no change (its readers stay fresh)
         with contextlib.suppress(IpykeepError):
-            await entry.process.eval_silent(probes.statemon_collect_expr())
-    tracker: StalenessTracker = entry.hooks.setdefault("tracker", StalenessTracker())
+            await session.process.eval_silent(probes.statemon_collect_expr())
+    tracker = session.staleness.tracker
     planning.replay(tracker, survivors)
     index = {c.cell_id: c.index for c in cells}
     for cp in survivors:
-        entry.cell_runs[cp.cell_id] = CellRun("restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index))
+        session.cell_runs[cp.cell_id] = CellRun("restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index))
     plan = tracker.plan(cells, stat)
     rerun_ids = set(plan.cell_ids)
     restored = [cp for cp in survivors if cp.cell_id not in rerun_ids]
     elapsed = time.monotonic() - started
     report = RestoreReport(
-        kernel_id=entry.kernel_id,
+        kernel_id=session.kernel_id,
         restored=[
             {"cell_id": cp.cell_id, "index": index[cp.cell_id], "run_s": round(cp.duration, 3), "bytes": cp.bytes}
             for cp in sorted(restored, key=lambda cp: index[cp.cell_id])
@@ -118,9 +118,9 @@ async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, entry: 
         errors=errors,
     )
     state.last_restore = report
-    if entry.state == "warming":
+    if session.state == "warming":
         # results of the warm-up batch would take the notice; it is shown when warm-up ends
         state.pending_notice = report.summary()
     else:
-        entry.notices.append(report.summary())
+        session.notices.append(report.summary())
     return report

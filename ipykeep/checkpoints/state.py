@@ -1,5 +1,5 @@
-"""Shared by the checkpoint layer's modules: the in-kernel module's name and source, how to
-call it, and what the layer keeps per kernel."""
+"""Shared by the checkpoint service's modules: the in-kernel module's name and source, how to
+call it, and what the service keeps per kernel."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from ..core.engine import CellRun
+from ..core.session import CellRun
 from ..staleness import probes
-from .records import CellCheckpointInfo, RestoreReport
+from ..api.checkpoints import CellCheckpointInfo, RestoreReport
 
 MODULE = "_ipykeep_ckpt"
 HIDDEN = ("<numpy.random>", "<random>")

@@ -30,30 +30,31 @@ from .. import __version__
 from ..api import methods as api
 from ..api.kernels import ShutdownResult
 from ..api.spec import Binding, bind
-from .config import load_config
+from .config import Config, load_config
 from .engine import Engine
 from .project import ProjectPaths
 from .rpc import RpcServer
 
 log = logging.getLogger("ipykeep.daemon")
 
-def method_table(engine: Engine, stop: Callable[[], Awaitable[ShutdownResult]]) -> dict[str, Binding[Any, Any]]:
+def method_table(
+    engine: Engine, services: dict[str, Callable[..., Any]], stop: Callable[[], Awaitable[ShutdownResult]]
+) -> dict[str, Binding[Any, Any]]:
     """Every declared method bound to what serves it: the one place the daemon's API is wired.
 
-    The engine serves the core methods; the staleness, inspection and serving layers still
-    hand theirs over as ``rpc_methods()`` (name -> coroutine), bound here by name to their
+    The engine serves the core methods; ``services`` (name -> coroutine) are the methods of the
+    staleness, inspection and serving services, as the composition root lists them
+    (``ipykeep.composition.Composition.rpc_methods``), bound here by name to their
     declarations. Every declared method must be served, and nothing undeclared is.
     """
-    layers: dict[str, Callable[..., Any]] = {}
-    for plugin in engine.plugins:
-        layers.update(plugin.rpc_methods())
+    layers = dict(services)
     undeclared = set(layers) - set(api.BY_NAME)
     if undeclared:
         raise RuntimeError(f"served but not declared in ipykeep.api: {sorted(undeclared)}")
 
     def layer(method: Any) -> Callable[..., Any]:
         if method.name not in layers:
-            raise RuntimeError(f"{method.name} is declared in ipykeep.api but no layer serves it")
+            raise RuntimeError(f"{method.name} is declared in ipykeep.api but no service serves it")
         return layers[method.name]
 
     table: list[Binding[Any, Any]] = [
@@ -100,11 +101,15 @@ def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     os.replace(tmp, paths.descriptor)
 
 
+#: builds the engine with its collaborators; returns it and the collaborators' RPC methods
+Compose = Callable[[ProjectPaths, Config], "tuple[Engine, dict[str, Any]]"]
+
+
 class Daemon:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, compose: Compose) -> None:
         self.paths = ProjectPaths(root)
         self.config = load_config(root)
-        self.engine = Engine(self.paths, self.config)
+        self.engine, self.extra_methods = compose(self.paths, self.config)
         self.token = secrets.token_urlsafe(32)
         self.stopping = asyncio.Event()
         self.engine.on_empty = self._on_empty
@@ -118,11 +123,11 @@ class Daemon:
         asyncio.get_running_loop().call_later(0.05, self.stopping.set)
         return ShutdownResult(stopping=True, pid=os.getpid())
 
-    async def run(self) -> None:
-        from .plugins import install_plugins
+    def methods(self) -> dict[str, Binding[Any, Any]]:
+        return method_table(self.engine, self.extra_methods, self.stop)
 
-        install_plugins(self.engine)
-        server = RpcServer(method_table(self.engine, self.stop), self.token)
+    async def run(self) -> None:
+        server = RpcServer(self.methods(), self.token)
         host, port = await server.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -153,7 +158,7 @@ class Daemon:
                     self.paths.descriptor.unlink()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, compose: Compose | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ipykeep-daemon")
     parser.add_argument("--root", required=True)
     args = parser.parse_args(argv)
@@ -164,7 +169,13 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
-    asyncio.run(Daemon(root).run())
+    if compose is None:
+        # Run as ``-m ipykeep.core.daemon``: the composition root lives outside core (it
+        # imports the serving layer); ``ipykeep.daemon_main`` passes it in instead.
+        from ..composition import compose_for_daemon
+
+        compose = compose_for_daemon
+    asyncio.run(Daemon(root, compose).run())
 
 
 if __name__ == "__main__":

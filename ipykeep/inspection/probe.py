@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import IpykeepError, UnknownNameError, UsageError
+from .errors import BadPathError, InspectionError, UnknownVariableError
 from .models import NamespaceListing, Summary
 
 MODULE_NAME = "_ipykeep_inspect"
@@ -91,16 +91,16 @@ def namespace_expression(budget_s: float = 5.0, cell_of: dict[str, str] | None =
 def decode_user_expression(entry: dict[str, Any]) -> str:
     """The JSON text from one ``user_expressions`` reply entry (``{"status", "data"}``)."""
     if entry.get("status") != "ok":
-        raise IpykeepError(
+        raise InspectionError(
             f"inspection call failed in the kernel: {entry.get('ename', '?')}: {entry.get('evalue', '')}",
             hint="re-install the inspection module (install_expression) and retry",
         )
     text = entry.get("data", {}).get("text/plain")
     if not isinstance(text, str):
-        raise IpykeepError("inspection reply has no text/plain value", hint="retry the inspection")
+        raise InspectionError("inspection reply has no text/plain value", hint="retry the inspection")
     value = ast.literal_eval(text)
     if not isinstance(value, str):
-        raise IpykeepError("inspection reply is not a string", hint="retry the inspection")
+        raise InspectionError("inspection reply is not a string", hint="retry the inspection")
     return value
 
 
@@ -117,11 +117,11 @@ def _payload(json_text: str) -> dict[str, Any]:
     try:
         payload = json.loads(json_text)
     except ValueError as exc:
-        raise IpykeepError(f"inspection reply is not JSON: {exc}", hint="retry the inspection") from None
+        raise InspectionError(f"inspection reply is not JSON: {exc}", hint="retry the inspection") from None
     if not isinstance(payload, dict):
-        raise IpykeepError("inspection reply is not a JSON object", hint="retry the inspection")
+        raise InspectionError("inspection reply is not a JSON object", hint="retry the inspection")
     if payload.get("protocol") != PROTOCOL_VERSION:
-        raise IpykeepError(
+        raise InspectionError(
             f"inspection protocol mismatch: kernel speaks {payload.get('protocol')!r}, "
             f"ipykeep expects {PROTOCOL_VERSION}",
             hint="re-install the inspection module (install_expression)",
@@ -133,17 +133,17 @@ def _payload(json_text: str) -> dict[str, Any]:
     matches = [str(m) for m in error.get("matches") or []]
     if code == "unknown_name":
         hint = f"did you mean: {', '.join(matches)}?" if matches else "list variables with the namespace call"
-        raise UnknownNameError(message, hint=hint, details={"name": error.get("name"), "matches": matches})
+        raise UnknownVariableError(message, hint=hint, details={"name": error.get("name"), "matches": matches})
     if code == "bad_expression":
-        raise UsageError(message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_')
+        raise BadPathError(message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_')
     if code == _NOT_INSTALLED:
-        raise IpykeepError(message, hint="install it with install_expression() and retry",
+        raise InspectionError(message, hint="install it with install_expression() and retry",
                            details={"reason": _NOT_INSTALLED})
-    raise IpykeepError(message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected")
+    raise InspectionError(message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected")
 
 
 def parse_inspect_reply(json_text: str) -> Summary:
-    """The summary, or the error it carries (UnknownNameError with close matches, UsageError)."""
+    """The summary, or the error it carries (UnknownVariableError with close matches, BadPathError)."""
     return Summary.model_validate(_payload(json_text)["summary"])
 
 

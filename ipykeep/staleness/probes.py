@@ -16,16 +16,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterable, Mapping
 
-from ..core.errors import IpykeepError
-from .analysis import is_kernel_name
+from .errors import ProbeError
+from .analysis_model import is_kernel_name
 from .models import FileStamp, Observed
 
 FILETRACK_MODULE = "_ipykeep_filetrack"
 FILETRACK_PROTOCOL = 1
-
-
-class ProbeError(IpykeepError):
-    code = "probe_failed"
 
 
 @lru_cache(maxsize=None)

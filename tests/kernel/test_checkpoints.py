@@ -16,11 +16,13 @@ from typing import Any, AsyncIterator
 import pytest
 import pytest_asyncio
 
-from ipykeep.checkpoints.layer import MODULE, CheckpointLayer
+from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.checkpoints.state import MODULE
 from ipykeep.checkpoints.store import TamperedCheckpointError
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.core.plugins import install_plugins
+from ipykeep.core.inspection_service import InspectionService
+from ipykeep.composition import compose
 from ipykeep.core.project import ProjectPaths
 from ipykeep.staleness import probes
 
@@ -46,14 +48,17 @@ EXPRS = ("df.to_dict()", "total", "sorted(base)", "box.v", "[b.v for b in boxed]
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
     root = tmp_path_factory.mktemp("checkpoints")
     (root / ".git").mkdir()
-    eng = Engine(ProjectPaths(root), Config(idle_timeout=0, dataflow="static"))
-    install_plugins(eng)
+    eng = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static")).engine
     yield eng
     await eng.shutdown()
 
 
-def layer(engine: Engine) -> CheckpointLayer:
-    return next(p for p in engine.plugins if isinstance(p, CheckpointLayer))
+def layer(engine: Engine) -> CheckpointService:
+    return next(o for o in engine.observers if isinstance(o, CheckpointService))
+
+
+def inspection(engine: Engine) -> InspectionService:
+    return next(o for o in engine.observers if isinstance(o, InspectionService))
 
 
 async def make(engine: Engine, name: str) -> Nb:
@@ -106,7 +111,7 @@ async def test_kernel_killed_restores_fresh_cells(engine: Engine) -> None:
     assert by_id["load"].restorable and "df" in by_id["load"].values and by_id["load"].bytes > 0
     status = engine.kernel_record(engine.kernels[nb.kernel_id]).checkpoints or ""
     assert "6 cell(s) checkpointed" in status and "not restorable: cell(s) 3" in status
-    notes = (await engine.plugins[1].namespace(kernel_id=nb.kernel_id)).notes
+    notes = (await inspection(engine).namespace(kernel_id=nb.kernel_id)).notes
     assert any(n.startswith("checkpointed: ") and "df " in n for n in notes), notes
     assert any("not checkpointed: stream (cell 3: cannot be pickled" in n for n in notes), notes
     report = await start_after_kill(nb)

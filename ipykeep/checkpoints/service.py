@@ -1,11 +1,11 @@
-"""Checkpoints in the engine: background snapshots after each notebook cell, restore of a lost
-kernel's fresh cells at start, and named checkpoints with rollback.
+"""Checkpoints as an engine collaborator: background snapshots after each notebook cell, restore
+of a lost kernel's fresh cells at start, and named checkpoints with rollback.
 
-One object with the engine's hook methods (``kernel_started``, ``after_cell``,
-``kernel_restarted``, ``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``,
-``namespace_notes``) and RPC methods (``checkpoint``,
-``restore``, ``checkpoints``). It must come after the staleness layer in the plugin list: it
-reads the staleness tracker's record of the cell that just ran.
+A ``SessionObserver`` (``kernel_started``, ``after_cell``, ``kernel_restarted``,
+``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``, ``namespace_notes``)
+with three RPC methods (``checkpoint``, ``restore``, ``checkpoints``) that the composition root
+lists. It is attached after the staleness service: it reads the staleness tracker's record of
+the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` it keeps by kernel id.
 
 When restore happens: on ``start`` of a notebook that has cell checkpoints — a new kernel after
 ``stop``, after the daemon was killed or the machine rebooted, or the same kernel id when its
@@ -24,15 +24,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.engine import Engine, KernelEntry
+from ..core.engine import Engine
 from ..core.errors import IpykeepError, KernelBusyError
 from ..core.execution import Execution
-from ..core.notebook import NotebookSnapshot
+from ..core.notebook import Cell, NotebookSnapshot
+from ..core.observer import SessionObserver
+from ..core.session import KernelSession
 from ..staleness import probes
 from ..staleness.models import Observed
 from . import planning
 from .limits import Limits, collect
-from .records import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
+from ..api.checkpoints import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
 from .restore import restore_lost
 from .state import FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
 from .state import call as _call
@@ -44,85 +46,83 @@ COLLECT_EVERY = 25
 
 log = logging.getLogger("ipykeep.checkpoints")
 
-class CheckpointLayer:
+class CheckpointService(SessionObserver):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.store = CheckpointStore(engine.paths.state)
+        #: kernel id -> what checkpoints do in that kernel (kept after close: status reads it)
+        self.kernels: dict[str, KernelCheckpoints] = {}
 
     # -- per-kernel state --------------------------------------------------------------------
-    @staticmethod
-    def state(entry: KernelEntry) -> KernelCheckpoints:
-        return entry.hooks.setdefault("checkpoints", KernelCheckpoints())
+    def state(self, session: KernelSession) -> KernelCheckpoints:
+        return self.kernels.setdefault(session.kernel_id, KernelCheckpoints())
 
-    def _scope(self, entry: KernelEntry) -> Path:
+    def _scope(self, session: KernelSession) -> Path:
         """Checkpoints are kept per notebook (scratch kernels: per working directory)."""
-        return entry.notebook if entry.notebook is not None else entry.cwd / "<scratch>"
+        return session.notebook if session.notebook is not None else session.cwd / "<scratch>"
 
-    async def _install(self, entry: KernelEntry) -> None:
-        st = self.state(entry)
-        if not entry.config.checkpoints:
+    async def _install(self, session: KernelSession) -> None:
+        st = self.state(session)
+        if not session.config.checkpoints:
             st.available, st.reason = False, "checkpoints are off (checkpoints = false)"
             return
-        kind = getattr(getattr(entry.process, "provider", None), "kind", "local")
+        kind = getattr(getattr(session.process, "provider", None), "kind", "local")
         if kind != "local":
             # the kernel writes and reads the store itself: it must share the project's disk
             st.available, st.reason = False, f"checkpoints need a local kernel (this one runs on {kind})"
             return
-        limits = Limits.from_config(entry.config)
+        limits = Limits.from_config(session.config)
         try:
             self.store.key  # created (0600) before the kernel reads it
-            await entry.process.install_helper(MODULE, _source())
-            reply = await entry.process.eval_silent(
+            await session.process.install_helper(MODULE, _source())
+            reply = await session.process.eval_silent(
                 _call(
                     "configure", str(self.store.root), str(self.store.key_path), limits.max_value_bytes,
                     limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
-                    list(entry.config.checkpoint_exclude_names), list(entry.config.checkpoint_exclude_types),
+                    list(session.config.checkpoint_exclude_names), list(session.config.checkpoint_exclude_types),
                 )
             )
         except IpykeepError as exc:
             st.available, st.reason = False, exc.message
-            log.warning("checkpoints unavailable in %s: %s", entry.kernel_id, exc.message)
+            log.warning("checkpoints unavailable in %s: %s", session.kernel_id, exc.message)
             return
         st.available = bool(reply.get("available"))
         st.reason = str(reply.get("reason") or "")
 
     # -- engine hooks ------------------------------------------------------------------------
-    async def kernel_started(self, engine: Engine, entry: KernelEntry) -> None:
-        await self._install(entry)
-        if self.state(entry).available:
-            self._collect_soon(entry)
+    async def kernel_started(self, session: KernelSession) -> None:
+        await self._install(session)
+        if self.state(session).available:
+            self._collect_soon(session)
 
-    async def kernel_restarted(self, engine: Engine, entry: KernelEntry) -> None:
+    async def kernel_restarted(self, session: KernelSession) -> None:
         # No restore here: ``restart`` drops the state on purpose. ``start`` of a notebook whose
         # kernel died restarts it and warms it, and warm-up restores (``warm_cells``).
-        self.state(entry).named.clear()  # their tracker copies describe the old process
-        await self._install(entry)
+        self.state(session).named.clear()  # their tracker copies describe the old process
+        await self._install(session)
 
-    async def kernel_closing(self, engine: Engine, entry: KernelEntry) -> None:
+    async def kernel_closing(self, session: KernelSession) -> None:
         """``stop``, ``close`` or idle expiry: let the writer finish the last snapshots first."""
-        if self.state(entry).available and entry.process.alive:
+        if self.state(session).available and session.process.alive:
             with contextlib.suppress(IpykeepError):
-                await entry.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
+                await session.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
 
-    async def warm_cells(self, engine: Engine, entry: KernelEntry, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
+    async def warm_cells(self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
         """At start: restore what is still fresh; warm-up then runs only the plan."""
-        if not self.state(entry).available or entry.notebook is None:
+        if not self.state(session).available or session.notebook is None:
             return cell_ids
         try:
-            report = await self.restore_lost(entry, snap)
+            report = await self.restore_lost(session, snap)
         except IpykeepError as exc:
-            entry.notices.append(f"checkpoints not restored: {exc.message}")
+            session.notices.append(f"checkpoints not restored: {exc.message}")
             return cell_ids
         if report is None:
             return cell_ids
-        ids = [c["cell_id"] for c in report.rerun]
-        if entry.warm is not None:
-            entry.warm.total = len(ids)
-        return ids
+        return [c["cell_id"] for c in report.rerun]
 
-    def kernel_summary(self, entry: KernelEntry) -> str | None:
+    def kernel_summary(self, session: KernelSession) -> str | None:
         """One line for ``status``: cells checkpointed, restorable, their size."""
-        st = self.state(entry)
+        st = self.state(session)
         if not st.available:
             return None  # why: `ipykeep checkpoints`
         cells = list(st.cells.values())
@@ -137,9 +137,9 @@ class CheckpointLayer:
             text += f"; at start {len(st.last_restore.restored)} cell(s) were restored ({max(st.last_restore.saved_s, 0):.1f} s saved)"
         return text
 
-    def namespace_notes(self, entry: KernelEntry) -> list[str]:
+    def namespace_notes(self, session: KernelSession) -> list[str]:
         """For ``namespace``: each checkpointed variable's size, and what could not be saved."""
-        st = self.state(entry)
+        st = self.state(session)
         if not st.available or not st.cells:
             return []
         sizes: dict[str, int] = {}
@@ -153,19 +153,19 @@ class CheckpointLayer:
             notes.append("not checkpointed: " + "; ".join(failed)[:400])
         return notes
 
-    async def warm_finished(self, engine: Engine, entry: KernelEntry) -> None:
-        st = self.state(entry)
+    async def warm_finished(self, session: KernelSession) -> None:
+        st = self.state(session)
         if st.pending_notice:
-            entry.notices.append(st.pending_notice)
+            session.notices.append(st.pending_notice)
             st.pending_notice = None
 
-    async def after_cell(self, engine: Engine, entry: KernelEntry, cell: Any, ex: Execution) -> None:
-        st = self.state(entry)
-        if not st.available or entry.notebook is None or not entry.process.alive:
+    async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
+        st = self.state(session)
+        if not st.available or session.notebook is None or not session.process.alive:
             return
-        path = self.store.cell_manifest_path(entry.notebook, cell.cell_id)
+        path = self.store.cell_manifest_path(session.notebook, cell.cell_id)
         observed = self._observed(ex)
-        tracker = entry.hooks.get("tracker")
+        tracker = session.staleness.tracker
         if ex.state != "ok" or observed is None or tracker is None:
             # the last checkpoint no longer describes this cell's values
             with contextlib.suppress(OSError):
@@ -179,7 +179,7 @@ class CheckpointLayer:
             "manifest": {
                 "v": 1,
                 "kind": "cell",
-                "notebook": str(entry.notebook),
+                "notebook": str(session.notebook),
                 "cell_id": cell.cell_id,
                 "index": cell.index,
                 "source": cell.source,
@@ -189,12 +189,12 @@ class CheckpointLayer:
                 "written": list(written),
                 "observed": planning.observed_json(observed),
                 "writes": writes,
-                "kernel_id": entry.kernel_id,
+                "kernel_id": session.kernel_id,
             },
         }
         try:
-            reply = await entry.process.eval_silent(
-                _call("snapshot", json.dumps(meta), writes), timeout=entry.config.checkpoint_snapshot_budget_s * 4 + 30
+            reply = await session.process.eval_silent(
+                _call("snapshot", json.dumps(meta), writes), timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30
             )
         except IpykeepError as exc:
             log.warning("checkpoint of %s failed: %s", cell.cell_id, exc.message)
@@ -208,7 +208,7 @@ class CheckpointLayer:
         )
         st.snapshots += 1
         if st.snapshots % COLLECT_EVERY == 0:
-            self._collect_soon(entry)
+            self._collect_soon(session)
 
     @staticmethod
     def _observed(ex: Execution) -> Observed | None:
@@ -219,75 +219,70 @@ class CheckpointLayer:
             return probes.parse_statemon(probes.decode_expression_value(result))
         return None
 
-    def _collect_soon(self, entry: KernelEntry) -> None:
-        limits = Limits.from_config(entry.config)
+    def _collect_soon(self, session: KernelSession) -> None:
+        limits = Limits.from_config(session.config)
 
         async def run() -> None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(collect, self.store, limits)
 
-        task = asyncio.create_task(run())
-        entry.hooks.setdefault("tasks", set()).add(task)
-        task.add_done_callback(entry.hooks["tasks"].discard)
+        session.scheduler.spawn(run())
 
-    async def restore_lost(self, entry: KernelEntry, snap: NotebookSnapshot) -> RestoreReport | None:
-        return await restore_lost(self.store, self.state(entry), entry, snap)
+    async def restore_lost(self, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
+        return await restore_lost(self.store, self.state(session), session, snap)
 
     # -- RPC methods -------------------------------------------------------------------------
-    def rpc_methods(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "restore": self.restore, "checkpoints": self.checkpoints}
-
-    def _ready(self, kernel_id: str | None, notebook: str | None) -> KernelEntry:
-        entry = self.engine._live(kernel_id, notebook)
-        st = self.state(entry)
+    def _ready(self, kernel_id: str | None, notebook: str | None) -> KernelSession:
+        session = self.engine.live(kernel_id, notebook)
+        st = self.state(session)
         if not st.available:
             raise CheckpointError(
-                f"checkpoints are not available in kernel {entry.kernel_id}: {st.reason or 'not set up'}",
+                f"checkpoints are not available in kernel {session.kernel_id}: {st.reason or 'not set up'}",
                 hint="set checkpoints = true and install cloudpickle in the kernel's environment",
             )
-        if entry.main_lock.locked() or entry.running():
+        if session.scheduler.main_lock.locked() or session.running():
             raise KernelBusyError(
-                f"kernel {entry.kernel_id} is running code; a checkpoint now would be half of one",
+                f"kernel {session.kernel_id} is running code; a checkpoint now would be half of one",
                 hint="wait for the running cell to finish (or interrupt it), then retry",
             )
-        return entry
+        return session
 
     async def checkpoint(self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None) -> NamedCheckpointResult:
         """Save every user variable of the kernel under ``name`` (default: a timestamp)."""
-        entry = self._ready(kernel_id, notebook)
+        session = self._ready(kernel_id, notebook)
         name = name or time.strftime("ckpt-%Y%m%d-%H%M%S")
-        path = self.store.named_manifest_path(self._scope(entry), name)
-        async with entry.main_lock:
-            names = await entry.process.eval_silent(_call("user_names"))
+        path = self.store.named_manifest_path(self._scope(session), name)
+        async with session.scheduler.main_lock:
+            names = await session.process.eval_silent(_call("user_names"))
             meta = {
                 "path": str(path),
-                "manifest": {"v": 1, "kind": "named", "name": name, "names": names, "kernel_id": entry.kernel_id,
-                             "notebook": str(entry.notebook) if entry.notebook else None},
+                "manifest": {"v": 1, "kind": "named", "name": name, "names": names, "kernel_id": session.kernel_id,
+                             "notebook": str(session.notebook) if session.notebook else None},
             }
-            budget = entry.config.restore_timeout
-            reply = await entry.process.eval_silent(_call("snapshot", json.dumps(meta), names), timeout=budget + 60)
-            done = await entry.process.eval_silent(_call("flush", budget), timeout=budget + 30)
+            budget = session.config.restore_timeout
+            reply = await session.process.eval_silent(_call("snapshot", json.dumps(meta), names), timeout=budget + 60)
+            done = await session.process.eval_silent(_call("flush", budget), timeout=budget + 30)
         if not done:
             raise CheckpointError(f"checkpoint {name!r} was not written within {budget:g} s", hint="retry; see `ipykeep status`")
-        tracker = entry.hooks.get("tracker")
+        tracker = session.staleness.tracker
         with contextlib.suppress(Exception):  # a tracker that cannot be copied: rollback records a change instead
-            self.state(entry).named[name] = (entry.process.generation, copy.deepcopy(tracker), dict(entry.cell_runs))
+            self.state(session).named[name] = (session.process.generation, copy.deepcopy(tracker), dict(session.cell_runs))
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
         return NamedCheckpointResult(
-            kernel_id=entry.kernel_id, name=name, values=sorted(sizes), bytes=sum(sizes.values()),
+            kernel_id=session.kernel_id, name=name, values=sorted(sizes), bytes=sum(sizes.values()),
             failed=reply.get("failed") or {}, seconds=float(reply.get("seconds") or 0.0),
         )
 
     async def restore(self, name: str, kernel_id: str | None = None, notebook: str | None = None) -> RollbackResult:
         """Roll the kernel's variables back to checkpoint ``name``; names made since are deleted."""
-        entry = self._ready(kernel_id, notebook)
-        path = self.store.named_manifest_path(self._scope(entry), name)
+        session = self._ready(kernel_id, notebook)
+        path = self.store.named_manifest_path(self._scope(session), name)
         try:
             manifest = self.store.read_manifest(path)
         except UnknownCheckpointError:
-            known = sorted(m.get("name", "?") for m in self.store.named_manifests(self._scope(entry))[0])
+            known = sorted(m.get("name", "?") for m in self.store.named_manifests(self._scope(session))[0])
             raise UnknownCheckpointError(
-                f"no checkpoint named {name!r} for {self._scope(entry).name}",
+                f"no checkpoint named {name!r} for {self._scope(session).name}",
                 hint=f"known: {', '.join(known) or 'none'}; make one with `ipykeep checkpoint NAME`",
             ) from None
         values = {n: v["blob"] for n, v in (manifest.get("values") or {}).items()}
@@ -298,12 +293,12 @@ class CheckpointLayer:
                     hint="make a new checkpoint; this one cannot be loaded",
                 )
         started = time.monotonic()
-        async with entry.main_lock:
-            current = await entry.process.eval_silent(_call("user_names"))
+        async with session.scheduler.main_lock:
+            current = await session.process.eval_silent(_call("user_names"))
             keep = set(manifest.get("names") or []) 
             delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
             # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
-            check = await entry.process.eval_silent(_call("verify", list(values.values())), timeout=entry.config.restore_timeout + 60)
+            check = await session.process.eval_silent(_call("verify", list(values.values())), timeout=session.config.restore_timeout + 60)
             if check:
                 for blob in check:
                     self.store.quarantine(blob)
@@ -312,49 +307,49 @@ class CheckpointLayer:
                     "(modified, or not written by this project); nothing was changed",
                     hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
                 )
-            reply = await entry.process.eval_silent(
-                _call("restore", [[n, b] for n, b in values.items()], entry.config.restore_timeout, delete),
-                timeout=entry.config.restore_timeout + 60,
+            reply = await session.process.eval_silent(
+                _call("restore", [[n, b] for n, b in values.items()], session.config.restore_timeout, delete),
+                timeout=session.config.restore_timeout + 60,
             )
             # the next cell must not be charged with the rollback's changes
             with contextlib.suppress(IpykeepError):
-                await entry.process.eval_silent(probes.statemon_collect_expr())
+                await session.process.eval_silent(probes.statemon_collect_expr())
         results = {str(k): str(v) for k, v in reply["results"].items()}
         loaded = sorted(n for n, r in results.items() if r == "ok")
         failed = {n: r for n, r in results.items() if r != "ok"}
-        saved = self.state(entry).named.get(name)
-        if saved is not None and saved[0] == entry.process.generation and saved[1] is not None and not failed:
-            entry.hooks["tracker"] = copy.deepcopy(saved[1])
-            entry.cell_runs.clear()
-            entry.cell_runs.update(saved[2])
+        saved = self.state(session).named.get(name)
+        if saved is not None and saved[0] == session.process.generation and saved[1] is not None and not failed:
+            session.staleness.tracker = copy.deepcopy(saved[1])
+            session.cell_runs.clear()
+            session.cell_runs.update(saved[2])
         else:
-            tracker = entry.hooks.get("tracker")
+            tracker = session.staleness.tracker
             if tracker is not None:
                 tracker.record_scratch(
                     f"# restore checkpoint {name}",
                     observed=Observed(bound=frozenset(n for n in loaded if n.isidentifier()), deleted=frozenset(delete)),
                 )
         return RollbackResult(
-            kernel_id=entry.kernel_id, name=name, restored=loaded, deleted=delete,
+            kernel_id=session.kernel_id, name=name, restored=loaded, deleted=delete,
             not_rolled_back={**(manifest.get("failed") or {}), **failed}, seconds=round(time.monotonic() - started, 3),
         )
 
     async def checkpoints(self, kernel_id: str | None = None, notebook: str | None = None) -> CheckpointListing:
         """What is checkpointed for the kernel's notebook, and how big it is."""
-        entry = self.engine.entry(kernel_id, notebook)
-        st = self.state(entry)
-        scope = self._scope(entry)
+        session = self.engine.session(kernel_id, notebook)
+        st = self.state(session)
+        scope = self._scope(session)
         named, _ = await asyncio.to_thread(self.store.named_manifests, scope)
         cells: list[CellCheckpointInfo] = list(st.cells.values())
-        if entry.notebook is not None and not cells:
-            manifests, _ = await asyncio.to_thread(self.store.cell_manifests, entry.notebook)
+        if session.notebook is not None and not cells:
+            manifests, _ = await asyncio.to_thread(self.store.cell_manifests, session.notebook)
             for m in manifests:
                 cp = planning.CellCheckpoint.from_manifest(m)
                 cells.append(CellCheckpointInfo(cell_id=cp.cell_id, index=cp.index, restorable=cp.restorable,
                                                 bytes=cp.bytes, values=sorted(cp.values), sizes=dict(cp.sizes),
                                                 failed=dict(cp.failed)))
         return CheckpointListing(
-            kernel_id=entry.kernel_id,
+            kernel_id=session.kernel_id,
             enabled=st.available,
             reason=st.reason or None,
             cells=sorted(cells, key=lambda c: c.index),
