@@ -29,6 +29,11 @@ class CellCheckpointInfo(Record):
     failed: dict[str, str] = Field(default_factory=dict)
     #: seconds the kernel was held to pickle the values (writing happens on a thread)
     snapshot_s: float | None = None
+    #: not checkpointed on purpose: re-running it (and the cheap cells it reads from) takes less
+    #: than ``checkpoint_min_cell_s``, so restore re-runs it instead of loading values
+    cheap: bool = False
+    #: seconds re-running it would take, with the cheap cells it reads from
+    recompute_s: float | None = None
 
 
 class RestoreReport(Record):
@@ -36,6 +41,8 @@ class RestoreReport(Record):
 
     kernel_id: str
     restored: list[dict[str, Any]] = Field(default_factory=list)
+    #: cheap cells (not checkpointed on purpose) re-run before the values were loaded
+    recomputed: list[dict[str, Any]] = Field(default_factory=list)
     #: the cells that must re-run, with the plan's reasons
     rerun: list[dict[str, Any]] = Field(default_factory=list)
     blocked: list[dict[str, Any]] = Field(default_factory=list)
@@ -53,6 +60,8 @@ class RestoreReport(Record):
         )
         if self.restored:
             head += ": " + ", ".join(str(c["index"]) for c in self.restored)
+        if self.recomputed:
+            head += f"; {len(self.recomputed)} cheap cell(s) re-ran: " + ", ".join(str(c["index"]) for c in self.recomputed)
         rerun = f"; {len(self.rerun)} cell(s) must re-run"
         if self.rerun:
             rerun += ": " + ", ".join(

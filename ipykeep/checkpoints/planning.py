@@ -8,6 +8,9 @@ writer left makes the new kernel hold what the lost one held. The tracker's ordi
 says what must re-run (source edits, changed files, upstream…) with its usual reasons, so
 "fresh" here means exactly what it means for a live kernel.
 
+A cheap cell (see ``cost``) has a manifest without values: it is replayed like the others, but
+re-runs, before any value is loaded (it reads only from other cheap cells).
+
 A cell that cannot be restored (a value that did not pickle, was over a limit, failed to load)
 is not replayed, so it is ``never_run`` and re-runs; every cell that wrote one of its names is
 dropped with it (its value would be half of a history), transitively.
@@ -40,6 +43,8 @@ class CellCheckpoint:
     sizes: Mapping[str, int] = field(default_factory=dict)
     failed: Mapping[str, str] = field(default_factory=dict)
     restorable: bool = True
+    #: not checkpointed on purpose (see ``cost``): no values; restore re-runs it first
+    cheap: bool = False
 
     @classmethod
     def from_manifest(cls, data: Mapping[str, Any]) -> CellCheckpoint:
@@ -69,6 +74,7 @@ class CellCheckpoint:
             sizes={n: int(v.get("size", 0)) for n, v in values.items()},
             failed={str(k): str(v) for k, v in (data.get("failed") or {}).items()},
             restorable=bool(data.get("restorable")) and observed is not None,
+            cheap=bool(data.get("cheap")),
         )
 
     @property
@@ -110,8 +116,8 @@ def final_values(cps: Sequence[CellCheckpoint]) -> dict[str, tuple[str, str]]:
     """name -> (cell id, blob id): the value each name held after the last run that wrote it."""
     out: dict[str, tuple[str, str]] = {}
     for cp in cps:  # in run order: a later writer wins
-        for name in cp.deleted:
-            out.pop(name, None)
+        for name in cp.deleted | (cp.writes if cp.cheap else frozenset()):
+            out.pop(name, None)  # a cheap cell's value comes from its re-run
         for name, blob in cp.values.items():
             out[name] = (cp.cell_id, blob)
     return out

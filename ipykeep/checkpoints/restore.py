@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Awaitable, Callable
 
 from ..core.errors import IpykeepError
 from ..core.notebook import NotebookSnapshot
@@ -24,8 +25,15 @@ from .state import call as _call
 from .store import CheckpointStore
 
 
-async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
-    """Load the values of the cells still fresh; the staleness tracker learns they ran.
+#: runs notebook cells in the kernel (the engine's batch); True when every one succeeded
+RunCells = Callable[[list[str]], Awaitable[bool]]
+
+
+async def restore_lost(
+    store: CheckpointStore, state: KernelCheckpoints, session: KernelSession, snap: NotebookSnapshot, run: RunCells
+) -> RestoreReport | None:
+    """Re-run the cheap cells, load the values of the checkpointed cells still fresh; the
+    staleness tracker learns they ran.
 
     Returns None when there is nothing to restore. The report lists restored cells, the
     cells that must re-run (with the plan's reasons) and those that could not be restored.
@@ -55,6 +63,12 @@ async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, session
         if blob in poisoned:
             dropped.add(cid)
             not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
+    # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
+    # mutated one of their values then has the last word when its values are loaded.
+    cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
+    if cheap and not await run([cp.cell_id for cp in cheap]):
+        return None  # a cheap cell failed to re-run: warm-up runs every cell instead
+    cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
     sizes = {cp.cell_id: cp.sizes for cp in cps}
     # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
     # name to the same object (``import time``) then leaves that name's readers fresh, as
@@ -106,6 +120,7 @@ async def restore_lost(store: CheckpointStore, state: KernelCheckpoints, session
     elapsed = time.monotonic() - started
     report = RestoreReport(
         kernel_id=session.kernel_id,
+        recomputed=[{"cell_id": cp.cell_id, "index": index.get(cp.cell_id, cp.index), "run_s": round(cp.duration, 3)} for cp in cheap],
         restored=[
             {"cell_id": cp.cell_id, "index": index[cp.cell_id], "run_s": round(cp.duration, 3), "bytes": cp.bytes}
             for cp in sorted(restored, key=lambda cp: index[cp.cell_id])

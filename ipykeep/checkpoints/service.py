@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from ..core.engine import Engine
 from ..core.errors import IpykeepError, KernelBusyError
@@ -32,7 +31,7 @@ from ..core.observer import SessionObserver
 from ..core.session import KernelSession
 from ..staleness import probes
 from ..staleness.models import Observed
-from . import planning
+from . import cost, planning
 from .limits import Limits, collect
 from ..api.checkpoints import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
 from .restore import restore_lost
@@ -130,7 +129,10 @@ class CheckpointService(SessionObserver):
             return None
         size = sum(c.bytes for c in cells)
         bad = [str(c.index) for c in cells if not c.restorable]
-        text = f"{len(cells)} cell(s) checkpointed, {_human(size)}"
+        cheap = sorted((c.index for c in cells if c.cheap))
+        text = f"{len(cells) - len(cheap)} cell(s) checkpointed, {_human(size)}"
+        if cheap:
+            text += f"; cheap, re-run on restore: cell(s) {', '.join(map(str, cheap))}"
         if bad:
             text += f"; not restorable: cell(s) {', '.join(sorted(bad, key=int))} (they re-run after a restart)"
         if st.last_restore is not None:
@@ -171,7 +173,12 @@ class CheckpointService(SessionObserver):
             with contextlib.suppress(OSError):
                 path.unlink()
             st.cells.pop(cell.cell_id, None)
+            st.cheap.pop(cell.cell_id, None)
             return
+        decision = cost.decide(
+            cell.cell_id, ex.duration or 0.0, tracker.run_inputs(cell.cell_id).values(), st.cheap,
+            session.config.checkpoint_min_cell_s,
+        )
         writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
         files, written = tracker.run_files(cell.cell_id)
         meta = {
@@ -190,11 +197,16 @@ class CheckpointService(SessionObserver):
                 "observed": planning.observed_json(observed),
                 "writes": writes,
                 "kernel_id": session.kernel_id,
+                "cheap": decision.cheap,
+                "recompute_s": decision.recompute_s,
             },
         }
+        st.cheap.pop(cell.cell_id, None)
+        if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
+            st.cheap[cell.cell_id] = cost.CheapCell(ex.duration or 0.0, decision.chain)
         try:
             reply = await session.process.eval_silent(
-                _call("snapshot", json.dumps(meta), writes), timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30
+                _call("snapshot", json.dumps(meta), [] if decision.cheap else writes), timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30
             )
         except IpykeepError as exc:
             log.warning("checkpoint of %s failed: %s", cell.cell_id, exc.message)
@@ -205,6 +217,7 @@ class CheckpointService(SessionObserver):
         st.cells[cell.cell_id] = CellCheckpointInfo(
             cell_id=cell.cell_id, index=cell.index, restorable=not failed, bytes=sum(sizes.values()),
             values=sorted(sizes), sizes=sizes, failed=failed, snapshot_s=float(reply.get("seconds") or 0.0),
+            cheap=decision.cheap, recompute_s=decision.recompute_s,
         )
         st.snapshots += 1
         if st.snapshots % COLLECT_EVERY == 0:
@@ -229,7 +242,10 @@ class CheckpointService(SessionObserver):
         session.scheduler.spawn(run())
 
     async def restore_lost(self, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
-        return await restore_lost(self.store, self.state(session), session, snap)
+        async def run(cell_ids: list[str]) -> bool:
+            return (await self.engine.run_batch(session, snap, cell_ids)).ok
+
+        return await restore_lost(self.store, self.state(session), session, snap, run)
 
     # -- RPC methods -------------------------------------------------------------------------
     def _ready(self, kernel_id: str | None, notebook: str | None) -> KernelSession:

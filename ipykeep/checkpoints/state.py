@@ -10,6 +10,7 @@ from typing import Any
 from ..core.session import CellRun
 from ..staleness import probes
 from ..api.checkpoints import CellCheckpointInfo, RestoreReport
+from .cost import CheapCell
 
 MODULE = "_ipykeep_ckpt"
 HIDDEN = ("<numpy.random>", "<random>")
@@ -45,4 +46,6 @@ class KernelCheckpoints:
     #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
     named: dict[str, tuple[int, Any, dict[str, CellRun]]] = field(default_factory=dict)
     snapshots: int = 0
+    #: cells not checkpointed on purpose (see ``cost``), by id
+    cheap: dict[str, CheapCell] = field(default_factory=dict)
     pending_notice: str | None = None

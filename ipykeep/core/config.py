@@ -90,6 +90,10 @@ class Config:
     checkpoint_max_age_days: float = 14.0
     #: Seconds the kernel may spend pickling one cell's values; the rest is not checkpointed.
     checkpoint_snapshot_budget_s: float = 10.0
+    #: A cell's values are checkpointed only when re-running it (with the cheap cells it reads
+    #: from, which are not checkpointed either) takes at least this many seconds; cheaper cells
+    #: re-run on restore instead (storing them would cost more than recomputing them).
+    checkpoint_min_cell_s: float = 1.0
     #: Variable names, and types as "module.QualName", never checkpointed (their cells re-run).
     checkpoint_exclude_names: list[str] = field(default_factory=list)
     checkpoint_exclude_types: list[str] = field(default_factory=list)

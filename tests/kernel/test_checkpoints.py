@@ -48,7 +48,7 @@ EXPRS = ("df.to_dict()", "total", "sorted(base)", "box.v", "[b.v for b in boxed]
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
     root = tmp_path_factory.mktemp("checkpoints")
     (root / ".git").mkdir()
-    eng = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static")).engine
+    eng = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0)).engine
     yield eng
     await eng.shutdown()
 
