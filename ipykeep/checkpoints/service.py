@@ -21,6 +21,7 @@ import copy
 import json
 import logging
 import time
+from typing import Any
 from pathlib import Path
 
 from ..core.engine import Engine
@@ -202,14 +203,24 @@ class CheckpointService(SessionObserver):
             },
         }
         st.cheap.pop(cell.cell_id, None)
+        previous = st.cells.get(cell.cell_id)
         if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
             st.cheap[cell.cell_id] = cost.CheapCell(ex.duration or 0.0, decision.chain)
         try:
-            reply = await session.process.eval_silent(
-                _call("snapshot", json.dumps(meta), [] if decision.cheap else writes), timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30
-            )
-        except IpykeepError as exc:
-            log.warning("checkpoint of %s failed: %s", cell.cell_id, exc.message)
+            if decision.cheap and (previous is None or previous.cheap):
+                # written here, not by the kernel: no round trip, the kernel is not held at all
+                # (when the kernel's writer may still hold an older snapshot of this cell, the
+                # manifest goes through it instead, so the newer one is written last)
+                manifest = {**meta["manifest"], "values": {}, "failed": {}, "restorable": True, "created": time.time()}
+                await asyncio.to_thread(self.store.write_manifest, path, manifest)
+                reply: dict[str, Any] = {}
+            else:
+                reply = await session.process.eval_silent(
+                    _call("snapshot", json.dumps(meta), [] if decision.cheap else writes),
+                    timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30,
+                )
+        except (IpykeepError, OSError) as exc:
+            log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
             return
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
         failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
