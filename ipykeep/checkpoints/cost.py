@@ -4,7 +4,8 @@ Pickling a cell's values holds the kernel (buffers are copied before the writer 
 them), so checkpointing every cell makes cheap cells several times slower. As in
 ElasticNotebook, a value is saved only when recomputing it would cost more: a cell is *cheap*
 when re-running it together with the cheap cells it reads from (transitively; they are not
-checkpointed either) takes less than ``checkpoint_min_cell_s``. A cheap cell gets a manifest
+checkpointed either) takes less than ``checkpoint_min_cell_s``, or less than saving its values
+took the last time they were saved (the time the kernel was held pickling them). A cheap cell gets a manifest
 without values and re-runs on restore, before the checkpointed values are loaded.
 
 A cell that reads a name whose writer was checkpointed (or is unknown: a restored cell) is never
@@ -40,9 +41,11 @@ def decide(
     writers: Iterable[str | None],
     cheap: Mapping[str, CheapCell],
     min_cell_s: float,
+    snapshot_s: float | None = None,
 ) -> Decision:
     """``writers``: for each name the cell read, the cell whose write it saw (None: none, or
-    scratch code, whose values are not checkpointed either way)."""
+    scratch code, whose values are not checkpointed either way). ``snapshot_s``: what saving
+    this cell's values cost the last time (None: never saved in this kernel)."""
     upstream = {w for w in writers if w is not None and w != cell_id}
     chain: set[str] = set()
     reads_saved = False
@@ -54,5 +57,6 @@ def decide(
         chain |= {w} | info.chain
     chain.discard(cell_id)
     recompute = duration + sum(cheap[c].duration for c in chain if c in cheap)
-    is_cheap = min_cell_s > 0 and not reads_saved and recompute < min_cell_s
+    cheaper = recompute < min_cell_s or (snapshot_s is not None and recompute < snapshot_s)
+    is_cheap = min_cell_s > 0 and not reads_saved and cheaper
     return Decision(cheap=is_cheap, recompute_s=round(recompute, 6), chain=frozenset(chain))

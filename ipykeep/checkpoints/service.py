@@ -178,7 +178,7 @@ class CheckpointService(SessionObserver):
             return
         decision = cost.decide(
             cell.cell_id, ex.duration or 0.0, tracker.run_inputs(cell.cell_id).values(), st.cheap,
-            session.config.checkpoint_min_cell_s,
+            session.config.checkpoint_min_cell_s, st.snapshot_s.get(cell.cell_id),
         )
         writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
         files, written = tracker.run_files(cell.cell_id)
@@ -222,6 +222,8 @@ class CheckpointService(SessionObserver):
         except (IpykeepError, OSError) as exc:
             log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
             return
+        if not decision.cheap and "seconds" in reply:
+            st.snapshot_s[cell.cell_id] = float(reply["seconds"])
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
         failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
         st.cells.pop(cell.cell_id, None)  # kept in run order: the latest writer of a name last

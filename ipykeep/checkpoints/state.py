@@ -48,4 +48,6 @@ class KernelCheckpoints:
     snapshots: int = 0
     #: cells not checkpointed on purpose (see ``cost``), by id
     cheap: dict[str, CheapCell] = field(default_factory=dict)
+    #: cell id -> seconds the kernel was held the last time its values were saved
+    snapshot_s: dict[str, float] = field(default_factory=dict)
     pending_notice: str | None = None

@@ -27,3 +27,9 @@ def test_reading_a_saved_value_is_never_cheap() -> None:
 
 def test_threshold_zero_saves_every_cell() -> None:
     assert not decide("a", 0.0, [], {}, 0.0).cheap
+
+
+def test_a_cell_whose_last_snapshot_cost_more_than_its_run_is_cheap() -> None:
+    assert decide("a", 1.5, [], {}, 1.0, snapshot_s=2.0).cheap
+    assert not decide("a", 1.5, [], {}, 1.0, snapshot_s=0.2).cheap
+    assert not decide("a", 1.5, ["saved"], {}, 1.0, snapshot_s=2.0).cheap
