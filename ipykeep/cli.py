@@ -20,7 +20,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
+from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
 from .core.config import load_config
 from .core.errors import UnknownKernelError, UsageError
 from .core.notebook import read_notebook
@@ -199,11 +199,11 @@ def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not any(_pid_alive(p) for p in pids):
+        if not any(pid_alive(p) for p in pids):
             return
         time.sleep(0.05)
     for p in pids:
-        if _pid_alive(p):
+        if pid_alive(p):
             try:
                 os.kill(p, signal.SIGKILL)
             except OSError:

@@ -1,6 +1,7 @@
 """The project daemon: owns the engine, serves it over RPC, publishes its descriptor.
 
-Run as ``python -m ipykeep.core.daemon --root PROJECT`` by ``client.ensure_daemon``, fully
+Run as ``python -m ipykeep.daemon_main --root PROJECT`` (which composes the engine and its
+services, and hands them to ``main`` here) by ``client.ensure_daemon``, fully
 detached (new session, stdin from /dev/null, stdout/stderr to ``.ipykeep/run/daemon.log``).
 The descriptor ``.ipykeep/run/daemon.json`` (0600 in a 0700 directory) carries pid, address,
 token and version. The daemon exits when asked, on SIGTERM/SIGINT, or when its last kernel
@@ -155,7 +156,7 @@ class Daemon:
                     self.paths.descriptor.unlink()
 
 
-def main(argv: list[str] | None = None, compose: Compose | None = None) -> None:
+def main(argv: list[str] | None, compose: Compose) -> None:
     parser = argparse.ArgumentParser(prog="ipykeep-daemon")
     parser.add_argument("--root", required=True)
     args = parser.parse_args(argv)
@@ -166,14 +167,5 @@ def main(argv: list[str] | None = None, compose: Compose | None = None) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
-    if compose is None:
-        # Run as ``-m ipykeep.core.daemon``: the composition root lives outside core (it
-        # imports the serving layer); ``ipykeep.daemon_main`` passes it in instead.
-        from ..composition import compose_for_daemon
-
-        compose = compose_for_daemon
     asyncio.run(Daemon(root, compose).run())
 
-
-if __name__ == "__main__":
-    main()

@@ -19,7 +19,7 @@ from ipykeep.core.errors import IpykeepError
 
 
 def _all_error_classes() -> set[type[IpykeepError]]:
-    skip = ("_inkernel", "ipykeep.__main__", "ipykeep.core.daemon")
+    skip = ("_inkernel", "ipykeep.__main__", "ipykeep.daemon_main")
     for mod in pkgutil.walk_packages(ipykeep.__path__, "ipykeep."):
         if not any(s in mod.name for s in skip):
             importlib.import_module(mod.name)
