@@ -24,13 +24,15 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from .. import __version__
 from ..api import methods as api
 from ..api.kernels import ShutdownResult
 from ..api.spec import Binding, bind
+from ..fsutil import atomic_write_text
 from .config import Config, load_config
 from .engine import Engine
 from .project import ProjectPaths
@@ -91,12 +93,7 @@ def method_table(
 
 def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     paths.ensure_run()
-    tmp = paths.descriptor.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, paths.descriptor)
+    atomic_write_text(paths.descriptor, json.dumps(data), mode=0o600)
 
 
 #: builds the engine with its collaborators; returns it and the collaborators' RPC methods
