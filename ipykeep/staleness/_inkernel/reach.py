@@ -157,7 +157,8 @@ def _pandas_arrays(obj, pd):
         out.append(obj.index)
         if isinstance(obj, pd.DataFrame):
             out.append(obj.columns)
-    elif isinstance(obj, pd.Index):
+    elif isinstance(obj, pd.Index) and not isinstance(obj, pd.RangeIndex):
+        # a RangeIndex holds no array (``_values`` would build one)
         out.append(obj._values)
     return out
 
@@ -198,6 +199,8 @@ def _walk(objs, ns):
         if pd is not None and isinstance(o, (pd.DataFrame, pd.Series, pd.Index)):
             for arr in _pandas_arrays(o, pd):
                 stack.append(arr)
+                if isinstance(arr, pd.Index):
+                    continue  # walked as an index (a RangeIndex builds ``_data`` on demand)
                 for name in ("_ndarray", "_data", "_mask", "_codes"):
                     try:
                         inner = object.__getattribute__(arr, name)

@@ -124,6 +124,8 @@ class _Fp:
             blocks = tuple((id(b), id(b.values)) for b in mgr.blocks)
             cols = id(obj.columns) if isinstance(obj, self.pd.DataFrame) else repr(obj.name)
             return ("pd", obj.shape, id(mgr), blocks, id(obj.index), cols)
+        if isinstance(obj, self.pd.RangeIndex):
+            return ("range", obj.start, obj.stop, obj.step)
         return ("idx", len(obj), id(obj._values))
 
     def of(self, obj, depth):
