@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--out DIR] [--only NAME ...]``: run every scenario.
+"""``python -m benchmarks [--quick | --smoke] [--out DIR] [--only NAME ...]``: run every scenario.
 
 Prints a Markdown table and writes ``results.json``, ``results.md`` and ``ratios.png`` under
 ``--out`` (default ``benchmarks/results/<timestamp>/``). A scenario that fails is reported as
@@ -28,7 +28,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     names = [s.NAME for s in ALL]
     p = argparse.ArgumentParser(prog="python -m benchmarks", description="ipykeep vs baselines, side by side.")
-    p.add_argument("--quick", action="store_true", help="each scenario once, at small sizes (smoke test)")
+    p.add_argument("--quick", action="store_true", help="each scenario once, at small sizes")
+    p.add_argument(
+        "--smoke", action="store_true",
+        help="--quick with one repetition and only the sides each scenario needs: checks that every scenario runs (the test suite uses it)",
+    )
     p.add_argument("--out", type=Path, help="results directory (default: benchmarks/results/<timestamp>)")
     p.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=f"run only these: {', '.join(names)}")
     return p.parse_args(argv)
@@ -39,7 +43,7 @@ async def run_all(args: argparse.Namespace, out: Path) -> list[ScenarioOutcome]:
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     pool = Pool(tmp=tmp, log_dir=logs)
-    ctx = RunContext(quick=args.quick, out=out, tmp=tmp, pool=pool)
+    ctx = RunContext(quick=args.quick or args.smoke, out=out, tmp=tmp, pool=pool, smoke=args.smoke)
     outcomes: list[ScenarioOutcome] = []
     try:
         for scenario in ALL:
@@ -78,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = asyncio.run(run_all(args, out))
     total = time.perf_counter() - t0
     table = markdown_table(outcomes)
-    mode = "quick (smoke test sizes)" if args.quick else "full"
+    mode = "smoke test" if args.smoke else "quick (small sizes)" if args.quick else "full"
     header = f"ipykeep benchmarks, {mode}: {total:.0f} s on {os.cpu_count()} CPU(s)\n\n"
     (out / "results.md").write_text(header + table + "\n")
-    write_json(out / "results.json", outcomes, quick=args.quick, total_s=total)
+    write_json(out / "results.json", outcomes, quick=args.quick or args.smoke, total_s=total)
     write_chart(out / "ratios.png", outcomes)
     print(header + table)
     print(f"\nresults: {out}/results.json, results.md, ratios.png", file=sys.stderr)

@@ -58,11 +58,18 @@ class RunContext:
     out: Path
     tmp: Path
     pool: Pool
+    #: The test suite's check that every scenario still runs: quick sizes, one repetition, no
+    #: warm-up rounds, and only the sides a scenario cannot do without (``--smoke``).
+    smoke: bool = False
 
     def reps(self, full: int, quick: int = 1) -> int:
+        if self.smoke:
+            return min(quick, 1)
         return quick if self.quick else full
 
-    def size(self, full: Any, quick: Any) -> Any:
+    def size(self, full: Any, quick: Any, smoke: Any = None) -> Any:
+        if self.smoke and smoke is not None:
+            return smoke
         return quick if self.quick else full
 
     def workdir(self, name: str) -> Path:

@@ -16,54 +16,51 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any, List, Optional
 
 import typer
 
 from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, _pid_alive
 from .core.config import load_config
-from .core.errors import IpykeepError, UnknownKernelError, UsageError
+from .core.errors import UnknownKernelError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
 from .core.records import KernelRecord, StatusRecord
 from .core.render import render_kernel
 from . import cli_fast as fast
+from .cli_options import BIND_HELP, guarded, json_option, notebook_argument, notebook_option, pick_notebook
 
 app = typer.Typer(
     name="ipykeep",
     help="A persistent, dataflow-aware Jupyter kernel bound to your notebook.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-JsonOpt = typer.Option(False, "--json", help="Print compact JSON.")
-NotebookOpt = typer.Option(None, "--notebook", "-n", help="Notebook whose kernel to use (optional with one kernel).")
+JsonOpt = json_option()
+NotebookOpt = notebook_option()
+NotebookArg = notebook_argument()
 
 
 def _err(msg: str) -> None:
     typer.echo(msg, err=True)
 
 
-def fail(exc: IpykeepError) -> typer.Exit:
-    _err(f"error: {exc.message}")
-    if exc.hint:
-        _err(f"hint: {exc.hint}")
-    return typer.Exit(exc.exit_code)
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(fast.version_line())
+        raise typer.Exit()
 
 
-def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn ipykeep errors into their message, hint and exit code."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except IpykeepError as exc:
-            raise fail(exc) from None
-
-    return wrapper
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_show_version, is_eager=True, help="Print ipykeep's version and exit."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Same as --json after the command: print compact JSON."),
+) -> None:
+    # Global options only: a --json here was moved after the command's name (normalize_argv).
+    del version, as_json
 
 
 def emit(as_json: bool, payload: Any, text: str) -> None:
@@ -83,7 +80,8 @@ def _client() -> DaemonClient:
 @app.command()
 @guarded
 def start(
-    notebook: Optional[str] = typer.Argument(None, help="The .ipynb to bind (default: `notebook` from ipykeep.toml)."),
+    notebook: Optional[str] = notebook_argument(BIND_HELP),
+    notebook_opt: Optional[str] = notebook_option(BIND_HELP),
     no_warm: bool = typer.Option(False, "--no-warm", help="Do not run the notebook's cells now."),
     no_write_outputs: bool = typer.Option(False, "--no-write-outputs", help="Never write outputs into the notebook."),
     python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
@@ -92,11 +90,13 @@ def start(
     as_json: bool = JsonOpt,
 ) -> None:
     """Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up."""
+    notebook = pick_notebook(notebook, notebook_opt)
     if notebook is None:
-        cfg = load_config(find_project_root())
+        root = find_project_root()
+        cfg = load_config(root)
         if not cfg.notebook:
             raise UsageError("no notebook given", hint="pass NOTEBOOK, or set `notebook` in ipykeep.toml")
-        notebook = str(find_project_root() / cfg.notebook)
+        notebook = str(root / cfg.notebook)
     nb_path = Path(notebook).expanduser().resolve()
     read_notebook(nb_path)  # a bad notebook fails here, before any process starts
     client = ensure_daemon(nb_path.parent)
@@ -151,11 +151,13 @@ def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> Ker
 @app.command()
 @guarded
 def stop(
-    notebook: Optional[str] = typer.Argument(None, help="Stop this notebook's kernel."),
+    notebook: Optional[str] = NotebookArg,
+    notebook_opt: Optional[str] = NotebookOpt,
     all_: bool = typer.Option(False, "--all", help="Stop every kernel and the daemon."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Stop one notebook's kernel, or everything; returns once the processes are gone."""
+    notebook = pick_notebook(notebook, notebook_opt)
     desc = find_daemon(Path.cwd())
     if desc is None and all_:
         emit(as_json, {"stopped": []}, "no daemon running")
@@ -204,11 +206,12 @@ def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
 @app.command()
 @guarded
 def status(
-    notebook: Optional[str] = typer.Argument(None, help="Only this notebook's kernel."),
+    notebook: Optional[str] = NotebookArg,
+    notebook_opt: Optional[str] = NotebookOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Kernels, their notebooks and per-cell state."""
-    _exit(fast.cmd_status(notebook, as_json))
+    """Kernels, their notebooks and per-cell state (one notebook's, when given)."""
+    _exit(fast.cmd_status(pick_notebook(notebook, notebook_opt), as_json))
 
 
 def _exit(code: int) -> None:
@@ -231,8 +234,11 @@ def run(
 
 @app.command()
 @guarded
-def restart(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
+def restart(
+    notebook: Optional[str] = NotebookArg, notebook_opt: Optional[str] = NotebookOpt, as_json: bool = JsonOpt
+) -> None:
     """Restart the notebook's kernel (dead or alive): same kernel id, fresh state."""
+    notebook = pick_notebook(notebook, notebook_opt)
     rec = KernelRecord.model_validate(_client().call("restart", notebook=fast.abs_path(notebook)))
     emit(as_json, rec, render_kernel(rec))
 
@@ -250,15 +256,18 @@ def exec_(
 
 @app.command()
 @guarded
-def interrupt(notebook: Optional[str] = typer.Argument(None), as_json: bool = JsonOpt) -> None:
+def interrupt(
+    notebook: Optional[str] = NotebookArg, notebook_opt: Optional[str] = NotebookOpt, as_json: bool = JsonOpt
+) -> None:
     """Interrupt what the kernel is running (kill and restart it if it ignores SIGINT)."""
-    _exit(fast.cmd_interrupt(notebook, as_json))
+    _exit(fast.cmd_interrupt(pick_notebook(notebook, notebook_opt), as_json))
 
 
 @app.command("run-stale")
 @guarded
 def run_stale(
-    notebook: Optional[str] = typer.Argument(None, help="Notebook (optional with one kernel)."),
+    notebook: Optional[str] = NotebookArg,
+    notebook_opt: Optional[str] = NotebookOpt,
     execute: bool = typer.Option(False, "--execute", help="Run the plan (default: only show it)."),
     fresh: bool = typer.Option(
         False, "--fresh", help="With --execute: restart the kernel and run every cell instead (same state, from scratch)."
@@ -273,7 +282,7 @@ def run_stale(
     Plan mode exits 0 whatever it finds; --execute exits 0 when every cell succeeded, 1 when
     one failed (its dependents are skipped and reported; independent cells still run).
     """
-    _exit(fast.cmd_run_stale(notebook, execute, fresh, as_json))
+    _exit(fast.cmd_run_stale(pick_notebook(notebook, notebook_opt), execute, fresh, as_json))
 
 
 @app.command()
@@ -318,12 +327,12 @@ def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) ->
         typer.echo(render_namespace(listing))
 
 
-def main() -> None:
+def main(args: Optional[List[str]] = None) -> None:
     from .cli_extensions import register_all
 
-
     register_all(app)
-    app()
+    argv = fast.normalize_argv(sys.argv[1:] if args is None else args)
+    app(args=argv, prog_name="ipykeep")
 
 
 if __name__ == "__main__":

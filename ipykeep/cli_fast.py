@@ -21,18 +21,24 @@ from typing import Any, Callable
 
 from .core.errors import IpykeepError
 
+_NOTEBOOK = {"--notebook": "notebook", "-n": "notebook"}
 #: command -> (positional arguments as (name, nargs) with nargs "1", "?" or "+"; flags; options with a value)
 _SPECS: dict[str, tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]] = {
-    "exec": ([("code", "1")], {"--json": "as_json"}, {"--notebook": "notebook", "-n": "notebook"}),
-    "status": ([("notebook", "?")], {"--json": "as_json"}, {}),
-    "run": ([("cells", "+")], {"--json": "as_json"}, {"--notebook": "notebook", "-n": "notebook"}),
+    "exec": ([("code", "1")], {"--json": "as_json"}, _NOTEBOOK),
+    "status": ([("notebook", "?")], {"--json": "as_json"}, _NOTEBOOK),
+    "run": ([("cells", "+")], {"--json": "as_json"}, _NOTEBOOK),
     "run-stale": (
         [("notebook", "?")],
         {"--json": "as_json", "--execute": "execute", "--fresh": "fresh"},
-        {},
+        _NOTEBOOK,
     ),
-    "interrupt": ([("notebook", "?")], {"--json": "as_json"}, {}),
+    "interrupt": ([("notebook", "?")], {"--json": "as_json"}, _NOTEBOOK),
 }
+
+#: Flags every command that prints takes, accepted before the command's name too.
+GLOBAL_FLAGS = ("--json",)
+#: What the notebook argument means wherever it names the kernel to use.
+NOTEBOOK_HELP = "Notebook whose kernel to use (optional with one kernel)."
 
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")  # what click.echo strips when not writing to a terminal
 
@@ -70,8 +76,27 @@ def parse(command: str, args: list[str]) -> dict[str, Any] | None:
                 return None
             values[name] = loose.pop(0)
         else:
-            values[name] = loose.pop(0) if loose else None
+            if loose and values.get(name) is not None:  # NOTEBOOK and --notebook both: typer says it
+                return None
+            values[name] = loose.pop(0) if loose else values.get(name)
     return None if loose else values
+
+
+def normalize_argv(args: list[str]) -> list[str]:
+    """``ipykeep --json status`` as ``ipykeep status --json``: global flags before the command
+    move to just after its name (not to the end, where they could follow a ``--``)."""
+    i = 0
+    while i < len(args) and args[i] in GLOBAL_FLAGS:
+        i += 1
+    if i == 0 or i == len(args) or args[i].startswith("-"):
+        return list(args)
+    return [args[i], *dict.fromkeys(args[:i]), *args[i + 1 :]]
+
+
+def version_line() -> str:
+    from . import __version__
+
+    return f"ipykeep {__version__}"
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -82,6 +107,14 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
         text = _ANSI.sub("", text)
     stream.write(text + ("\n" if nl else ""))
     stream.flush()
+
+
+def print_error(exc: IpykeepError) -> int:
+    """The one way the CLI reports an ipykeep error: what happened, what to do; the exit code."""
+    echo(f"error: {exc.message}", err=True)
+    if exc.hint:
+        echo(f"hint: {exc.hint}", err=True)
+    return exc.exit_code
 
 
 def emit_json(payload: Any) -> None:
@@ -250,24 +283,25 @@ def run_fast(command: str, values: dict[str, Any]) -> int:
     try:
         return _COMMANDS[command](**values)
     except IpykeepError as exc:
-        echo(f"error: {exc.message}", err=True)
-        if exc.hint:
-            echo(f"hint: {exc.hint}", err=True)
-        return exc.exit_code
+        return print_error(exc)
     except KeyboardInterrupt:
         echo("\nAborted!", err=True)  # as click says it
         return 1
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in _SPECS and os.environ.get("IPYKEEP_CLI_FULL") != "1":
+    args = normalize_argv(sys.argv[1:] if argv is None else argv)
+    fast = os.environ.get("IPYKEEP_CLI_FULL") != "1"  # "1": everything through typer (tests compare)
+    if fast and args in (["--version"], ["-V"]):
+        echo(version_line())
+        sys.exit(0)
+    if fast and args and args[0] in _SPECS:
         values = parse(args[0], args[1:])
         if values is not None:
             sys.exit(run_fast(args[0], values))
     from .cli import main as full_main
 
-    full_main()
+    full_main(args)
 
 
 if __name__ == "__main__":

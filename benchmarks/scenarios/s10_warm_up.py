@@ -89,7 +89,7 @@ async def _jupyter_execute(nb: Path) -> None:
 
 
 async def run(ctx: RunContext) -> list[Metric]:
-    cells = ctx.size(150, 10)
+    cells = ctx.size(150, 10, smoke=2)
     samples: dict[str, list[float]] = {"ipyflow": [], "untraced": [], "static": [], "nbclient": []}
     per_cell: dict[str, list[float]] = {"ipyflow": [], "untraced": [], "static": []}
     for _ in range(ctx.reps(1, 1)):

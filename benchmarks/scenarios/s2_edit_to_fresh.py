@@ -21,9 +21,9 @@ TITLE = "2. Edit to fresh"
 
 async def run(ctx: RunContext) -> list[Metric]:
     root = make_project(ctx.workdir(NAME))
-    rows = ctx.size(200_000, 20_000)
+    rows = ctx.size(200_000, 20_000, smoke=5_000)
     write_csv(root / "data.csv", rows)
-    nb, edited, template = analysis_notebook(root / "analysis.ipynb", load_sleep=ctx.size(2.0, 0.5))
+    nb, edited, template = analysis_notebook(root / "analysis.ipynb", load_sleep=ctx.size(2.0, 0.5, smoke=0.1))
     ours: list[float] = []
     theirs: list[float] = []
     executed: list[int] = []

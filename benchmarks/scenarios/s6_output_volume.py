@@ -28,7 +28,8 @@ async def run(ctx: RunContext) -> list[Metric]:
     lines_total = lines
     sizes: dict[str, int] = {}
     metrics: list[Metric] = []
-    for mode, kind in (("ipyflow", "ipyflow"), ("static", "plain")):
+    modes = (("ipyflow", "ipyflow"), ("static", "plain"))
+    for mode, kind in modes[1:] if ctx.smoke else modes:  # the smoke test keeps to the plain kernels
         side = await ctx.pool.mcp(mode)
         raw = await ctx.pool.raw(kind)  # type: ignore[arg-type]
 

@@ -27,9 +27,10 @@ ERROR = "def ratio(a, b):\n    return a / b\n\nratio(1, 0)"
 
 
 async def run(ctx: RunContext) -> list[Metric]:
-    side = await ctx.pool.mcp("ipyflow")
+    kind = "plain" if ctx.smoke else "ipyflow"  # the smoke test keeps to the plain kernels
+    side = await ctx.pool.mcp("static" if ctx.smoke else "ipyflow")
     mcp, kid = side.mcp, side.kernel_id
-    raw = await ctx.pool.raw("ipyflow")
+    raw = await ctx.pool.raw(kind)  # type: ignore[arg-type]
     metrics: list[Metric] = []
 
     tools = await mcp.tools_list_bytes()
@@ -53,14 +54,15 @@ async def run(ctx: RunContext) -> list[Metric]:
     raw_bytes = (await raw.execute(ERROR)).output_bytes
     metrics.append(Metric(NAME, "an error (ZeroDivisionError)", "B", single(res.bytes), "MCP ipython", "raw traceback", single(raw_bytes)))
 
-    nb60 = chain_notebook(side.root / "sixty.ipynb", 60)
+    chain = ctx.size(60, 60, smoke=10)
+    nb60 = chain_notebook(side.root / "sixty.ipynb", chain)
     created = await mcp.call("create_kernel", {"notebook": nb60.name})
     kid60 = created.data["kernel_id"]
     try:
         await anyio.to_thread.run_sync(set_source, nb60, "c5", "x5 = (x2 + x4) % 1000 + 1.5")
         res = await mcp.call("run_stale", {"kernel_id": kid60})
         planned = len(res.data.get("stale", []))
-        metrics.append(Metric(NAME, "run_stale plan, 60-cell notebook", "B", single(res.bytes), "MCP run_stale", extra={"cells_in_plan": planned}))
+        metrics.append(Metric(NAME, f"run_stale plan, {chain}-cell notebook", "B", single(res.bytes), "MCP run_stale", extra={"cells_in_plan": planned}))
     finally:
         await mcp.call("close_kernel", {"kernel_id": kid60})
 

@@ -46,7 +46,7 @@ async def run(ctx: RunContext) -> list[Metric]:
     root = make_project(ctx.workdir(NAME))
     nb = chain_notebook(root / "sixty.ipynb", 60)
     reps = ctx.reps(20, 3)
-    rows = ctx.size(10_000_000, 1_000_000)
+    rows = ctx.size(10_000_000, 1_000_000, smoke=100_000)
     async with engine(root) as eng:
         staleness = next(p for p in eng.plugins if hasattr(p, "run_stale"))
         inspection = next(p for p in eng.plugins if hasattr(p, "inspect"))

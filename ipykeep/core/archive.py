@@ -21,13 +21,32 @@ from typing import Any
 
 import nbformat
 
+from ..fsutil import atomic_write_bytes
 from .execution import Execution
 from .project import private_dir
 
 LARGE_TEXT = 20_000  # characters of one output kept inline in the record
 ARTIFACT_URI_PREFIX = "ipykeep://artifacts/"
 
-_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg", "text/html": "html", "text/plain": "txt"}
+#: The one MIME table: the suffix an artifact of each type is stored under. Reading maps the
+#: suffix back (``ARTIFACT_MIME``), so whatever is stored is served with its type; anything
+#: else is stored as ``.bin`` and served as application/octet-stream.
+MIME_SUFFIX = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+    "image/svg+xml": ".svg",
+    "text/html": ".html",
+    "text/markdown": ".md",
+    "text/latex": ".tex",
+    "text/plain": ".txt",
+    "application/json": ".json",
+}
+#: Suffix -> MIME type for reading (``.jpeg`` too: a name someone typed by hand).
+ARTIFACT_MIME = {suffix: mime for mime, suffix in MIME_SUFFIX.items()} | {".jpeg": "image/jpeg"}
+#: Suffixes returned as text (everything not an image, and SVG, which is XML).
+TEXT_SUFFIXES = tuple(s for s, m in ARTIFACT_MIME.items() if not m.startswith("image/") or m == "image/svg+xml")
 
 
 @dataclass(frozen=True)
@@ -45,13 +64,11 @@ class KernelArchive:
 
     def store(self, payload: bytes, mime: str) -> Artifact:
         digest = hashlib.sha256(payload).hexdigest()[:24]
-        name = f"{digest}.{_EXT.get(mime, 'bin')}"
+        name = digest + MIME_SUFFIX.get(mime, ".bin")
         self.artifacts.mkdir(exist_ok=True)
         path = self.artifacts / name
         if not path.exists():
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_bytes(payload)
-            tmp.replace(path)
+            atomic_write_bytes(path, payload)
         return Artifact(path, f"{ARTIFACT_URI_PREFIX}{self.kernel_id}/{name}")
 
     def store_text(self, text: str) -> Artifact:
@@ -153,11 +170,6 @@ def resolve_artifact_uri(state_dir: Path, uri: str) -> Path:
     if any(p.is_symlink() for p in chain):
         raise ValueError(f"artifact {uri} is not a file ipykeep stored")
     return chain[-1]
-
-
-#: MIME types of the artifacts ipykeep stores, by suffix (text suffixes are returned as text).
-ARTIFACT_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".svg": "image/svg+xml"}
-TEXT_SUFFIXES = (".txt", ".html", ".svg")
 
 
 def read_artifact(state_dir: Path, uri: str) -> dict[str, Any]:

@@ -198,10 +198,6 @@ def load_config(root: Path | None = None, environ: dict[str, str] | None = None)
     return Config(**values)
 
 
-def config_as_dict(config: Config) -> dict[str, Any]:
-    return dataclasses.asdict(config)
-
-
 def resolve_python(python: str, root: Path) -> str:
     """A relative ``python`` is taken from the project root; a bare name is looked up on PATH."""
     import shutil

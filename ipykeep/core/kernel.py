@@ -23,9 +23,6 @@ import queue
 import shutil
 import signal
 import tempfile
-
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +30,7 @@ import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
+from ..inkernel import install_expression
 from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
 
@@ -72,12 +70,6 @@ def short_runtime_dir() -> Path:
     base.mkdir(mode=0o700, exist_ok=True)
     os.chmod(base, 0o700)
     return Path(tempfile.mkdtemp(prefix="k", dir=base))
-
-@dataclass(frozen=True)
-class HelperResult:
-    """Result of a silent helper evaluation: the decoded JSON value."""
-
-    value: Any
 
 class KernelProcess:
     """A started kernel: process management plus message routing."""
@@ -508,16 +500,8 @@ class KernelProcess:
         """Install stdlib-only helper source as ``sys.modules[module_name]`` (once per process)."""
         if module_name in self.installed_helpers:
             return
-        setup = (
-            "import sys as _s, types as _t\n"
-            f"if {module_name!r} not in _s.modules:\n"
-            f"    _m = _t.ModuleType({module_name!r})\n"
-            f"    exec(compile({source!r}, {'<' + module_name + '>'!r}, 'exec'), _m.__dict__)\n"
-            f"    _s.modules[{module_name!r}] = _m\n"
-            "del _s, _t\n"
-            "try:\n    del _m\nexcept NameError:\n    pass\n"
-        )
-        await self.eval_silent("'\"ok\"'", setup=setup, subshell_id=subshell_id, timeout=timeout)
+        expression = install_expression(module_name, source)
+        await self.eval_silent(expression, subshell_id=subshell_id, timeout=timeout, decode=False)
         self.installed_helpers.add(module_name)
 
     # -- subshells ---------------------------------------------------------------------------
@@ -574,6 +558,3 @@ class KernelProcess:
     async def interrupt(self) -> None:
         if self.km is not None:
             await self.km.interrupt_kernel()
-
-def new_msg_id() -> str:
-    return uuid.uuid4().hex

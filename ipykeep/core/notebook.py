@@ -20,7 +20,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any, Iterator
 
 import nbformat
 
+from ..fsutil import TEMP_SUFFIX, write_temp_beside
 from .errors import NotebookConflictError, NotebookInvalidError, NotebookWriteError, UnknownCellError
 
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
@@ -101,14 +101,8 @@ def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None
     if it still holds exactly those bytes (checked under the lock); returns whether it was.
     """
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=TEMP_SUFFIX, dir=os.path.dirname(path) or ".")
+    tmp = write_temp_beside(path, data, fsync=True)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         with directory_lock(path):
             if unchanged_since is not None:
                 with open(path, "rb") as current:
@@ -123,7 +117,6 @@ def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None
                 os.unlink(tmp)
 
 
-TEMP_SUFFIX = ".ipykeep-tmp"
 #: A temporary file this old was left by a write that was killed (a write takes well under it).
 STALE_TEMP_SECONDS = 120.0
 

@@ -11,6 +11,8 @@ import typer
 from ipykeep.core.errors import IpykeepError
 from ipykeep.core.project import find_project_root
 
+from ipykeep.cli_options import fail, pick_notebook
+
 from .doctor import render_table, run_doctor
 from .files import ChangeStatus
 from .init import InitOptions, InitPlan, Provider, Scope, expand_providers, resolve_notebook, run_init
@@ -22,11 +24,6 @@ _VERBS = {
     ChangeStatus.unchanged: ("unchanged", "unchanged"),
     ChangeStatus.conflict: ("conflict", "conflict"),
 }
-
-
-def _fail(exc: IpykeepError) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(exc.exit_code)
 
 
 def render_plan(plan: InitPlan, *, dry_run: bool) -> str:
@@ -58,7 +55,10 @@ _LAUNCHER_HELP = (
 
 
 def init_command(
-    notebook: Annotated[Optional[Path], typer.Argument(help=_NOTEBOOK_HELP)] = None,
+    notebook: Annotated[Optional[Path], typer.Argument(help=_NOTEBOOK_HELP, show_default=False)] = None,
+    notebook_opt: Annotated[
+        Optional[Path], typer.Option("--notebook", "-n", metavar="NOTEBOOK", help=_NOTEBOOK_HELP)
+    ] = None,
     provider: Annotated[Optional[list[Provider]], typer.Option("--provider", "-p", help=_PROVIDER_HELP)] = None,
     scope: Annotated[Scope, typer.Option(help=_SCOPE_HELP)] = Scope.project,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite an existing, different ipykeep entry.")] = False,
@@ -69,6 +69,7 @@ def init_command(
 ) -> None:
     """Register ipykeep with Claude Code, Codex and Cursor, and set up this project."""
     try:
+        notebook = pick_notebook(notebook, notebook_opt)
         cwd = Path.cwd()
         root = find_project_root(cwd)
         options = InitOptions(
@@ -81,7 +82,7 @@ def init_command(
         )
         plan = run_init(options, dry_run=dry_run)
     except IpykeepError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     if dry_run:
         typer.echo(plan.diff(), nl=False)
     typer.echo(render_plan(plan, dry_run=dry_run), nl=False)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import difflib
 import enum
 import os
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ipykeep.core.errors import ConfigError
+from ipykeep.fsutil import atomic_write_text
 
 
 class ChangeStatus(str, enum.Enum):
@@ -83,34 +82,10 @@ def unified_diff(item: FileChange, display: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def _current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically, keeping its mode (new files: 0666 & ~umask).
 
     A symlinked file is written through the link, so dotfiles managed as links stay links.
     """
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_current_umask()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text, follow_symlinks=True, fsync=True)

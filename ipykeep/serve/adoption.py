@@ -8,10 +8,11 @@ and lets go of what is gone. Standard library only: both processes import it.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..fsutil import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,7 @@ class AdoptionSpec:
 
 def write_private_json(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically, readable by the owner only."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data), mode=0o600)
 
 
 def write_spec(path: Path, spec: AdoptionSpec) -> None:

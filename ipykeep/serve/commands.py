@@ -9,18 +9,11 @@ from typing import List, Optional
 import typer
 
 from ..cli_fast import abs_path
-
+from ..cli_options import fail, json_option, notebook_argument, notebook_option, pick_notebook
 from ..core.client import connect
 from ..core.errors import IpykeepError, UsageError
 from ..core.records import KernelRecord
 from . import errors as _errors  # noqa: F401  (registers serve error codes for RPC replies)
-
-
-def _fail(exc: IpykeepError) -> typer.Exit:
-    typer.echo(f"error: {exc.message}", err=True)
-    if exc.hint:
-        typer.echo(f"hint: {exc.hint}", err=True)
-    return typer.Exit(exc.exit_code)
 
 
 def parse_captions(items: List[str]) -> dict[str, str]:
@@ -37,16 +30,18 @@ def parse_captions(items: List[str]) -> dict[str, str]:
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
-        notebook: Optional[str] = typer.Argument(None, help="Serve this notebook's kernel (optional with one kernel)."),
+        notebook: Optional[str] = notebook_argument(),
+        notebook_opt: Optional[str] = notebook_option(),
         stop: bool = typer.Option(False, "--stop", help="Detach the kernel from the Jupyter server instead."),
-        as_json: bool = typer.Option(False, "--json", help="Print compact JSON."),
+        as_json: bool = json_option(),
     ) -> None:
         """Open the running kernel in JupyterLab / VS Code: prints the server URL with its token."""
         try:
+            notebook = pick_notebook(notebook, notebook_opt)
             client = connect(Path.cwd())
             rec = KernelRecord.model_validate(client.call("unserve" if stop else "serve", notebook=abs_path(notebook)))
         except IpykeepError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         if as_json:
             typer.echo(json.dumps(rec.model_dump(mode="json", exclude_none=True), separators=(",", ":")))
         elif stop:
@@ -57,18 +52,20 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def publish(
-        notebook: Optional[str] = typer.Argument(None, help="Publish this notebook's kernel (optional with one kernel)."),
+        notebook: Optional[str] = notebook_argument(),
+        notebook_opt: Optional[str] = notebook_option(),
         cell: List[str] = typer.Option([], "--cell", help="Highlight a cell: ID=CAPTION (repeatable)."),
         tunnel: bool = typer.Option(False, "--tunnel", help="Also expose it through a cloudflared quick tunnel."),
-        as_json: bool = typer.Option(False, "--json", help="Print compact JSON."),
+        as_json: bool = json_option(),
     ) -> None:
         """A live, token-protected view of the kernel's notebook with captioned cells."""
         try:
+            notebook = pick_notebook(notebook, notebook_opt)
             captions = parse_captions(cell)
             client = connect(Path.cwd())
             res = client.call("publish", notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel)
         except IpykeepError as exc:
-            raise _fail(exc) from None
+            raise fail(exc) from None
         if as_json:
             typer.echo(json.dumps(res, separators=(",", ":")))
         else:

@@ -20,6 +20,7 @@ import nbformat
 
 from ..core.errors import UnknownCellError
 from ..core.notebook import _repair_ids, _to_v4, _load_json
+from ..fsutil import atomic_write_text
 from .adoption import write_private_json
 
 CAPTION_TAG = "ipykeep-caption"
@@ -72,9 +73,7 @@ def write_view(target: Path, nb: Any) -> bool:
     if target.exists() and target.read_text(encoding="utf-8") == text:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    atomic_write_text(target, text)
     return True
 
 

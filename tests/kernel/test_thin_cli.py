@@ -23,8 +23,11 @@ HOT = [
     ("exec", "1/0"),
     ("status",),
     ("status", "--json"),
+    ("--json", "status"),
+    ("status", "-n", "nb.ipynb"),
     ("run-stale",),
     ("run-stale", "--json"),
+    ("--json", "run-stale", "--notebook", "nb.ipynb"),
     ("run", "setup", "-n", "nb.ipynb"),
     ("run", "--json", "0"),
     ("interrupt",),
@@ -90,6 +93,17 @@ def test_help_and_bad_arguments_still_come_from_typer(project):
     assert res.returncode == 2 and "No such option" in res.stderr
     res = run_cli("run-stale", "--fresh", cwd=project)
     assert res.returncode == 2 and "--execute" in res.stderr
+    res = run_cli("status", "nb.ipynb", "--notebook", "other.ipynb", cwd=project)
+    assert res.returncode == 2 and "two notebooks given" in res.stderr
+
+
+def test_json_before_the_command_on_a_typer_only_command(project):
+    (project / "data.csv").write_text("a\n1\n")
+    before = run_cli("--json", "watch", "data.csv", cwd=project)
+    after = run_cli("watch", "data.csv", "--json", cwd=project)
+    assert before.returncode == after.returncode == 0, before.stderr
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    assert json.loads(before.stdout)["path"].endswith("data.csv")
 
 
 def test_plan_carries_durations_and_fresh_run_restarts_and_runs_everything(project):

@@ -193,3 +193,13 @@ def test_a_value_rebuilt_equal_in_a_later_cell_is_not_reported_bound_when_exact(
     assert out["bound"] == [] and "small" not in out["opaque"]
     out = shell.run("small = pd.DataFrame({'s': ['a', 'c'], 'x': [1.0, 2.0]})")
     assert out["bound"] == ["small"]
+
+
+def test_user_expressions_that_are_not_ipykeeps_fall_back_to_a_full_scan(shell: Shell) -> None:
+    shell.run(f"big = np.zeros({N})")
+    shell.ip.user_expressions({"probe": '__import__("sys").modules["_ipykeep_statemon"].PROTOCOL_VERSION'})
+    assert shell.run("n = 1")["scan"] == "reached"
+    shell.ip.user_expressions({"x": "big.__iadd__(1).sum()"})
+    out = shell.run("n = 2")
+    assert out["scan"] == "full"
+    assert "big" in out["mutated"]

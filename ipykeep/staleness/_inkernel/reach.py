@@ -47,7 +47,13 @@ ESCAPES = frozenset(
     }
 )
 _LEAF = (int, float, complex, bool, str, bytes, type(None), range, slice)
-_OURS = ('__import__("sys").modules[\'_ipykeep', "__import__('sys').modules['_ipykeep", "__import__(\"sys\").modules[\"_ipykeep")
+
+
+def _ours(expression):
+    """ipykeep's own probe calls and helper installs (they name an ``_ipykeep…`` module in
+    ``sys.modules``); ``run_untraced`` carries user code."""
+    text = str(expression)
+    return "modules" in text and "_ipykeep" in text and "run_untraced" not in text
 
 _state = sys.__dict__.setdefault(
     _STATE_KEY,
@@ -253,8 +259,12 @@ def _walk(objs, ns):
 
 
 def owners(obj, ns):
-    """What ``obj`` reaches (ids and memory owners); raises when that cannot be bounded."""
-    return _walk([obj], ns)
+    """The memory owners (``("root", id)``) under a big value; raises when they cannot be
+    bounded."""
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.ndarray) and not obj.dtype.hasobject:
+        return {("root", roots_of_array(obj, np))}
+    return {x for x in _walk([obj], ns) if isinstance(x, tuple)}
 
 
 def _comms_open():
@@ -284,7 +294,7 @@ def install(ip, ns):
     def user_expressions(expressions):
         # the kernel's own probes are read-only; anything else may change anything
         try:
-            if any(not str(e).lstrip().startswith(_OURS) for e in (expressions or {}).values()):
+            if not all(_ours(e) for e in (expressions or {}).values()):
                 _state["full"] = True
         except Exception:
             _state["full"] = True

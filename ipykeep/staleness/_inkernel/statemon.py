@@ -108,7 +108,7 @@ class _Fp:
         self.hashed += 1
         reach = sys.modules.get(REACH_MODULE)
         try:
-            roots = frozenset(x for x in reach.owners(obj, self.ns) if isinstance(x, tuple))
+            roots = frozenset(reach.owners(obj, self.ns))
             self.cache[key] = (weakref.ref(obj), signal, out, roots)
         except Exception:  # no weak references, or memory that cannot be bounded: no caching
             self.cache.pop(key, None)
@@ -185,6 +185,8 @@ class _Fp:
         np = self.np
         if np is not None:
             if isinstance(obj, np.ndarray):
+                if obj.nbytes <= MAX_BYTES:  # hashed whole, cheaper than the bookkeeping
+                    return self._array(obj)
                 return self._big(obj, lambda: self._array(obj))
             if isinstance(obj, (np.random.Generator, np.random.RandomState)) and depth < MAX_DEPTH:
                 # a generator held inside another object (scipy distributions hold the global

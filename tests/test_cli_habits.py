@@ -1,0 +1,92 @@
+"""CLI habits that need no kernel: --version, shell completion, --json placement, the notebook argument."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+import ipykeep
+from ipykeep import cli_fast
+from ipykeep.cli_options import BIND_HELP
+from tests.conftest import cli_env, make_project, run_cli
+
+PATHS = {"fast": cli_env(), "typer": cli_env(IPYKEEP_CLI_FULL="1")}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(tmp_path_factory.mktemp("habits") / "p", example=False)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_on_both_paths(project: Path, path: str, flag: str) -> None:
+    res = run_cli(flag, cwd=project, env=PATHS[path])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"ipykeep {ipykeep.__version__}\n"
+
+
+def test_the_version_has_one_source() -> None:
+    from importlib.metadata import version
+
+    assert version("ipykeep") == ipykeep.__version__
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_json_before_the_command_is_the_same_as_after(project: Path, path: str) -> None:
+    # No daemon here: both spellings reach the command and fail the same way (exit 3).
+    before = run_cli("--json", "status", cwd=project, env=PATHS[path])
+    after = run_cli("status", "--json", cwd=project, env=PATHS[path])
+    assert before.returncode == after.returncode == 3
+    assert before.stderr == after.stderr and "no ipykeep daemon" in before.stderr
+
+
+def test_normalize_argv_moves_only_leading_global_flags() -> None:
+    assert cli_fast.normalize_argv(["--json", "status"]) == ["status", "--json"]
+    assert cli_fast.normalize_argv(["--json", "--json", "exec", "--", "-1"]) == ["exec", "--json", "--", "-1"]
+    assert cli_fast.normalize_argv(["exec", "--json", "1"]) == ["exec", "--json", "1"]
+    assert cli_fast.normalize_argv(["--json"]) == ["--json"]
+    assert cli_fast.normalize_argv(["--json", "--version"]) == ["--json", "--version"]
+
+
+def test_shell_completion_script_and_completions(project: Path) -> None:
+    script = run_cli("--show-completion", "bash", cwd=project)
+    assert script.returncode == 0, script.stderr
+    assert "_IPYKEEP_COMPLETE=complete_bash" in script.stdout
+    env = cli_env(_IPYKEEP_COMPLETE="complete_bash", COMP_WORDS="ipykeep run-st", COMP_CWORD="1")
+    res = run_cli(cwd=project, env=env)
+    assert res.stdout.split() == ["run-stale"]
+    env.update(COMP_WORDS="ipykeep status --", COMP_CWORD="2")
+    assert {"--notebook", "--json"} <= set(run_cli(cwd=project, env=env).stdout.split())
+
+
+def _commands() -> dict[str, Any]:
+    from ipykeep.cli import app
+    from ipykeep.cli_extensions import register_all
+
+    if not any(c.name == "serve" for c in app.registered_commands):
+        register_all(app)
+    group = typer.main.get_command(app)
+    return dict(group.commands)  # type: ignore[attr-defined]
+
+
+def test_the_notebook_argument_is_spelled_the_same_everywhere() -> None:
+    with_notebook = []
+    for name, command in _commands().items():
+        params = {p.name: p for p in command.params}
+        if not any(n in params for n in ("notebook", "notebook_opt")):
+            continue
+        with_notebook.append(name)
+        option = params["notebook_opt"] if "notebook_opt" in params else params["notebook"]
+        assert not getattr(option, "param_type_name", "") == "argument", name
+        assert sorted(option.opts) == ["--notebook", "-n"], name
+        assert option.metavar == "NOTEBOOK", name
+        helps = {getattr(p, "help", None) for p in command.params if p.name in ("notebook", "notebook_opt")}
+        allowed = {cli_fast.NOTEBOOK_HELP, BIND_HELP, "Notebook to bind by default (written to ipykeep.toml)."}
+        assert helps <= allowed and len(helps) == 1, (name, helps)
+    expected = {"start", "stop", "status", "run", "restart", "exec", "interrupt", "run-stale", "watch",
+                "inspect", "namespace", "serve", "publish", "init"}
+    assert expected <= set(with_notebook)  # commands added later are held to the same spelling above
