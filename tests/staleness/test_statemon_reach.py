@@ -49,6 +49,8 @@ def modules():
 @pytest.fixture
 def shell(modules, tmp_path: Path, monkeypatch) -> Shell:
     reach, statemon = modules
+    # walk whatever the values cost to hash (the probe walks only when that saves time)
+    monkeypatch.setattr(statemon, "WALK_WORTH_S", -1.0)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     ip = InteractiveShell.instance()
@@ -203,3 +205,12 @@ def test_user_expressions_that_are_not_ipykeeps_fall_back_to_a_full_scan(shell: 
     out = shell.run("n = 2")
     assert out["scan"] == "full"
     assert "big" in out["mutated"]
+
+
+def test_a_namespace_with_little_to_spare_is_looked_at_whole(shell: Shell, monkeypatch) -> None:
+    monkeypatch.setattr(shell.statemon, "WALK_WORTH_S", 10.0)
+    shell.run(f"big = np.zeros({N})")
+    shell.run("n = 1")
+    out = shell.run("view = big\nview += 1")
+    assert out["scan"] == "full"
+    assert "big" in out["mutated"] and "view" in out["bound"]

@@ -34,7 +34,7 @@ import sys
 import threading
 import types
 
-BUDGET = 20000
+BUDGET = 5000
 FULL_EVERY = 50
 _STATE_KEY = "_ipykeep_reach_state"
 #: names through which code reaches globals (or any object) without naming them
@@ -99,6 +99,9 @@ def _record(tree):
     if names & ESCAPES:
         _state["full"] = True
     _state["names"] |= names
+    if not _state.get("worth", True):
+        _state["full"] = True  # nothing big enough to spare: the next look is a full one
+        return
     ns = _state["ns"]
     if ns is not None and not _state["full"]:
         # what the names hold before the code runs: a name the code rebinds or deletes may
@@ -256,6 +259,11 @@ def _walk(objs, ns):
         # collector sees it hold, its class included (a notebook class leads to its methods)
         stack.extend(gc.get_referents(o))
     return out
+
+
+def worth_walking(flag):
+    """Whether the values statemon would spare re-hashing are worth the walks (see statemon)."""
+    _state["worth"] = bool(flag)
 
 
 def owners(obj, ns):

@@ -41,6 +41,9 @@ SAMPLE = 2048
 MAX_REPORT = 500
 _STATE_KEY = "_ipykeep_statemon_state"
 REACH_MODULE = "_ipykeep_reach"
+#: below this much hashing of big values per look, looking at everything is cheaper than
+#: finding what the code could reach (object graph walks of ~1 µs per object)
+WALK_WORTH_S = 0.002
 _HISTORY = re.compile(r"_i?\d+\Z")
 _SKIP = frozenset(
     {"_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
@@ -104,12 +107,14 @@ class _Fp:
         ):
             self.hits += 1
             return entry[2]
+        began = time.perf_counter()
         out = compute()
+        cost = time.perf_counter() - began
         self.hashed += 1
         reach = sys.modules.get(REACH_MODULE)
         try:
             roots = frozenset(reach.owners(obj, self.ns))
-            self.cache[key] = (weakref.ref(obj), signal, out, roots)
+            self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
         except Exception:  # no weak references, or memory that cannot be bounded: no caching
             self.cache.pop(key, None)
         return out
@@ -462,6 +467,9 @@ def collect():
         reach = sys.modules.get(REACH_MODULE)
         touched = reach.reached(ns) if reach is not None else None
         cur = _snapshot(ns, touched)
+        if reach is not None:
+            # walking what code reaches pays off only when re-hashing the big values costs more
+            reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
     except Exception as exc:  # never break the user's code
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
     bound, mutated, opaque = [], [], []
