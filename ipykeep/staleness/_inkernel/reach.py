@@ -19,8 +19,10 @@ ran: code that reaches globals by name (``globals()``, ``exec``, ``get_ipython``
 magic and shell escape —, ``sys``, ``gc``, ``inspect``, ``__main__``…), a reached object graph
 larger than ``BUDGET`` or the namespace itself (a generator's frame), a module or function
 loaded from outside the installed libraries (a local module keeps state of its own), threads
-started since install, open comms (widget callbacks run outside cells), code run on another
-thread (subshells), user expressions that are not ipykeep's probes, or ipyflow's tracer.
+started since install other than the kernel's own, open comms (widget callbacks run outside
+cells), code run on another thread (subshells), user expressions that are not ipykeep's
+probes, or ipyflow's tracer; and when statemon says the walks would cost more than they spare
+(``worth_walking``).
 
 What it does not see: installed libraries' own module state. A big array or frame that a
 library keeps a reference to and changes in a later call that names neither the value nor an
@@ -57,7 +59,7 @@ def _ours(expression):
 
 _state = sys.__dict__.setdefault(
     _STATE_KEY,
-    {"installed": False, "names": set(), "full": True, "pre": set(), "threads": 0, "ns": None, "count": 0},
+    {"installed": False, "names": set(), "full": True, "pre": set(), "threads": set(), "ns": None, "count": 0},
 )
 
 
@@ -275,6 +277,22 @@ def owners(obj, ns):
     return {x for x in _walk([obj], ns) if isinstance(x, tuple)}
 
 
+#: threads the kernel itself starts later (subshells run their code through the transformer)
+_KERNEL_THREADS = ("ipykernel", "IPython", "zmq", "jupyter_client", "tornado", "debugpy")
+
+
+def _foreign_threads():
+    """Threads started since install that are not the kernel's own (they may change anything
+    at any time)."""
+    known = _state["threads"]
+    if not isinstance(known, set):
+        return True
+    for t in threading.enumerate():
+        if t.ident not in known and not type(t).__module__.startswith(_KERNEL_THREADS):
+            return True
+    return False
+
+
 def _comms_open():
     for mod_name in ("comm",):
         mod = sys.modules.get(mod_name)
@@ -292,7 +310,7 @@ def _comms_open():
 def install(ip, ns):
     """Start recording on shell ``ip`` whose user namespace is ``ns`` (once per process)."""
     _state["ns"] = ns
-    _state["threads"] = threading.active_count()
+    _state["threads"] = {t.ident for t in threading.enumerate()}
     reset(True)
     if _state["installed"]:
         return
@@ -328,7 +346,7 @@ def reached(ns):
     if _state["count"] % FULL_EVERY == 0:
         full = True
     reset()
-    if full or threading.active_count() > _state["threads"] or "ipyflow" in sys.modules or _comms_open():
+    if full or _foreign_threads() or "ipyflow" in sys.modules or _comms_open():
         return None
     try:
         return pre | _walk([ns[n] for n in names if n in ns], ns)
