@@ -214,3 +214,11 @@ def test_a_namespace_with_little_to_spare_is_looked_at_whole(shell: Shell, monke
     out = shell.run("view = big\nview += 1")
     assert out["scan"] == "full"
     assert "big" in out["mutated"] and "view" in out["bound"]
+
+
+def test_an_array_over_memory_its_owner_changes(shell: Shell) -> None:
+    shell.run(f"buf = bytearray({N} * 8)\narr = np.frombuffer(buf)")
+    shell.run("n = 1")
+    out = shell.run("buf[:] = b'\\x01' * len(buf)")
+    assert out["scan"] == "reached"
+    assert "arr" in out["mutated"]

@@ -151,7 +151,12 @@ def roots_of_array(a, np):
     """The object owning an array's memory (the end of its ``base`` chain)."""
     base = a
     for _ in range(64):
-        nxt = base.base if isinstance(base, np.ndarray) else None
+        if isinstance(base, np.ndarray):
+            nxt = base.base
+        elif isinstance(base, memoryview):  # ``np.frombuffer(bytearray)``: the bytearray
+            nxt = base.obj
+        else:
+            nxt = None
         if nxt is None:
             break
         base = nxt

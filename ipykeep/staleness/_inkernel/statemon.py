@@ -104,6 +104,8 @@ class _Fp:
             and entry[1] == signal
             and key not in touched
             and not (entry[3] & touched)
+            # the memory's owner itself reached (a ``bytearray`` under ``np.frombuffer``)
+            and not any(root[1] in touched for root in entry[3])
         ):
             self.hits += 1
             return entry[2]
