@@ -71,7 +71,7 @@ async def _one_call(client: Client, kernel_id: str, c: int, i: int) -> CallOutco
     summary = res.structured_content or {}
     while not res.is_error and summary.get("state") in ("queued", "running"):
         res = await client.call_tool(
-            "read_cell", {"kernel_id": kernel_id, "cell_id": summary["cell_id"], "yield_time_ms": 30000}
+            "read_cell", {"kernel_id": kernel_id, "handle": summary["handle"], "yield_time_ms": 30000}
         )
         texts.append(_text(res))
         summary = res.structured_content or {}

@@ -25,7 +25,12 @@ from .core.config import load_config
 from .core.errors import UnknownKernelError, UsageError
 from .core.notebook import read_notebook
 from .core.project import find_project_root
-from .core.records import KernelRecord, StatusRecord
+from .api import methods as api
+from .api.inspection import InspectParams
+from .api.kernels import NoParams, StatusParams, WaitWarmParams
+from .api.spec import KernelParams
+from .api.staleness import WatchFileParams
+from .core.records import KernelRecord
 from .core.render import render_kernel
 from . import cli_fast as fast
 from .cli_options import BIND_HELP, guarded, json_option, notebook_argument, notebook_option, pick_notebook
@@ -87,6 +92,9 @@ def start(
     python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
     dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'static' (default) or 'ipyflow'."),
     serve: bool = typer.Option(False, "--serve", help="Also serve the kernel to JupyterLab / VS Code."),
+    gateway: Optional[str] = typer.Option(
+        None, "--gateway", help="Run the kernel on this Jupyter server / gateway URL (token: $JUPYTER_GATEWAY_AUTH_TOKEN)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up."""
@@ -99,21 +107,20 @@ def start(
         notebook = str(root / cfg.notebook)
     nb_path = Path(notebook).expanduser().resolve()
     read_notebook(nb_path)  # a bad notebook fails here, before any process starts
-    client = ensure_daemon(nb_path.parent)
-    rec = KernelRecord.model_validate(
-        client.call(
-            "create_kernel",
-            notebook=str(nb_path),
-            warm=not no_warm,
-            write_outputs=False if no_write_outputs else None,
-            python=python,
-            dataflow=dataflow,
-            wait=False,
-        )
+    params = api.CREATE_KERNEL.build(  # a bad --dataflow fails here, before the daemon starts
+        notebook=str(nb_path),
+        warm=not no_warm,
+        write_outputs=False if no_write_outputs else None,
+        python=python,
+        dataflow=dataflow,
+        wait=False,
+        gateway=gateway,
     )
+    client = ensure_daemon(nb_path.parent)
+    rec = client.invoke(api.CREATE_KERNEL, params)
     rec = _follow_warm(client, rec, quiet=as_json)
     if serve:
-        rec = KernelRecord.model_validate(client.call("serve", kernel_id=rec.kernel_id))
+        rec = client.invoke(api.SERVE, KernelParams(kernel_id=rec.kernel_id))
     if as_json:
         emit(True, rec, "")
         return
@@ -138,7 +145,7 @@ def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> Ker
             else:
                 _err(line)
             last = line
-        rec = KernelRecord.model_validate(client.call("wait_warm", kernel_id=rec.kernel_id, timeout=0.5))
+        rec = client.invoke(api.WAIT_WARM, WaitWarmParams(kernel_id=rec.kernel_id, timeout=0.5))
     if rec.warm is not None and not quiet:
         done = f"warmed {rec.kernel_id}: {rec.warm.done}/{rec.warm.total} cells"
         if tty:
@@ -163,10 +170,10 @@ def stop(
         emit(as_json, {"stopped": []}, "no daemon running")
         return
     client = DaemonClient(desc) if desc is not None else _client()  # _client says what to run
-    status = StatusRecord.model_validate(client.call("status"))
+    status = client.invoke(api.STATUS, StatusParams())
     if all_:
         pids = [k.pid for k in status.kernels if k.pid] + [desc.pid]
-        client.call("shutdown")
+        client.invoke(api.SHUTDOWN, NoParams())
         _wait_gone(pids)
         emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": desc.pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
         return
@@ -182,7 +189,7 @@ def stop(
             hint="ipykeep stop NOTEBOOK",
         )
     last = len(status.kernels) == 1
-    client.call("close_kernel", kernel_id=target.kernel_id)
+    client.invoke(api.CLOSE_KERNEL, KernelParams(kernel_id=target.kernel_id))
     _wait_gone([p for p in [target.pid] + ([desc.pid] if last else []) if p])
     emit(as_json, {"stopped": [target.kernel_id]}, f"stopped {target.kernel_id} ({target.notebook or 'scratch'})")
 
@@ -239,7 +246,7 @@ def restart(
 ) -> None:
     """Restart the notebook's kernel (dead or alive): same kernel id, fresh state."""
     notebook = pick_notebook(notebook, notebook_opt)
-    rec = KernelRecord.model_validate(_client().call("restart", notebook=fast.abs_path(notebook)))
+    rec = _client().invoke(api.RESTART, KernelParams(notebook=fast.abs_path(notebook)))
     emit(as_json, rec, render_kernel(rec))
 
 
@@ -293,8 +300,9 @@ def watch(
     as_json: bool = JsonOpt,
 ) -> None:
     """Register PATH as an input of the notebook: its changes make the cells that use it stale."""
-    res = _client().call("watch_file", path=str(Path(path).expanduser().resolve()), notebook=fast.abs_path(notebook))
-    emit(as_json, res, f"watching {res['path']}" + ("" if res["exists"] else " (does not exist yet)"))
+    params = WatchFileParams(path=str(Path(path).expanduser().resolve()), notebook=fast.abs_path(notebook))
+    res = _client().invoke(api.WATCH_FILE, params)
+    emit(as_json, res, f"watching {res.path}" + ("" if res.exists else " (does not exist yet)"))
 
 
 @app.command()
@@ -305,9 +313,9 @@ def inspect(
     as_json: bool = JsonOpt,
 ) -> None:
     """A typed, bounded summary of a live variable."""
-    from .inspection import Summary, render_summary
+    from .inspection import render_summary
 
-    summary = Summary.model_validate(_client().call("inspect", name=name, notebook=fast.abs_path(notebook)))
+    summary = _client().invoke(api.INSPECT, InspectParams(name=name, notebook=fast.abs_path(notebook)))
     if as_json:
         typer.echo(summary.compact_json())
     else:
@@ -318,9 +326,9 @@ def inspect(
 @guarded
 def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) -> None:
     """Every user variable in the kernel with type, shape, memory and defining cell."""
-    from .inspection import NamespaceListing, render_namespace
+    from .inspection import render_namespace
 
-    listing = NamespaceListing.model_validate(_client().call("namespace", notebook=fast.abs_path(notebook)))
+    listing = _client().invoke(api.NAMESPACE, KernelParams(notebook=fast.abs_path(notebook)))
     if as_json:
         typer.echo(listing.compact_json())
     else:

@@ -8,6 +8,11 @@ module parses those commands with the standard library and renders the daemon's 
 a missing argument, an unknown option, ``--``) goes to the typer app in ``cli``, which owns
 help and error messages; its commands for these five call the same functions below, so output
 and exit codes are the same whichever path ran.
+
+Calls go through ``core.client.DaemonClient.call`` under the method names of ``api.names``
+(the declared API without its pydantic models, which this path never loads); the daemon
+validates the params against the declared models, so a bad value is the same
+``bad_argument`` error whichever client sent it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from .api import names
 from .core.errors import IpykeepError
 
 _NOTEBOOK = {"--notebook": "notebook", "-n": "notebook"}
@@ -138,7 +144,7 @@ def cmd_status(notebook: str | None, as_json: bool) -> int:
     from .core.render import render_status
     from .core.views import view
 
-    st = _client().call("status", notebook=abs_path(notebook))
+    st = _client().call(names.STATUS, notebook=abs_path(notebook))
     if as_json:
         emit_json(st)
     else:
@@ -149,7 +155,7 @@ def cmd_status(notebook: str | None, as_json: bool) -> int:
 def cmd_exec(code: str, notebook: str | None, as_json: bool) -> int:
     if code == "-":
         code = sys.stdin.read()
-    rec = _client().call("execute", code=code, notebook=abs_path(notebook))
+    rec = _client().call(names.EXECUTE, code=code, notebook=abs_path(notebook))
     if as_json:
         emit_json(rec)
     else:
@@ -171,7 +177,7 @@ def cmd_run(cells: list[str], notebook: str | None, as_json: bool) -> int:
     from .core.render import render_batch
     from .core.views import view
 
-    batch = _client().call("run_cells", cells=cells, notebook=abs_path(notebook))
+    batch = _client().call(names.RUN_CELLS, cells=cells, notebook=abs_path(notebook))
     if as_json:
         emit_json(batch)
     else:
@@ -196,7 +202,7 @@ def cmd_interrupt(notebook: str | None, as_json: bool) -> int:
     from .core.render import render_interrupt
     from .core.views import view
 
-    res = _client().call("interrupt", notebook=abs_path(notebook))
+    res = _client().call(names.INTERRUPT, notebook=abs_path(notebook))
     if as_json:
         emit_json(res)
     else:
@@ -211,13 +217,14 @@ def cmd_run_stale(notebook: str | None, execute: bool, fresh: bool, as_json: boo
     if fresh and not execute:
         raise UsageError("--fresh restarts the kernel and runs every cell: it needs --execute", hint="ipykeep run-stale --execute --fresh")
     client = _client()
-    params = {"notebook": abs_path(notebook), "execute": execute}
+    path = abs_path(notebook)
+    params: dict[str, Any] = {"notebook": path, "execute": execute}
     if fresh:
         params["fresh"] = True
     if execute and not as_json:
-        res = _with_progress(client, lambda: client.call("run_stale", **params), notebook=params["notebook"])
+        res = _with_progress(client, lambda: client.call(names.RUN_STALE, **params), notebook=path)
     else:
-        res = client.call("run_stale", **params)
+        res = client.call(names.RUN_STALE, **params)
     if as_json:
         emit_json(res)
     else:
@@ -246,7 +253,7 @@ def _with_progress(client: Any, call: Callable[[], Any], *, notebook: str | None
     last = shown = None
     while worker.is_alive():
         try:
-            prog = client.call("plan_progress", notebook=notebook)
+            prog = client.call(names.PLAN_PROGRESS, notebook=notebook)
         except IpykeepError:
             prog = None
         if prog and not prog.get("finished"):

@@ -13,6 +13,7 @@ from . import (
     s10_warm_up,
     s11_big_edit,
     s12_mcp_startup,
+    s13_remote,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -29,5 +30,6 @@ ALL = (
     s10_warm_up,
     s11_big_edit,
     s12_mcp_startup,
+    s13_remote,
     s6_output_volume,
 )

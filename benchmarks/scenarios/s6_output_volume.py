@@ -39,12 +39,12 @@ async def run(ctx: RunContext) -> list[Metric]:
             total = res.bytes
             with anyio.move_on_after(DEADLINE_S):
                 while res.data.get("state") in ("queued", "running"):
-                    handle = res.data["cell_id"]
-                    res = await side.mcp.call("read_cell", {"kernel_id": side.kernel_id, "cell_id": handle, "yield_time_ms": 30000})
+                    handle = res.data["handle"]
+                    res = await side.mcp.call("read_cell", {"kernel_id": side.kernel_id, "handle": handle, "yield_time_ms": 30000})
                     total += res.bytes
             if res.data.get("state") in ("queued", "running"):
                 raise RuntimeError(
-                    f"{res.data['cell_id']} still 'running' {DEADLINE_S:g} s after it started although the kernel is"
+                    f"{res.data['handle']} still 'running' {DEADLINE_S:g} s after it started although the kernel is"
                     f" idle: the daemon missed iopub messages (its 'idle' status among them) under {lines_total:,}"
                     f" flushed prints, so the execution never completes; last read: {res.text.splitlines()[0][:120]}"
                 )

@@ -1,5 +1,14 @@
 """Finding, starting and talking to a project's daemon (used by the CLI and the MCP server).
 
+``DaemonClient`` is the one RPC client. Its async face (``acall``/``ainvoke``) goes over a pool of
+asyncio connections; its sync face (``call``/``invoke``) over one blocking socket per call
+(``wire.call_sync``), not over an event loop: importing asyncio alone would add about a third
+of a bare interpreter's start-up to every thin-CLI call. Both faces share the framing, the
+method names (``api.names``) and the error registry (``api.errors``). ``call``/``acall`` take a
+method name and return the JSON result (the thin CLI renders it without pydantic);
+``invoke``/``ainvoke`` take a declared ``api`` method and its params model and return the
+typed result.
+
 ``ensure_daemon`` holds an exclusive lock on ``.ipykeep/run/start.lock`` while it checks for a
 live daemon and starts one, so two clients starting at once end with one daemon. A descriptor
 whose process is gone (or does not answer) is treated as stale and replaced.
@@ -14,8 +23,9 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from ..api import names
 from .errors import DaemonUnreachableError, IpykeepError
 from .project import ProjectPaths, find_project_root
 from .wire import Endpoint, call_sync
@@ -23,7 +33,11 @@ from .wire import Endpoint, call_sync
 if TYPE_CHECKING:
     import subprocess
 
+    from ..api.spec import Method, Params
     from .rpc import AsyncRpcPool
+
+    P = TypeVar("P", bound=Params)
+    R = TypeVar("R")
 
 
 class Descriptor(NamedTuple):  # immutable; a NamedTuple keeps dataclasses off the CLI's path
@@ -83,10 +97,11 @@ class DaemonClient:
         self.descriptor = descriptor
         self._pool: AsyncRpcPool | None = None
 
-    def call(self, method: str, **params: Any) -> Any:
+    def call(self, method: str, /, **params: Any) -> Any:
+        """A blocking call of ``method`` (an ``api.names`` constant); its JSON result."""
         return call_sync(self.descriptor.endpoint, method, params)
 
-    async def acall(self, method: str, **params: Any) -> Any:
+    async def acall(self, method: str, /, **params: Any) -> Any:
         """An RPC call from asyncio code, over pooled connections (one pool per client)."""
         if self._pool is None:
             from .rpc import AsyncRpcPool  # asyncio: loaded by async clients only, not the CLI
@@ -94,9 +109,22 @@ class DaemonClient:
             self._pool = AsyncRpcPool(self.descriptor.endpoint)
         return await self._pool.call(method, params)
 
+    def invoke(self, method: Method[P, R], params: P) -> R:
+        """A blocking call of a declared method: typed params in, typed result out."""
+        return method.load_result(self.call(method.name, **_wire_params(params)))
+
+    async def ainvoke(self, method: Method[P, R], params: P) -> R:
+        """``invoke`` from asyncio code."""
+        return method.load_result(await self.acall(method.name, **_wire_params(params)))
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
+
+
+def _wire_params(params: Params) -> dict[str, Any]:
+    # Only what the caller set: the daemon applies the same model's defaults.
+    return params.model_dump(mode="json", exclude_unset=True)
 
 
 def connect(root: Path | None = None) -> DaemonClient:
@@ -112,7 +140,7 @@ def connect(root: Path | None = None) -> DaemonClient:
 
 def _answers(desc: Descriptor) -> bool:
     try:
-        call_sync(desc.endpoint, "ping", timeout=5)
+        call_sync(desc.endpoint, names.PING, timeout=5)
         return True
     except IpykeepError:
         return False

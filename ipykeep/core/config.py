@@ -64,6 +64,23 @@ class Config:
     server_command: Literal["lab", "notebook"] = "lab"
     #: Port for the Jupyter server; 0 picks a free one.
     serve_port: int = 0
+    #: Where kernels run: "local", "gateway" (a Jupyter Server / Kernel or Enterprise Gateway
+    #: at gateway_url) or "ssh" (ssh_url). A cwd of "ssh://user@host/path" always means ssh.
+    kernel_provider: Literal["local", "gateway", "ssh"] = "local"
+    #: http(s) URL of the Jupyter server for kernel_provider = "gateway" (no token in it).
+    gateway_url: str | None = None
+    #: Environment variable holding the gateway's token (jupyter_server's convention).
+    gateway_token_env: str = "JUPYTER_GATEWAY_AUTH_TOKEN"
+    #: Kernel spec to start on the gateway (default: the server's default spec).
+    gateway_kernel_name: str | None = None
+    #: Directory a remote kernel works in (gateway default: the notebook's directory).
+    kernel_cwd: str | None = None
+    #: "ssh://[user@]host[:port]/path" for kernel_provider = "ssh".
+    ssh_url: str | None = None
+    #: Python on the SSH host that runs kernels (needs ipykernel; ipyflow-core for "ipyflow").
+    remote_python: str = "python3"
+    #: An ssh config file used instead of ~/.ssh/config (``ssh -F``); None: the user's own.
+    ssh_config: str | None = None
 
     def with_overrides(self, **overrides: Any) -> Config:
         clean = {k: v for k, v in overrides.items() if v is not None}

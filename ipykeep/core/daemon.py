@@ -24,9 +24,12 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from .. import __version__
+from ..api import methods as api
+from ..api.kernels import ShutdownResult
+from ..api.spec import Binding, bind
 from .config import load_config
 from .engine import Engine
 from .project import ProjectPaths
@@ -34,23 +37,54 @@ from .rpc import RpcServer
 
 log = logging.getLogger("ipykeep.daemon")
 
-#: Engine coroutines reachable over RPC (the rest of the engine is internal).
-RPC_METHODS = (
-    "ping",
-    "status",
-    "list_kernels",
-    "create_kernel",
-    "wait_warm",
-    "close_kernel",
-    "restart",
-    "run_cells",
-    "execute",
-    "read_execution",
-    "interrupt",
-    "list_cells",
-    "markdown",
-    "read_artifact",
-)
+def method_table(engine: Engine, stop: Callable[[], Awaitable[ShutdownResult]]) -> dict[str, Binding[Any, Any]]:
+    """Every declared method bound to what serves it: the one place the daemon's API is wired.
+
+    The engine serves the core methods; the staleness, inspection and serving layers still
+    hand theirs over as ``rpc_methods()`` (name -> coroutine), bound here by name to their
+    declarations. Every declared method must be served, and nothing undeclared is.
+    """
+    layers: dict[str, Callable[..., Any]] = {}
+    for plugin in engine.plugins:
+        layers.update(plugin.rpc_methods())
+    undeclared = set(layers) - set(api.BY_NAME)
+    if undeclared:
+        raise RuntimeError(f"served but not declared in ipykeep.api: {sorted(undeclared)}")
+
+    def layer(method: Any) -> Callable[..., Any]:
+        if method.name not in layers:
+            raise RuntimeError(f"{method.name} is declared in ipykeep.api but no layer serves it")
+        return layers[method.name]
+
+    table: list[Binding[Any, Any]] = [
+        bind(api.PING, engine.ping),
+        bind(api.STATUS, engine.status),
+        bind(api.LIST_KERNELS, engine.list_kernels),
+        bind(api.CREATE_KERNEL, engine.create_kernel),
+        bind(api.WAIT_WARM, engine.wait_warm),
+        bind(api.CLOSE_KERNEL, engine.close_kernel),
+        bind(api.RESTART, engine.restart),
+        bind(api.SHUTDOWN, stop),
+        bind(api.EXECUTE, engine.execute),
+        bind(api.READ_EXECUTION, engine.read_execution),
+        bind(api.INTERRUPT, engine.interrupt),
+        bind(api.RUN_CELLS, engine.run_cells),
+        bind(api.LIST_CELLS, engine.list_cells),
+        bind(api.MARKDOWN, engine.markdown),
+        bind(api.READ_ARTIFACT, engine.read_artifact),
+        bind(api.RUN_STALE, layer(api.RUN_STALE)),
+        bind(api.PLAN_PROGRESS, layer(api.PLAN_PROGRESS)),
+        bind(api.WATCH_FILE, layer(api.WATCH_FILE)),
+        bind(api.INSPECT, layer(api.INSPECT)),
+        bind(api.NAMESPACE, layer(api.NAMESPACE)),
+        bind(api.SERVE, layer(api.SERVE)),
+        bind(api.UNSERVE, layer(api.UNSERVE)),
+        bind(api.PUBLISH, layer(api.PUBLISH)),
+    ]
+    served = {b.method.name: b for b in table}
+    if served.keys() != api.BY_NAME.keys():
+        raise RuntimeError(f"method table and ipykeep.api differ: {sorted(served.keys() ^ api.BY_NAME.keys())}")
+    return served
 
 
 def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
@@ -76,23 +110,16 @@ class Daemon:
         log.info("last kernel closed; exiting")
         self.stopping.set()
 
-    async def stop(self) -> dict[str, Any]:
+    async def stop(self) -> ShutdownResult:
         """RPC: close every kernel and exit (the reply is sent before the exit)."""
         asyncio.get_running_loop().call_later(0.05, self.stopping.set)
-        return {"stopping": True, "pid": os.getpid()}
-
-    def methods(self) -> dict[str, Any]:
-        table = {name: getattr(self.engine, name) for name in RPC_METHODS}
-        for plugin in self.engine.plugins:
-            table.update(getattr(plugin, "rpc_methods", lambda: {})())
-        table["shutdown"] = self.stop
-        return table
+        return ShutdownResult(stopping=True, pid=os.getpid())
 
     async def run(self) -> None:
         from .plugins import install_plugins
 
         install_plugins(self.engine)
-        server = RpcServer(self.methods(), self.token)
+        server = RpcServer(method_table(self.engine, self.stop), self.token)
         host, port = await server.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

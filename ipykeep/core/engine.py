@@ -42,6 +42,7 @@ from .errors import (
 )
 from .execution import Execution
 from .kernel import WARM_TRACEBACKS, KernelProcess
+from .providers import LaunchSpec, is_remote_location, make_provider
 from .notebook import CellOutputs, NotebookSnapshot, read_notebook, write_outputs
 from .project import ProjectPaths
 from .records import (
@@ -401,7 +402,7 @@ class Engine:
         if "://" in cwd:
             raise RemoteNotSupportedError(
                 f"remote working directories are not supported: {cwd}",
-                hint="run ipykeep on the remote machine instead; only local kernels are built",
+                hint="use ssh://user@host/path for a kernel over SSH, or gateway=URL for a Jupyter server",
             )
         path = self._notebook_path(cwd)
         root = self.paths.root.resolve()
@@ -423,8 +424,12 @@ class Engine:
         write_outputs: bool | None = None,
         dataflow: str | None = None,
         wait: bool = True,
+        gateway: str | None = None,
     ) -> KernelRecord:
-        """Start a kernel (bound to ``notebook`` if given), or return the one already bound."""
+        """Start a kernel (bound to ``notebook`` if given), or return the one already bound.
+
+        ``gateway`` (a Jupyter server URL) or a ``cwd`` of ``ssh://user@host/path`` runs the
+        kernel remotely (see ``providers/``)."""
         nb_path = None
         snap = None
         if notebook:
@@ -443,11 +448,16 @@ class Engine:
             raise UsageError(f"dataflow must be 'ipyflow' or 'static', not {dataflow!r}")
         config = self.config.with_overrides(python=python, write_outputs=write_outputs, dataflow=dataflow)
         config = config.with_overrides(python=resolve_python(config.python, self.paths.root))
-        work_dir = self._resolve_cwd(cwd, nb_path)
+        if gateway:
+            config = config.with_overrides(kernel_provider="gateway", gateway_url=gateway)
+        remote = cwd if is_remote_location(cwd) else None
+        work_dir = self._resolve_cwd(None if remote else cwd, nb_path)
         kernel_id = f"k{self._next_kernel}"
         self._next_kernel += 1
         self._save_counters()
-        process = KernelProcess(python=config.python, dataflow=config.dataflow, cwd=work_dir, name=kernel_id)
+        launch = LaunchSpec(name=kernel_id, python=config.python, dataflow=config.dataflow, cwd=work_dir)
+        provider = make_provider(launch, config, location=remote)
+        process = KernelProcess(python=config.python, dataflow=config.dataflow, cwd=work_dir, name=kernel_id, provider=provider)
         entry = KernelEntry(
             kernel_id=kernel_id,
             process=process,
@@ -538,8 +548,10 @@ class Engine:
     def _on_death(self, entry: KernelEntry) -> None:
         if entry.closed:
             return
+        lost = entry.process.provider.lost_reason  # a remote kernel's link, not the kernel
         entry.notices.append(
-            f"kernel {entry.kernel_id} died; its state is gone (restart it: `ipykeep restart` / the restart_kernel tool; run_stale then re-runs what is needed)"
+            f"kernel {entry.kernel_id} " + (f"is unreachable: {lost}" if lost else "died; its state is gone")
+            + " (restart it: `ipykeep restart` / the restart_kernel tool; run_stale then re-runs what is needed)"
         )
         entry.state = "dead"
         for plugin in self.plugins:
@@ -790,8 +802,9 @@ class Engine:
                     )
                 return await self.read_execution(seen[1], kernel_id=entry.kernel_id, yield_time_ms=yield_time_ms or 0, reader=reader, cursor=0)
         if not entry.process.alive:
+            lost = entry.process.provider.lost_reason
             raise KernelDiedError(
-                f"kernel {entry.kernel_id} is not running",
+                f"kernel {entry.kernel_id} is not running" + (f": {lost}" if lost else ""),
                 hint="restart it (`ipykeep restart` / the restart_kernel tool), then run_stale re-runs what is needed",
             )
         subshell = None

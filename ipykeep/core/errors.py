@@ -3,8 +3,9 @@
 Every error carries a stable ``code`` (used in the MCP error envelope and mapped to a CLI exit
 code), a message that says what happened and where, a ``hint`` that says what to do next, and
 whether retrying the same call may succeed. Errors cross the daemon's RPC boundary as their
-envelope and are rebuilt on the client side with the same class, so a caller can catch
-``UnknownCellError`` whether it runs in-process or talks to a daemon.
+envelope and are rebuilt on the client side with the same class (looked up by code in the
+registry ``ipykeep.api.errors``, which lists every class here and in the other layers), so a
+caller can catch ``UnknownCellError`` whether it runs in-process or talks to a daemon.
 """
 
 from __future__ import annotations
@@ -94,16 +95,22 @@ class UnknownNameError(IpykeepError):
     exit_code = 5
 
 
-class CellExecutionError(IpykeepError):
-    """A cell raised. Carries ename, evalue and traceback like nbclient's CellExecutionError."""
-
-    code = "cell_failed"
-    exit_code = 1
-
-
 class KernelStartError(IpykeepError):
     code = "kernel_start_failed"
     exit_code = 7
+
+
+class RemoteAuthError(KernelStartError):
+    """A remote kernel host (gateway, SSH) refused ipykeep's credentials."""
+
+    code = "remote_auth_failed"
+
+
+class RemoteUnreachableError(KernelStartError):
+    """A remote kernel host (gateway, SSH) could not be reached."""
+
+    code = "remote_unreachable"
+    retryable = True
 
 
 class KernelDiedError(IpykeepError):
@@ -142,38 +149,3 @@ class RemoteNotSupportedError(IpykeepError):
 class MissingExtraError(IpykeepError):
     code = "missing_extra"
     exit_code = 2
-
-
-_BY_CODE: dict[str, type[IpykeepError]] = {}
-
-
-def _register(cls: type[IpykeepError]) -> None:
-    _BY_CODE.setdefault(cls.code, cls)
-    for sub in cls.__subclasses__():
-        _register(sub)
-
-
-def error_from_envelope(envelope: dict[str, Any]) -> IpykeepError:
-    """Rebuild an error received over RPC from its envelope."""
-    if not _BY_CODE:
-        _register(IpykeepError)
-    cls = _BY_CODE.get(str(envelope.get("code")), IpykeepError)
-    return cls(
-        str(envelope.get("message", "unknown error")),
-        hint=str(envelope.get("hint", "")),
-        details=envelope.get("details") or None,
-    )
-
-
-EXIT_CODES: dict[int, str] = {
-    0: "success",
-    1: "a cell failed (or an unexpected error)",
-    2: "usage error: bad arguments or invalid configuration",
-    3: "no daemon running, or it refused the request",
-    4: "notebook missing, unreadable or invalid",
-    5: "unknown cell or variable name",
-    6: "unknown kernel (no kernel for that notebook)",
-    7: "kernel failed to start or died",
-    8: "timed out",
-    9: "kernel busy: queue full, retry later",
-}

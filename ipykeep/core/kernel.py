@@ -1,14 +1,11 @@
-"""One live kernel process and the client that drives it.
+"""One live kernel and the client that drives it.
 
-Launching is kept apart from driving (as jupyter_client's provisioning split does): this module
-starts an ipykernel (with ipyflow unless ``dataflow = "static"``) through jupyter_client's async
-manager on the ipc transport in a private runtime directory, then routes every shell reply and
-iopub message to the ``Execution`` that caused it. Routing by parent msg_id lets the main shell
-and any number of ipykernel-7 subshells run at once over one client.
-
-The kernel is its own session leader (jupyter_client's ``start_new_session``) so SIGINT goes to
-its whole process group, and ``JPY_PARENT_PID`` makes ipykernel's parent poller exit the kernel
-within a second when the daemon dies, however it dies.
+Launching is kept apart from driving (as jupyter_client's provisioning split does): a provider
+(``providers/``: a local process, a kernel behind a Jupyter gateway, or one on a host reached
+over SSH) starts the kernel and hands back a client with channels; this module routes every
+shell reply and iopub message to the ``Execution`` that caused it, the same way for all of them.
+Routing by parent msg_id lets the main shell and any number of ipykernel-7 subshells run at once
+over one client.
 """
 
 from __future__ import annotations
@@ -18,29 +15,22 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import queue
-import shutil
-import signal
-import tempfile
 from pathlib import Path
-from typing import Any, Literal
-
-import zmq
-from jupyter_client import AsyncKernelManager
-from jupyter_client.kernelspec import KernelSpec
+from typing import Any
 
 from ..inkernel import install_expression
 from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
+from .providers import KernelProvider, LaunchSpec, local_provider
+from .providers.base import DataflowMode
+from .subshells import SubshellPool
 
 log = logging.getLogger("ipykeep.kernel")
 
 KERNEL_SETUP_MODULE = "_ipykeep_kernel"
 KERNEL_SETUP = (Path(__file__).parent / "_inkernel" / "kernel_setup.py").read_text()
 WARM_TRACEBACKS = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].warm_tracebacks()'
-
-DataflowMode = Literal["ipyflow", "static"]
 
 #: Seconds of iopub silence after the reply before a missing idle status is assumed lost.
 IOPUB_QUIET = 3.0
@@ -60,111 +50,90 @@ SUBSHELL_START_TIMEOUT = 15.0
 CHANNEL_REPOLL = 0.1
 UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 
-def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
-    module = "ipyflow.kernel" if dataflow == "ipyflow" else "ipykernel_launcher"
-    return [python, "-m", module, "-f", "{connection_file}"]
-
-def short_runtime_dir() -> Path:
-    """A private directory with a short path: ipc sockets are limited to ~107 characters."""
-    base = Path(tempfile.gettempdir()) / f"ipykeep-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(base, 0o700)
-    return Path(tempfile.mkdtemp(prefix="k", dir=base))
-
 class KernelProcess:
-    """A started kernel: process management plus message routing."""
+    """A started kernel: lifecycle through its provider, plus message routing."""
 
-    def __init__(self, *, python: str, dataflow: DataflowMode, cwd: Path, name: str) -> None:
+    def __init__(
+        self, *, python: str, dataflow: DataflowMode, cwd: Path, name: str, provider: KernelProvider | None = None
+    ) -> None:
         self.python = python
         self.dataflow = dataflow
         self.cwd = cwd
         self.name = name
-        self.runtime_dir: Path | None = None
-        self.km: AsyncKernelManager | None = None
+        self.provider: KernelProvider = provider or local_provider(
+            LaunchSpec(name=name, python=python, dataflow=dataflow, cwd=cwd)
+        )
         self.kc: Any = None
         self._pending: dict[str, Execution] = {}
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._idle: dict[str, asyncio.Future[None]] = {}
+        self._control: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self.alive = False
         self.generation = 0  # bumps on every (re)start
         self.installed_helpers: set[str] = set()
         self.on_death: Any = None  # callback(process) set by the owner
         self.on_foreign: Any = None  # callback(msg) for iopub from other clients (browser)
-        self._subshells: list[str] = []
-        self._subshell_busy: set[str] = set()
-        self._subshell_create = asyncio.Lock()
-        self._pool_made = False
-        self._control: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.subshells = SubshellPool(name, self._send_control)
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def pid(self) -> int | None:
-        prov = getattr(self.km, "provisioner", None)
-        return getattr(prov, "pid", None)
+        return self.provider.pid
 
     @property
     def connection_file(self) -> str | None:
-        return self.km.connection_file if self.km else None
+        return self.provider.connection_file
+
+    @property
+    def location(self) -> str:
+        return self.provider.location
+
+    @property
+    def _subshells(self) -> list[str]:
+        return self.subshells.ids
 
     async def start(self, timeout: float = 60.0) -> None:
-        self.runtime_dir = short_runtime_dir()
-        km = AsyncKernelManager(transport="ipc")
-        km._kernel_spec = KernelSpec(
-            argv=kernel_argv(self.python, self.dataflow),
-            display_name=f"ipykeep ({self.dataflow})",
-            language="python",
-            interrupt_mode="signal",
-            metadata={"debugger": False},
-        )
-        km.connection_file = str(self.runtime_dir / "kernel.json")
-        km.ip = str(self.runtime_dir / "ipc")
-        km.cache_ports = False
-        # No receive limit: with zmq's default (1000 messages) a burst of output while the
-        # daemon is busy overflows the queues and messages (even the idle status) are dropped.
-        km.context.setsockopt(zmq.RCVHWM, 0)
-        env = dict(os.environ)
-        env.pop("JPY_PARENT_PID", None)
-        env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-        env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-        self.km = km
-        try:
-            await km.start_kernel(cwd=str(self.cwd), env=env)
-        except Exception as exc:
-            raise KernelStartError(
-                f"could not start a kernel with {self.python}: {exc}",
-                hint="check the configured `python` has ipykernel"
-                + (" and ipyflow-core" if self.dataflow == "ipyflow" else "")
-                + " installed (`ipykeep doctor`)",
-            ) from exc
-        with contextlib.suppress(OSError):
-            os.chmod(km.connection_file, 0o600)
-        kc = km.client()
-        kc.start_channels()
-        self.kc = kc
-        try:
-            await kc.wait_for_ready(timeout=timeout)
-        except Exception as exc:
-            await self._kill()
-            raise KernelStartError(
-                f"the kernel started with {self.python} did not become ready: {exc}",
-                hint="run `ipykeep doctor`; the kernel's Python may lack ipykernel"
-                + (" or ipyflow-core (or set dataflow = \"static\")" if self.dataflow == "ipyflow" else ""),
-            ) from exc
+        self.kc = await self.provider.start(timeout)
         self.alive = True
         self.generation += 1
         self.installed_helpers.clear()
-        self._subshells.clear()
-        self._subshell_busy.clear()
-        self._pool_made = False
+        self.subshells.reset()
         self._tasks = [
             asyncio.create_task(self._route_iopub(), name=f"{self.name}-iopub"),
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
             asyncio.create_task(self._route_control(), name=f"{self.name}-control"),
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
-        await self.install_helper(KERNEL_SETUP_MODULE, KERNEL_SETUP, timeout=timeout)
-        await self.warm_tracebacks()
+        try:
+            await self.install_helper(KERNEL_SETUP_MODULE, KERNEL_SETUP, timeout=timeout)
+            if self.provider.kernel_cwd is not None:
+                # A gateway starts kernels in its own directory; the in-kernel chdir makes
+                # relative paths in the notebook mean the same as they would locally.
+                await self._chdir(self.provider.kernel_cwd)
+            if self.dataflow == "ipyflow" and self.provider.kind == "gateway":
+                await self._require_ipyflow()
+            await self.warm_tracebacks()
+        except BaseException:
+            await self.shutdown(now=True)
+            raise
+
+    async def _require_ipyflow(self) -> None:
+        """A gateway runs the server's kernel spec, which may be a plain ipykernel."""
+        if not await self.eval_silent("__import__('json').dumps('ipyflow' in __import__('sys').modules)"):
+            raise KernelStartError(
+                f"the kernel at {self.location} does not run ipyflow, and dataflow is \"ipyflow\"",
+                hint="set gateway_kernel_name to a kernel spec running `python -m ipyflow.kernel`, or dataflow = \"static\"",
+            )
+
+    async def _chdir(self, path: str) -> None:
+        try:
+            await self.eval_silent(f"__import__('json').dumps(__import__('os').chdir({path!r}))")
+        except KernelDiedError as exc:
+            raise KernelStartError(
+                f"the kernel at {self.location} cannot work in {path}: {exc}",
+                hint="create the directory where the kernel runs, or set `kernel_cwd` to a directory that exists there",
+            ) from None
 
     async def _stop_tasks(self) -> None:
         for task in self._tasks:
@@ -174,72 +143,44 @@ class KernelProcess:
                 await task
         self._tasks = []
 
-    async def _kill(self) -> None:
-        if self.km is None:
-            return
-        with contextlib.suppress(Exception):
-            await self.km.shutdown_kernel(now=True)
-        pid = self.pid
-        if pid:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-
     async def shutdown(self, *, now: bool = False) -> None:
         await self._stop_tasks()
         self.alive = False
-        if self.kc is not None:
-            with contextlib.suppress(Exception):
-                self.kc.stop_channels()
-        if self.km is not None:
-            try:
-                await asyncio.wait_for(self.km.shutdown_kernel(now=now), 10)
-            except Exception:
-                await self._kill()
-            pid = self.pid
-            if pid:
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
+        await self.provider.shutdown(now=now)
+        self.kc = None
         self._fail_pending("kernel shut down")
-        if self.runtime_dir:
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
     async def restart(self) -> None:
         """Kill and start afresh (same process object, new generation)."""
         await self._stop_tasks()
         self.alive = False
-        if self.kc is not None:
-            with contextlib.suppress(Exception):
-                self.kc.stop_channels()
-        await self._kill()
+        await self.provider.kill()
+        self.kc = None
         self._fail_pending("kernel restarted")
-        if self.runtime_dir:
-            shutil.rmtree(self.runtime_dir, ignore_errors=True)
         await self.start()
 
     def _fail_pending(self, why: str) -> None:
         for ex in list(self._pending.values()):
             ex.finish("lost", note=why)
         self._pending.clear()
-        for fut in list(self._replies.values()) + list(self._idle.values()):
+        futures = list(self._replies.values()) + list(self._idle.values()) + list(self._control.values())
+        for fut in futures:
             if not fut.done():
                 fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
         self._replies.clear()
         self._idle.clear()
-        for fut in self._control.values():
-            if not fut.done():
-                fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
         self._control.clear()
 
     async def _watch_alive(self) -> None:
         while True:
             await asyncio.sleep(0.5)
             try:
-                alive = await self.km.is_alive()
+                alive = await self.provider.is_alive()
             except Exception:
                 alive = False
             if not alive:
                 self.alive = False
-                self._fail_pending("kernel died")
+                self._fail_pending(self.provider.lost_reason or "kernel died")
                 if self.on_death:
                     self.on_death(self)
                 return
@@ -305,8 +246,12 @@ class KernelProcess:
         user_expressions: dict[str, str] | None = None,
     ) -> tuple[str, asyncio.Future[dict[str, Any]], asyncio.Future[None]]:
         if not self.alive:
+            lost = self.provider.lost_reason
             raise KernelDiedError(
-                f"kernel {self.name} is not running", hint="start it again with `ipykeep start`"
+                f"kernel {self.name} is not running" + (f": {lost}" if lost else ""),
+                hint="restart it (`ipykeep restart` / the restart_kernel tool) once it is reachable again"
+                if lost
+                else "start it again with `ipykeep start`",
             )
         content = {
             "code": code,
@@ -426,7 +371,8 @@ class KernelProcess:
             step = 1.0 if timeout is None else max(0.01, min(1.0, timeout - elapsed))
             # FIRST_COMPLETED: the default (all completed) held every lost reply for a whole
             # step before the grace above even began.
-            await asyncio.wait({reply, idle}, timeout=step, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {reply, idle}
+            await asyncio.wait(either, timeout=step, return_when=asyncio.FIRST_COMPLETED)
         return reply.result()
 
     async def _drain_until_idle(self, ex: Execution, msg_id: str, idle: asyncio.Future[None]) -> None:
@@ -505,56 +451,31 @@ class KernelProcess:
         self.installed_helpers.add(module_name)
 
     # -- subshells ---------------------------------------------------------------------------
-    async def acquire_subshell(self, limit: int) -> str | None:
-        """A free subshell id, or None when all are busy (the caller then queues).
-
-        The pool is created once, on first need, with ``limit`` subshells made one after the
-        other on the control channel; creating subshells on demand under load raced on the
-        channel and stalled callers behind slow replies.
-        """
-        if not self._pool_made:
-            async with self._subshell_create:
-                if not self._pool_made:
-                    await self._make_pool(limit)
-        for sid in self._subshells:
-            if sid not in self._subshell_busy:
-                self._subshell_busy.add(sid)
-                return sid
-        return None
-
-    async def _make_pool(self, limit: int) -> None:
-        for _ in range(limit):
-            if not self.alive:
-                break
-            msg = self.kc.session.msg("create_subshell_request", {})
-            fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._control[msg["header"]["msg_id"]] = fut
+    def _send_control(self, msg_type: str, content: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """Send a control request; the future resolves with its reply (see ``_route_control``)."""
+        msg = self.kc.session.msg(msg_type, content)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._control[msg["header"]["msg_id"]] = fut
+        try:
             self.kc.control_channel.send(msg)
-            try:
-                reply = await asyncio.wait_for(fut, 10)
-            except (asyncio.TimeoutError, KernelDiedError):
-                self._control.pop(msg["header"]["msg_id"], None)
-                log.warning("%s: creating a subshell failed; using %d", self.name, len(self._subshells))
-                break
-            sid = reply["content"].get("subshell_id")
-            if not sid:  # a kernel without subshells (ipykernel < 7): everything queues
-                break
-            self._subshells.append(sid)
-        self._pool_made = True
+        except Exception as exc:
+            self._control.pop(msg["header"]["msg_id"], None)
+            fut.set_exception(KernelDiedError(f"kernel {self.name}: control request failed: {exc}"))
+        return fut
+
+    async def acquire_subshell(self, limit: int) -> str | None:
+        """A free subshell id, or None when all are busy (the caller then queues)."""
+        return await self.subshells.acquire(limit, lambda: self.alive)
 
     def release_subshell(self, sid: str) -> None:
-        self._subshell_busy.discard(sid)
+        self.subshells.release(sid)
 
     def retire_subshell(self, sid: str) -> None:
         """Stop using a subshell that lost a request (it may still be stuck on it)."""
-        with contextlib.suppress(ValueError):
-            self._subshells.remove(sid)
-        self._subshell_busy.discard(sid)
-        msg = self.kc.session.msg("delete_subshell_request", {"subshell_id": sid})
-        with contextlib.suppress(Exception):
-            self.kc.control_channel.send(msg)
+        self.subshells.retire(sid)
 
     # -- signals -----------------------------------------------------------------------------
     async def interrupt(self) -> None:
-        if self.km is not None:
-            await self.km.interrupt_kernel()
+        """SIGINT to a local or SSH kernel's process group; a gateway's interrupt endpoint."""
+        if self.alive:
+            await self.provider.interrupt()

@@ -139,3 +139,18 @@ class CellsRecord(Record):
     notebook: str | None = None
     cells: list[CellState]
     scratch: list[ExecutionRecord] = Field(default_factory=list)
+
+
+class RunStaleResult(Record):
+    kernel_id: str
+    executed: bool
+    stale: list[dict[str, Any]]
+    fresh: list[dict[str, Any]]
+    blocked: list[dict[str, Any]]
+    batch: BatchResult | None = None
+    ok: bool = True
+    notices: list[str] | None = None
+    #: the plan's estimated seconds against a fresh restart-and-run-all (see core.plan_cost)
+    cost: dict[str, Any] | None = None
+    #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
+    fresh_run: bool | None = None

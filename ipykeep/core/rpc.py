@@ -2,27 +2,31 @@
 
 Every request carries the daemon's token in a top-level ``token`` member, compared in
 constant time; a request without it or with a wrong one is refused (and logged without the
-token). The method table is the engine's public API, exposed generically: a method name maps
-to the engine coroutine of that name, params to its keyword arguments, and the typed record it
-returns to the ``result`` member. Errors travel as the error envelope and are rebuilt on the
-client side as the same error class.
+token). The server dispatches through an explicit table of ``api.spec.Binding``s (built in
+``core.daemon.method_table``): a method name maps to its declared ``Method`` and the callable
+serving it. Params are validated with the method's params model (a wrong type or an unknown
+argument is a ``bad_argument`` error naming the field, never ``internal``), the callable gets
+the model's fields as keyword arguments, and its result is sent as the declared result type's
+JSON. Errors travel as the error envelope and are rebuilt on the client side as the same error
+class (see ``api.errors``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hmac
 import inspect
 import json
 import logging
 import re
-import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError
-from .wire import MAX_LINE, Endpoint, _request, _unwrap, call_sync  # noqa: F401  (re-exported)
+from .wire import MAX_LINE, Endpoint, _request, _unwrap
+
+if TYPE_CHECKING:
+    from ..api.spec import Binding
 
 log = logging.getLogger("ipykeep.rpc")
 
@@ -33,28 +37,16 @@ MAX_UNAUTHENTICATED_LINE = 64 * 1024
 MAX_CONNECTIONS = 256
 #: Seconds a connection may stay silent before its first (authenticated) request.
 UNAUTHENTICATED_IDLE = 10.0
-#: Parameters that name files: a NUL byte there is a bad argument, not an OS-level ValueError.
-PATH_PARAMS = frozenset({"path", "notebook", "cwd", "python", "uri"})
 _TOKEN_HEAD = re.compile(rb'\A\s*\{\s*"token"\s*:\s*"([^"\\]*)"')
 
 
-def to_jsonable(value: Any) -> Any:
-    # Duck-typed rather than isinstance(pydantic.BaseModel): the CLI imports this module for
-    # call_sync, and loading pydantic would triple its start-up time.
-    if hasattr(value, "model_dump") and not isinstance(value, type):
-        return value.model_dump(mode="json", exclude_none=True)
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    return value
-
-
 class RpcServer:
-    """Serves ``methods`` (name -> coroutine function) to token-holding clients."""
+    """Serves ``methods`` (name -> binding) to token-holding clients."""
 
-    def __init__(self, methods: dict[str, Any], token: str) -> None:
-        self.methods = methods
+    def __init__(self, methods: Mapping[str, Binding[Any, Any]], token: str) -> None:
+        for name, binding in methods.items():
+            check_binding(name, binding)
+        self.methods = dict(methods)
         self._token = token.encode()
         self.server: asyncio.base_events.Server | None = None
         self._connections = 0
@@ -170,78 +162,39 @@ class RpcServer:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32001, "message": err.message, "data": err.envelope()}}
         method = req.get("method")
         params = req.get("params") or {}
-        fn = self.methods.get(method) if isinstance(method, str) else None
+        binding = self.methods.get(method) if isinstance(method, str) else None
         try:
-            if fn is None:
+            if binding is None:
                 raise UsageError(f"unknown method {method!r}", hint=f"known: {', '.join(sorted(self.methods))}")
             if not isinstance(params, dict):
-                raise UsageError("params must be an object")
-            result = fn(**_check_params(fn, params, method))
+                raise UsageError(f"{method}: params must be an object")
+            declared = binding.method
+            result = binding.handler(**declared.validate(params).kwargs())
             if inspect.isawaitable(result):
                 result = await result
-            return {"jsonrpc": "2.0", "id": rid, "result": to_jsonable(result)}
+            return {"jsonrpc": "2.0", "id": rid, "result": declared.dump_result(result)}
         except IpykeepError as exc:
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": exc.message, "data": exc.envelope()}}
         except Exception as exc:
             log.exception("internal error in %s", method)
-            err = IpykeepError(f"internal error in {method}: {type(exc).__name__}: {exc}", hint="see .ipykeep/run/daemon.log")
-            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": err.message, "data": err.envelope()}}
+            internal = IpykeepError(f"internal error in {method}: {type(exc).__name__}: {exc}", hint="see .ipykeep/run/daemon.log")
+            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": internal.message, "data": internal.envelope()}}
 
 
-@functools.lru_cache(maxsize=None)
-def _signature(fn: Any) -> inspect.Signature:
-    return inspect.signature(fn)  # once per method, not on every request
-
-
-@functools.lru_cache(maxsize=None)
-def _params_model(fn: Any) -> Any:
-    """A pydantic model of ``fn``'s keyword parameters (from its annotations), or None."""
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # an annotation that does not resolve: only names are checked
-        return None
-    from pydantic import create_model  # here, not at import: the CLI imports this module
-
-    fields: dict[str, Any] = {}
-    for name, p in _signature(fn).parameters.items():
-        if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
-            continue
-        default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[name] = (hints.get(name, Any), default)
-    return create_model(f"{getattr(fn, '__name__', 'method')}_params", **fields)  # type: ignore[call-overload]
-
-
-def _check_params(fn: Any, params: dict[str, Any], method: str) -> dict[str, Any]:
-    """Validate ``params`` against ``fn``'s signature: a typed bad_argument error, never a
-    TypeError deep inside the engine. Returns the (coerced) keyword arguments."""
-    sig = _signature(fn)
-    unknown = [p for p in params if p not in sig.parameters]
-    if unknown:
-        raise UsageError(
-            f"{method}: unknown argument(s) {', '.join(unknown)}",
-            hint=f"{method} takes: {', '.join(sig.parameters)}",
-        )
-    missing = [
-        name
-        for name, p in sig.parameters.items()
-        if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD and name not in params
-    ]
-    if missing:
-        raise UsageError(f"{method}: missing argument(s) {', '.join(missing)}")
-    for name in PATH_PARAMS & params.keys():
-        if isinstance(params[name], str) and "\0" in params[name]:
-            raise UsageError(f"{method}: {name} is not a path (it holds a NUL byte)")
-    model = _params_model(fn)
-    if model is None:
-        return params
-    from pydantic import ValidationError
-
-    try:
-        validated = model.model_validate(params)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5])
-        raise UsageError(f"{method}: bad argument(s): {problems}", hint=f"{method} takes: {', '.join(sig.parameters)}") from None
-    return {name: getattr(validated, name) for name in params}
+def check_binding(name: str, binding: Binding[Any, Any]) -> None:
+    """Refuse a table whose callable cannot take its method's params (caught at start-up, not
+    on the first call): every field must be a parameter, every required parameter a field."""
+    if binding.method.name != name:
+        raise ValueError(f"method table: {name!r} is bound to the declaration of {binding.method.name!r}")
+    sig = inspect.signature(binding.handler)
+    fields = set(binding.method.params.model_fields)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    accepted = {n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    required = {n for n in accepted if sig.parameters[n].default is inspect.Parameter.empty}
+    extra = fields - accepted if not takes_any else set()
+    missing = required - fields
+    if extra or missing:
+        raise ValueError(f"method table: {name} params {sorted(fields)} do not fit {binding.handler!r}{sig}")
 
 
 class AsyncRpcPool:

@@ -28,26 +28,11 @@ from .engine import Engine, KernelEntry
 from .errors import IpykeepError, UsageError
 from .execution import Execution
 from .notebook import NotebookSnapshot, content_hash, read_notebook
-from .records import BatchResult, Record
+from .records import BatchResult, RunStaleResult
 
 log = logging.getLogger("ipykeep.staleness")
 
 _OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
-
-
-class RunStaleResult(Record):
-    kernel_id: str
-    executed: bool
-    stale: list[dict[str, Any]]
-    fresh: list[dict[str, Any]]
-    blocked: list[dict[str, Any]]
-    batch: BatchResult | None = None
-    ok: bool = True
-    notices: list[str] | None = None
-    #: the plan's estimated seconds against a fresh restart-and-run-all (see core.plan_cost)
-    cost: dict[str, Any] | None = None
-    #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
-    fresh_run: bool | None = None
 
 
 def _stat_for(entry: KernelEntry):

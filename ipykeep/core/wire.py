@@ -10,7 +10,8 @@ import json
 import socket
 from typing import Any, NamedTuple
 
-from .errors import DaemonUnreachableError, IpykeepError, error_from_envelope
+from ..api.errors import error_from_envelope
+from .errors import DaemonUnreachableError, IpykeepError
 
 MAX_LINE = 64 * 1024 * 1024
 

@@ -17,10 +17,12 @@ from typing import Any
 
 import anyio
 
+from ..api import methods as api
+from ..api.spec import Method, Params
 from ..core import archive
 from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
 from ..core.engine import unknown_kernel_error
-from ..core.errors import DaemonUnreachableError, UnknownKernelError, UsageError
+from ..core.errors import DaemonUnreachableError, UnknownKernelError
 from ..core.project import ProjectPaths, find_project_root
 
 log = logging.getLogger("ipykeep.mcp")
@@ -51,10 +53,14 @@ class Backend:
                 self._client = client
             return client
 
-    async def call(self, method: str, params: dict[str, Any], *, start: bool = False) -> Any:
-        """Call an engine method on the daemon (starting it first when ``start``)."""
-        if method == "read_artifact":
-            return await anyio.to_thread.run_sync(read_artifact, self.paths, str(params.get("uri", "")))
+    async def call(self, method: Method[Any, Any], params: Params, *, start: bool = False) -> Any:
+        """Call a declared daemon method (starting the daemon first when ``start``); its JSON
+        result, which ``results.py`` turns into MCP content."""
+        if method is api.READ_ARTIFACT:
+            return await anyio.to_thread.run_sync(read_artifact, self.paths, str(getattr(params, "uri", "")))
+        return await self._call(method.name, params.model_dump(mode="json", exclude_unset=True), start=start)
+
+    async def _call(self, method: str, params: dict[str, Any], *, start: bool) -> Any:
         if start:
             client = await self._started_client()
             try:
@@ -65,16 +71,16 @@ class Backend:
                 if _pid_alive(client.descriptor.pid):
                     raise
                 self._client = None
-                client = await self._started_client()
-                return await client.acall(method, **params)
-        client = self._live_client()
-        if client is None:
+                fresh = await self._started_client()
+                return await fresh.acall(method, **params)
+        live = self._live_client()
+        if live is None:
             return self._without_daemon(method, params)
         try:
-            return await client.acall(method, **params)
+            return await live.acall(method, **params)
         except DaemonUnreachableError:
             # A daemon whose last kernel was just closed stops listening before it exits.
-            if not await self._exits(client.descriptor.pid):
+            if not await self._exits(live.descriptor.pid):
                 raise
             self._client = None
             return self._without_daemon(method, params)
@@ -88,7 +94,7 @@ class Backend:
         return False
 
     def _without_daemon(self, method: str, params: dict[str, Any]) -> Any:
-        if method == "list_kernels":
+        if method == api.LIST_KERNELS.name:
             return []
         kid = params.get("kernel_id")
         if kid:

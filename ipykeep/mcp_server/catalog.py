@@ -1,4 +1,10 @@
-"""The MCP tool catalog: names, terse descriptions, argument models, and the engine method each maps to.
+"""The MCP tool catalog: names, terse descriptions, argument models, and the daemon method each maps to.
+
+Each tool names its daemon method by its ``ipykeep.api.names`` constant; ``ToolSpec.method`` is
+that method's declaration (``api.methods``, loaded on the first call: its models cost the
+handshake time). The tool's arguments become the method's params model (``engine_params``),
+which the daemon's ``Binding`` of the same declaration serves (``core.daemon.method_table``). An execution is
+named by its ``handle`` (``c12``) here as everywhere; ``cell_id`` always means a notebook cell.
 
 Arguments are validated with pydantic (so a bad call gets the usual error envelope, not a
 protocol error) and the published input schemas are derived from the same models, stripped of
@@ -9,9 +15,14 @@ turn. No output schemas are published; results are described in ``results.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from ..api import names
+
+if TYPE_CHECKING:
+    from ..api.spec import Method, Params
 
 #: How a tool's result is turned into MCP content (see ``results.py``).
 ResultKind = Literal["kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"]
@@ -25,7 +36,8 @@ class Args(BaseModel):
 
 class CreateKernelArgs(Args):
     notebook: str | None = Field(None, description=".ipynb to bind (relative to the project)")
-    cwd: str | None = Field(None, description="working dir for a scratch kernel")
+    cwd: str | None = Field(None, description="working dir for a scratch kernel, or ssh://[user@]host/path for a kernel over SSH")
+    gateway: str | None = Field(None, description="run the kernel on this Jupyter server / gateway URL (http(s)://…)")
     python: str | None = Field(None, description="interpreter (default: configured)")
     warm: bool = Field(True, description="run the notebook's cells now (default true)")
 
@@ -45,16 +57,21 @@ class IpythonArgs(Args):
     request_id: str | None = Field(None, description="idempotency key")
 
 
+#: ``cell_id`` is still accepted for the handle (it was the argument's old name); only
+#: ``handle`` is published in the schema.
+_HANDLE_ALIASES = AliasChoices("handle", "cell_id")
+
+
 class ReadCellArgs(Args):
     kernel_id: str = KernelId
-    cell_id: str = Field(description="execution handle, e.g. c12")
+    handle: str = Field(description="execution handle, e.g. c12", validation_alias=_HANDLE_ALIASES)
     yield_time_ms: int = Field(0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0")
     cursor: int | None = Field(None, ge=0, description="output offset >= 0; default: where you last read")
 
 
 class InterruptArgs(Args):
     kernel_id: str = KernelId
-    cell_id: str | None = Field(None, description="handle to stop; default: what runs")
+    handle: str | None = Field(None, description="execution handle to stop; default: what runs", validation_alias=_HANDLE_ALIASES)
 
 
 class MarkdownArgs(Args):
@@ -116,7 +133,8 @@ class ToolSpec:
     title: str
     description: str
     args: type[Args]
-    method: str
+    #: The daemon method it calls (an ``api.names`` constant).
+    method_name: str
     kind: ResultKind
     hints: Hints
     #: Whether this call may start the daemon (only one that creates a kernel should).
@@ -128,6 +146,13 @@ class ToolSpec:
     def read_only(self) -> bool:
         return self.hints.read_only
 
+    @property
+    def method(self) -> Method[Any, Any]:
+        """The declaration of the daemon method this tool calls."""
+        from ..api.methods import BY_NAME as METHODS
+
+        return METHODS[self.method_name]
+
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -135,22 +160,22 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Create kernel",
         "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
         CreateKernelArgs,
-        "create_kernel",
+        names.CREATE_KERNEL,
         "kernel",
         # Warming runs the notebook's code; a scratch kernel is new on every call.
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         starts_daemon=True,
         progress=True,
     ),
-    ToolSpec("list_kernels", "List kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, "list_kernels", "kernels", READ),
+    ToolSpec("list_kernels", "List kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, names.LIST_KERNELS, "kernels", READ),
     ToolSpec(
-        "close_kernel", "Close kernel", "Shut a kernel down (its variables are lost).", KernelArgs, "close_kernel", "kernel",
+        "close_kernel", "Close kernel", "Shut a kernel down (its variables are lost).", KernelArgs, names.CLOSE_KERNEL, "kernel",
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "restart_kernel", "Restart kernel",
         "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then run_stale lists what must re-run.",
-        KernelArgs, "restart", "kernel",
+        KernelArgs, names.RESTART, "kernel",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
     ToolSpec(
@@ -159,18 +184,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Run code in the kernel, keeping state. Returns output (bounded) or, if still running after"
         " yield_time_ms, a handle for read_cell.",
         IpythonArgs,
-        "execute",
+        names.EXECUTE,
         "execution",
         RUNS_CODE,
     ),
-    ToolSpec("read_cell", "Read execution", "Output of an execution since you last read it; its state.", ReadCellArgs, "read_execution", "execution", READ),
+    ToolSpec("read_cell", "Read execution", "Output of an execution since you last read it; its state.", ReadCellArgs, names.READ_EXECUTION, "execution", READ),
     ToolSpec(
-        "interrupt", "Interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, "interrupt", "interrupt",
+        "interrupt", "Interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, names.INTERRUPT, "interrupt",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
-    ToolSpec("list_cells", "List cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, "list_cells", "cells", READ),
+    ToolSpec("list_cells", "List cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, names.LIST_CELLS, "cells", READ),
     ToolSpec(
-        "markdown", "Add note", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, "markdown", "json",
+        "markdown", "Add note", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, names.MARKDOWN, "json",
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
@@ -178,17 +203,17 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Run stale cells",
         "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
         RunStaleArgs,
-        "run_stale",
+        names.RUN_STALE,
         "stale",
         # A second call finds nothing stale and does nothing more.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
         progress=True,
     ),
-    ToolSpec("run_cells", "Run cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, "run_cells", "batch", RUNS_CODE, progress=True),
-    ToolSpec("inspect", "Inspect variable", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, "inspect", "json", READ),
-    ToolSpec("namespace", "List variables", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, "namespace", "json", READ),
+    ToolSpec("run_cells", "Run cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, names.RUN_CELLS, "batch", RUNS_CODE, progress=True),
+    ToolSpec("inspect", "Inspect variable", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, names.INSPECT, "json", READ),
+    ToolSpec("namespace", "List variables", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, names.NAMESPACE, "json", READ),
     ToolSpec(
-        "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, "watch_file", "json",
+        "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, names.WATCH_FILE, "json",
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
     ),
     ToolSpec(
@@ -196,7 +221,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Publish notebook",
         "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells highlighted; returns the URL.",
         PublishArgs,
-        "publish",
+        names.PUBLISH,
         "json",
         # tunnel=true exposes the view on a public URL.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
@@ -206,16 +231,15 @@ TOOLS: tuple[ToolSpec, ...] = (
 BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
 
 
-def engine_params(spec: ToolSpec, args: Args) -> dict[str, Any]:
-    """Map validated tool arguments onto the engine method's keyword arguments."""
-    values = args.model_dump(exclude_none=True)
-    if spec.method == "read_execution":
-        values["handle"] = values.pop("cell_id")
-    elif spec.method == "interrupt" and "cell_id" in values:
-        values["handle"] = values.pop("cell_id")
-    elif spec.method == "run_cells":
-        values["cells"] = [str(c) for c in values["cells"]]
-    return values
+def engine_params(spec: ToolSpec, args: Args, **extra: Any) -> Params:
+    """The tool's validated arguments (plus ``extra``, e.g. the reader) as its method's params.
+
+    Tool arguments are a subset of the method's params under the same names; what a tool
+    leaves out takes the method's declared default.
+    """
+    values = {**args.model_dump(exclude_none=True), **extra}
+    params: Params = spec.method.validate(values)
+    return params
 
 
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:

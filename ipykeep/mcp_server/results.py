@@ -60,9 +60,9 @@ def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> di
 
     ``max_output`` cuts the output further, for batches that hold many executions.
     """
-    out: dict[str, Any] = {"cell_id": rec.handle, "kernel_id": rec.kernel_id, "state": rec.state, "cursor": rec.cursor}
+    out: dict[str, Any] = {"handle": rec.handle, "kernel_id": rec.kernel_id, "state": rec.state, "cursor": rec.cursor}
     if rec.cell_id:
-        out["nb_cell"] = rec.cell_id
+        out["cell_id"] = rec.cell_id
         out["index"] = rec.index
     if rec.execution_count is not None:
         out["execution_count"] = rec.execution_count

@@ -45,9 +45,11 @@ from pydantic import ValidationError
 from .. import __version__
 from ..core.config import Config
 from ..core.errors import IpykeepError, UsageError
+from ..api import names
 from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
 
 if TYPE_CHECKING:
+    from ..api.spec import Params
     from .early import StdinPrefetch
 
 log = logging.getLogger("ipykeep.mcp")
@@ -195,7 +197,7 @@ class IpykeepMcp:
                 raise UsageError(
                     _validation_message(spec.name, exc), hint=f"see the input schema of {spec.name} in tools/list"
                 ) from None
-            return await self._run(spec, engine_params(spec, args), ctx)
+            return await self._run(spec, self._params(spec, args, ctx), ctx)
         except IpykeepError as exc:
             from .results import error_result
 
@@ -208,30 +210,39 @@ class IpykeepMcp:
                 IpykeepError(f"internal error in {params.name}: {type(exc).__name__}: {exc}", hint="see the server's stderr")
             )
 
-    async def _run(self, spec: ToolSpec, kwargs: dict[str, Any], ctx: ServerRequestContext[Any]) -> CallToolResult:
+    def _params(self, spec: ToolSpec, args: Any, ctx: ServerRequestContext[Any]) -> Params:
+        """The tool's arguments as its method's params, with the server's own context."""
+        extra: dict[str, Any] = {}
         # watch_file paths stay as given: the engine reads them relative to the kernel's cwd,
         # like the code in the notebook does.
         for key in ("notebook", "cwd"):
-            if key in kwargs:
-                kwargs[key] = self._local_path(kwargs[key])
-        if spec.method in ("execute", "read_execution"):
-            kwargs["reader"] = self._reader(ctx)
-        if spec.method == "create_kernel":
-            raw = await self._create_kernel(kwargs, ctx)
+            value = getattr(args, key, None)
+            if value is not None:
+                extra[key] = self._local_path(value)
+        if "reader" in spec.method.params.model_fields:
+            extra["reader"] = self._reader(ctx)
+        return engine_params(spec, args, **extra)
+
+    async def _run(self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]) -> CallToolResult:
+        if spec.method_name == names.CREATE_KERNEL:
+            raw = await self._create_kernel(params, ctx)
         elif spec.progress:
-            raw = await self._with_progress(spec, kwargs, ctx)
+            raw = await self._with_progress(spec, params, ctx)
         else:
-            raw = await self.backend.call(spec.method, kwargs, start=spec.starts_daemon)
+            raw = await self.backend.call(spec.method, params, start=spec.starts_daemon)
         result = await self.results.build(spec.kind, raw)
         for notice in _notices(result.structured_content):
             await self.notify(ctx, "warning", notice)
         return result
 
-    async def _create_kernel(self, kwargs: dict[str, Any], ctx: ServerRequestContext[Any]) -> Any:
+    async def _create_kernel(self, params: Params, ctx: ServerRequestContext[Any]) -> Any:
         # Warm-up can take long: wait a bounded time and report progress rather than block
         # the client past its request timeout.
+        from ..api import methods as api
+        from ..api.kernels import WaitWarmParams
+
         await self.progress(ctx, 0, None, "starting the kernel")
-        raw = await self.backend.call("create_kernel", {**kwargs, "wait": False}, start=True)
+        raw = await self.backend.call(api.CREATE_KERNEL, params.model_copy(update={"wait": False}), start=True)
         deadline = time.monotonic() + WARM_WAIT_S
         while (warm := raw.get("warm") or {}).get("finished") is False:
             current = f": {warm['current']}" if warm.get("current") else ""
@@ -239,26 +250,27 @@ class IpykeepMcp:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            raw = await self.backend.call("wait_warm", {"kernel_id": raw["kernel_id"], "timeout": min(left, 1.0)})
+            raw = await self.backend.call(api.WAIT_WARM, WaitWarmParams(kernel_id=raw["kernel_id"], timeout=min(left, 1.0)))
         warm = raw.get("warm") or {}
         await self.progress(ctx, warm.get("done", 1), warm.get("total", 1), f"{raw['kernel_id']} {raw.get('state', 'ready')}")
         return raw
 
-    async def _with_progress(self, spec: ToolSpec, kwargs: dict[str, Any], ctx: ServerRequestContext[Any]) -> Any:
+    async def _with_progress(self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]) -> Any:
         """Run a batch call while reporting, about once a second, which execution is running.
 
         The batch itself is one daemon call; progress comes from polling ``list_kernels`` on
         the side (cheap, and the daemon serves requests concurrently).
         """
-        if spec.name == "run_stale" and not kwargs.get("execute"):
-            return await self.backend.call(spec.method, kwargs)
-        kid = kwargs["kernel_id"]
-        total = len(kwargs["cells"]) if spec.name == "run_cells" else None
+        if spec.method_name == names.RUN_STALE and not getattr(params, "execute", False):
+            return await self.backend.call(spec.method, params)
+        kid = str(getattr(params, "kernel_id", ""))
+        cells = getattr(params, "cells", None)
+        total = len(cells) if cells is not None else None
         result: dict[str, Any] = {}
 
         async def call() -> None:
             try:
-                result["raw"] = await self.backend.call(spec.method, kwargs)
+                result["raw"] = await self.backend.call(spec.method, params)
             except Exception as exc:  # re-raised below, outside the task group's exception group
                 result["error"] = exc
             tg.cancel_scope.cancel()
@@ -280,8 +292,11 @@ class IpykeepMcp:
         return result["raw"]
 
     async def _running(self, kid: str) -> list[str]:
+        from ..api import methods as api
+        from ..api.kernels import NoParams
+
         try:
-            kernels = await self.backend.call("list_kernels", {})
+            kernels = await self.backend.call(api.LIST_KERNELS, NoParams())
         except IpykeepError:
             return []
         return next((list(k.get("running") or []) for k in kernels if k.get("kernel_id") == kid), [])
@@ -304,9 +319,11 @@ class IpykeepMcp:
         )
 
     async def read_resource(self, ctx: ServerRequestContext[Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+        from ..api import methods as api
+
         uri = str(params.uri)
         try:
-            raw = await self.backend.call("read_artifact", {"uri": uri})
+            raw = await self.backend.call(api.READ_ARTIFACT, api.READ_ARTIFACT.build(uri=uri))
         except IpykeepError as exc:
             raise MCPError(INVALID_PARAMS, exc.message, exc.envelope()) from None
         if "text" in raw:

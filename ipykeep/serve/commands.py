@@ -8,12 +8,12 @@ from typing import List, Optional
 
 import typer
 
+from ..api import names
 from ..cli_fast import abs_path
 from ..cli_options import fail, json_option, notebook_argument, notebook_option, pick_notebook
 from ..core.client import connect
 from ..core.errors import IpykeepError, UsageError
 from ..core.records import KernelRecord
-from . import errors as _errors  # noqa: F401  (registers serve error codes for RPC replies)
 
 
 def parse_captions(items: List[str]) -> dict[str, str]:
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         try:
             notebook = pick_notebook(notebook, notebook_opt)
             client = connect(Path.cwd())
-            rec = KernelRecord.model_validate(client.call("unserve" if stop else "serve", notebook=abs_path(notebook)))
+            rec = KernelRecord.model_validate(client.call(names.UNSERVE if stop else names.SERVE, notebook=abs_path(notebook)))
         except IpykeepError as exc:
             raise fail(exc) from None
         if as_json:
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
             notebook = pick_notebook(notebook, notebook_opt)
             captions = parse_captions(cell)
             client = connect(Path.cwd())
-            res = client.call("publish", notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel)
+            res = client.call(names.PUBLISH, notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel)
         except IpykeepError as exc:
             raise fail(exc) from None
         if as_json:

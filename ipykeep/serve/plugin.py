@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..core.errors import MissingExtraError, UsageError
+from ..core.errors import MissingExtraError, RemoteNotSupportedError, UsageError
 from ..core.execution import Execution
 from ..core.records import KernelRecord
 from .adoption import AdoptedKernel, AdoptionSpec
@@ -79,6 +79,7 @@ class ServePlugin:
     async def serve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
         """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
         entry = self.engine._live(kernel_id, notebook)
+        _require_local(entry.process)
         require_serve_extra(entry.config.server_command)
         async with self._lock:
             old = self.hosting.get(entry.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
@@ -116,6 +117,7 @@ class ServePlugin:
         from .tunnel import QuickTunnel, require_cloudflared
 
         entry = self.engine._live(kernel_id, notebook)
+        _require_local(entry.process)
         require_serve_extra(entry.config.server_command)
         if tunnel:
             require_cloudflared()
@@ -292,3 +294,12 @@ class ServePlugin:
         else:
             page = ("/lab/tree/" if lab else "/notebooks/") + quote(api_path)
         return f"{root}{page}?token={self.server.token}"
+
+
+def _require_local(process: Any) -> None:
+    """The Jupyter server adopts a kernel by its connection file: only local kernels have one."""
+    if process.connection_file is None:
+        raise RemoteNotSupportedError(
+            f"kernel {process.name} runs at {process.location}: --serve and publish need a local kernel",
+            hint="open the remote server's own JupyterLab for a view of that kernel's machine",
+        )

@@ -148,7 +148,7 @@ async def test_unknown_ids_and_outside_cwd(eng):
     with pytest.raises(UsageError, match="outside the project"):
         await engine.create_kernel(cwd="/")
     with pytest.raises(Exception, match="remote working directories"):
-        await engine.create_kernel(cwd="ssh://host/dir")
+        await engine.create_kernel(cwd="s3://bucket/dir")  # ssh:// is a remote kernel (test_remote_ssh.py)
 
 
 async def test_watcher_notices_edits_by_others_but_not_its_own_writes(eng):

@@ -47,7 +47,7 @@ def test_run_cells_by_id_and_index(mcp: McpSession, nb_kernel: str) -> None:
     res = _ok(mcp.tool("run_cells", {"kernel_id": nb_kernel, "cells": ["total", 3]}))
     summary = res.structured_content
     assert summary["ok"] is True
-    assert [r["nb_cell"] for r in summary["results"]] == ["total", "double"]
+    assert [r["cell_id"] for r in summary["results"]] == ["total", "double"]
     assert "9" in text_of(res) and "18" in text_of(res)
     bad = envelope(mcp.tool("run_cells", {"kernel_id": nb_kernel, "cells": ["nope"]}))
     assert bad["code"] == "unknown_cell"
@@ -87,7 +87,7 @@ def test_full_agent_loop(mcp: McpSession, nb_kernel: str, project: Path) -> None
 
     ran = _ok(mcp.tool("run_stale", {"kernel_id": nb_kernel, "execute": True}))
     assert ran.structured_content["executed"] is True and ran.structured_content["ok"] is True
-    assert [r["nb_cell"] for r in ran.structured_content["results"]] == ["total", "double"]
+    assert [r["cell_id"] for r in ran.structured_content["results"]] == ["total", "double"]
     assert "20" in text_of(ran)  # (9 + 1) * 2
 
     at_rest = _ok(mcp.tool("run_stale", {"kernel_id": nb_kernel}))

@@ -81,12 +81,35 @@ def test_defaults_and_ranges_are_also_in_descriptions(tmp_path: Path) -> None:
 
 def test_engine_params_mapping() -> None:
     spec = BY_NAME["read_cell"]
-    args = spec.args.model_validate({"kernel_id": "k1", "cell_id": "c3", "yield_time_ms": 10})
-    assert engine_params(spec, args) == {"kernel_id": "k1", "handle": "c3", "yield_time_ms": 10}
+    args = spec.args.model_validate({"kernel_id": "k1", "handle": "c3", "yield_time_ms": 10})
+    params = engine_params(spec, args, reader="mcp-x")
+    assert params.model_dump(exclude_unset=True) == {"kernel_id": "k1", "handle": "c3", "yield_time_ms": 10, "reader": "mcp-x"}
     spec = BY_NAME["run_cells"]
-    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1", "cells": [0, "abc"]}))["cells"] == ["0", "abc"]
+    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1", "cells": [0, "abc"]})).cells == ["0", "abc"]
     spec = BY_NAME["interrupt"]
-    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1"})) == {"kernel_id": "k1"}
+    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1"})).model_dump(exclude_unset=True) == {"kernel_id": "k1"}
+
+
+def test_an_execution_is_a_handle_and_cell_id_is_a_deprecated_alias() -> None:
+    """MCP names an execution ``handle``, as the engine does; ``cell_id`` (its old name) still
+    works but is not published."""
+    for name in ("read_cell", "interrupt"):
+        spec = BY_NAME[name]
+        props = compact_schema(spec.args)["properties"]
+        assert "handle" in props and "cell_id" not in props, props
+        old = spec.args.model_validate({"kernel_id": "k1", "cell_id": "c3"})
+        assert engine_params(spec, old).handle == "c3"  # type: ignore[attr-defined]
+    for spec in TOOLS:  # nowhere else does an argument mean a handle under another name
+        assert "cell_id" not in compact_schema(spec.args).get("properties", {}), spec.name
+
+
+def test_every_tool_maps_onto_a_declared_method() -> None:
+    from ipykeep.api import methods as api
+
+    for spec in TOOLS:
+        assert api.BY_NAME[spec.method.name] is spec.method
+        extra = set(spec.args.model_fields) - set(spec.method.params.model_fields)
+        assert not extra, (spec.name, extra)  # every tool argument is a param of its method
 
 
 @pytest.mark.parametrize(
@@ -111,13 +134,14 @@ def test_artifact_template_matches_the_archive() -> None:
 
 
 def test_server_module_loads_without_the_daemon_client() -> None:
-    """The handshake needs the SDK and the catalog only (start-up time, see launch.py)."""
+    """The handshake needs the SDK and the catalog only (start-up time, see launch.py); the
+    API's models load on the first call."""
     import subprocess
     import sys
 
     code = (
         "import sys, ipykeep.mcp_server.launch, ipykeep.mcp_server.server;"
-        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.core.client', 'ipykeep.core.engine', 'typer') if m in sys.modules];"
+        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.core.client', 'ipykeep.core.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.core.records') if m in sys.modules];"
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -114,14 +114,14 @@ def test_long_print_head_and_tail_within_budget(mcp: McpSession, kid: str) -> No
 
 def test_overlapping_call_returns_its_value(mcp: McpSession, kid: str) -> None:
     sleeper = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "__import__('time').sleep(3)\n'woke'", "yield_time_ms": 0}))
-    handle = sleeper.structured_content["cell_id"]
+    handle = sleeper.structured_content["handle"]
     t0 = time.monotonic()
     quick = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "6 * 7"}))
     assert time.monotonic() - t0 < 2.5  # it did not wait for the sleeping cell
     assert quick.structured_content["state"] == "ok"
     assert quick.structured_content["output"].strip() == "42", quick.structured_content
     assert "42" in HostView(quick).text
-    done = _ok(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": handle, "yield_time_ms": 10_000}))
+    done = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "yield_time_ms": 10_000}))
     assert "'woke'" in HostView(done).text  # the main shell's value went to its own call
 
 
@@ -149,7 +149,7 @@ def test_run_cells_reports_progress(mcp: McpSession, kid: str) -> None:
     progress = Progress()
     res = _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["slow", "answer"]}, progress=progress))
     view = HostView(res)
-    assert [r["nb_cell"] for r in res.structured_content["results"]] == ["slow", "answer"]
+    assert [r["cell_id"] for r in res.structured_content["results"]] == ["slow", "answer"]
     assert res.structured_content["results"][1]["output"].strip() == "42"
     assert "42" in view.text
     assert len(progress.events) >= 2, progress.events  # the start, then at least one tick in 2.5 s
@@ -185,7 +185,7 @@ def test_plan_cells_and_reasons_reach_the_model(mcp: McpSession, kid: str, proje
     progress = Progress()
     ran = _ok(mcp.tool("run_stale", {"kernel_id": kid, "execute": True}, progress=progress))
     assert ran.structured_content["executed"] is True
-    outputs = {r["nb_cell"]: r.get("output", "") for r in ran.structured_content["results"]}
+    outputs = {r["cell_id"]: r.get("output", "") for r in ran.structured_content["results"]}
     assert outputs["answer"].strip() == "41"
     assert progress.events, "no progress while run_stale executed"
 
@@ -211,7 +211,7 @@ def test_fresh_run_restarts_and_runs_every_cell(mcp: McpSession, kid: str, proje
     summary = ran.structured_content
     assert summary["fresh_run"] is True and summary["ok"] is True, summary
     code_cells = [c.id for c in nbformat.read(project / NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
-    assert [r["nb_cell"] for r in summary["results"]] == code_cells
+    assert [r["cell_id"] for r in summary["results"]] == code_cells
     gone = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "'leftover' in globals()"}))
     assert "False" in HostView(gone).text  # the restart dropped what scratch code left
 

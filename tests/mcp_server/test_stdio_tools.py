@@ -52,7 +52,7 @@ def test_ipython_runs_code_and_keeps_state(mcp: McpSession, kid: str) -> None:
     _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "kept = 41"}))
     res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(kept + 1)"}))
     assert res.structured_content["state"] == "ok"
-    assert res.structured_content["cell_id"].startswith("c")
+    assert res.structured_content["handle"].startswith("c")
     assert "42" in text_of(res)
     listed = _ok(mcp.tool("list_kernels"))
     (k,) = listed.structured_content["kernels"]
@@ -86,19 +86,19 @@ def test_yield_zero_returns_handle_and_second_call_is_not_blocked(mcp: McpSessio
     started = mcp.tool("ipython", {"kernel_id": kid, "code": "import time\ntime.sleep(3)\nprint('slept')", "yield_time_ms": 0})
     _ok(started)
     assert started.structured_content["state"] in ("queued", "running")
-    handle = started.structured_content["cell_id"]
+    handle = started.structured_content["handle"]
     t0 = time.monotonic()
     quick = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(6 * 7)"}))
     elapsed = time.monotonic() - t0
     assert quick.structured_content["state"] == "ok" and "42" in text_of(quick)
     assert elapsed < 1.0, f"second call took {elapsed:.2f}s while the first was running"
-    done = _ok(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": handle, "yield_time_ms": 10_000}))
+    done = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "yield_time_ms": 10_000}))
     assert done.structured_content["state"] == "ok"
     assert "slept" in text_of(done)
     # the reader's cursor moved: reading again returns no new output
     again = _ok(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": handle}))
     assert "slept" not in text_of(again)
-    again = _ok(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": handle, "cursor": 0}))
+    again = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "cursor": 0}))
     assert "slept" in text_of(again)
 
 
@@ -125,14 +125,14 @@ def test_large_figure_is_downscaled(mcp: McpSession, kid: str) -> None:
 
 def test_errors_are_envelopes_and_server_survives(mcp: McpSession, kid: str, project: Path) -> None:
     assert envelope(mcp.tool("ipython", {"kernel_id": "k999", "code": "1"}))["code"] == "unknown_kernel"
-    assert envelope(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": "c99999"}))["code"] == "unknown_cell"
+    assert envelope(mcp.tool("read_cell", {"kernel_id": kid, "handle": "c99999"}))["code"] == "unknown_cell"
     assert envelope(mcp.tool("ipython", {"kernel_id": kid}))["code"] == "bad_argument"
     assert envelope(mcp.tool("ipython", {"kernel_id": kid, "code": "1", "yield_time_ms": -1}))["code"] == "bad_argument"
     assert envelope(mcp.tool("ipython", {"kernel_id": kid, "code": "1", "nope": True}))["code"] == "bad_argument"
     assert envelope(mcp.tool("no_such_tool", {}))["code"] == "bad_argument"
     outside = envelope(mcp.tool("create_kernel", {"cwd": str(project.parent)}))
     assert outside["code"] == "bad_argument" and "outside the project" in outside["message"]
-    remote = envelope(mcp.tool("create_kernel", {"cwd": "ssh://example.org/home/me"}))
+    remote = envelope(mcp.tool("create_kernel", {"cwd": "s3://bucket/home/me"}))
     assert remote["code"] == "not_supported"
     bad_nb = envelope(mcp.tool("create_kernel", {"notebook": "missing.ipynb"}))
     assert bad_nb["code"] == "notebook_invalid"
@@ -199,10 +199,10 @@ def test_stdout_carries_only_protocol(project: Path, kid: str) -> None:
 def _start_and_wait_for(mcp: McpSession, kid: str, code: str, marker: str = "READY") -> str:
     """Start ``code`` (which prints ``marker`` once it is where the test wants it); return its handle."""
     run = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 0}))
-    handle = run.structured_content["cell_id"]
+    handle = run.structured_content["handle"]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        res = _ok(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": handle, "cursor": 0, "yield_time_ms": 100}))
+        res = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "cursor": 0, "yield_time_ms": 100}))
         assert res.structured_content["state"] in ("queued", "running"), text_of(res)
         if marker in text_of(res):
             return handle
@@ -213,14 +213,14 @@ def test_interrupt_keeps_state(mcp: McpSession, kid: str) -> None:
     _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "survivor = 'still here'"}))
     handle = _start_and_wait_for(mcp, kid, "import time\nprint('READY', flush=True)\ntime.sleep(60)")
     t0 = time.monotonic()
-    res = _ok(mcp.tool("interrupt", {"kernel_id": kid, "cell_id": handle}))
+    res = _ok(mcp.tool("interrupt", {"kernel_id": kid, "handle": handle}))
     elapsed = time.monotonic() - t0
     assert res.structured_content["action"] == "interrupted", text_of(res)
     assert elapsed < 1.5, f"interrupt took {elapsed:.2f}s"
-    after = _ok(mcp.tool("read_cell", {"kernel_id": kid, "cell_id": handle, "yield_time_ms": 2000}))
+    after = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "yield_time_ms": 2000}))
     assert after.structured_content["state"] in ("interrupted", "failed")
     assert "still here" in text_of(_ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(survivor)"})))
-    done = _ok(mcp.tool("interrupt", {"kernel_id": kid, "cell_id": handle}))
+    done = _ok(mcp.tool("interrupt", {"kernel_id": kid, "handle": handle}))
     assert done.structured_content["action"] == "already_finished"
 
 

@@ -8,7 +8,6 @@ sent as drawn, against a live kernel.
 
 from __future__ import annotations
 
-import inspect
 import json
 import socket
 from collections.abc import Iterator
@@ -20,8 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ipykeep.core.client import DaemonClient
-from ipykeep.core.daemon import RPC_METHODS
-from ipykeep.core.engine import Engine
+from ipykeep.api import methods as api
 from ipykeep.core.rpc import _request
 from ipykeep.mcp_server.catalog import TOOLS
 from tests.conftest import stop_daemon
@@ -38,9 +36,9 @@ json_values = st.recursive(
 texts = st.text(max_size=40).filter(lambda s: s not in ("k1",))
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
-#: Parameters per RPC method (from the engine's signatures), plus plugin methods.
-METHODS = sorted(set(RPC_METHODS) | {"run_stale", "watch_file", "inspect", "namespace", "serve", "publish"})
-SPAWNING = {"create_kernel", "serve", "publish", "close_kernel", "restart", "shutdown"}
+#: Every declared RPC method (its params from the declaration).
+METHODS = sorted(api.BY_NAME)
+SPAWNING = {"create_kernel", "serve", "unserve", "publish", "close_kernel", "restart", "shutdown"}
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +68,9 @@ def rpc_requests(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     method = draw(st.sampled_from(METHODS) | st.text(max_size=12))
     keys = ["kernel_id", "notebook", "code", "handle", "cells", "cursor", "yield_time_ms", "name", "path",
             "uri", "source", "execute", "cwd", "python", "dataflow", "warm", "request_id", "reader", "timeout"]
-    fn = getattr(Engine, method, None) if method in RPC_METHODS else None
-    if fn is not None and draw(st.booleans()):  # mostly the method's own parameters, wrongly typed or not
-        keys = [p for p in inspect.signature(fn).parameters if p != "self"] or keys
+    declared = api.BY_NAME.get(method)
+    if declared is not None and draw(st.booleans()):  # mostly the method's own parameters, wrongly typed or not
+        keys = list(declared.params.model_fields) or keys
     params = draw(st.dictionaries(st.sampled_from(keys) | st.text(max_size=6), json_values | texts, max_size=5))
     if method in SPAWNING:
         params["kernel_id"] = draw(texts)  # never the live kernel: these fail as unknown kernels

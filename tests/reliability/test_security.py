@@ -96,10 +96,13 @@ async def _serve(**limits: float) -> tuple[rpc.RpcServer, int]:
     for name, value in limits.items():
         setattr(rpc, name, value)
 
-    async def ping() -> dict:
-        return {"pong": True}
+    from ipykeep.api import methods as api
+    from ipykeep.api.spec import bind
 
-    server = rpc.RpcServer({"ping": ping}, "secret")
+    async def ping() -> dict:
+        return {"pid": 1, "version": "pong", "project": "p", "started_at": 0.0}
+
+    server = rpc.RpcServer({"ping": bind(api.PING, ping)}, "secret")
     _, port = await server.start()
     return server, port
 
@@ -124,10 +127,10 @@ def test_idle_unauthenticated_connections_time_out_and_connections_are_capped(mo
             # and then a real client gets in, and stays past the idle limit once authenticated
             r, w = await asyncio.open_connection("127.0.0.1", port)
             w.write(_request("ping", {}, "secret", 1))
-            assert b'"pong": true' in await r.readline()
+            assert b'"version": "pong"' in await r.readline()
             await asyncio.sleep(0.8)
             w.write(_request("ping", {}, "secret", 2))
-            assert b'"pong": true' in await r.readline()
+            assert b'"version": "pong"' in await r.readline()
             w.close()
         finally:
             await server.close()

@@ -1,0 +1,25 @@
+"""Inspection: bounded summaries of live variables, and the namespace listing."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..inspection.models import NamespaceListing, Summary
+from . import errors as e
+from . import names
+from .kernels import KERNEL_LOOKUP
+from .spec import KernelParams, Method
+
+
+class InspectParams(KernelParams):
+    name: str = Field(description='a variable, or a safe path like model.coef_ or df["col"]')
+
+
+_PROBES = KERNEL_LOOKUP + (e.KERNEL_BUSY, e.KERNEL_DIED, e.TIMEOUT, e.EXECUTION_LOST)
+
+INSPECT: Method[InspectParams, Summary] = Method(
+    names.INSPECT, InspectParams, Summary, _PROBES + (e.UNKNOWN_NAME,), "A typed, bounded summary of a live variable."
+)
+NAMESPACE: Method[KernelParams, NamespaceListing] = Method(
+    names.NAMESPACE, KernelParams, NamespaceListing, _PROBES, "Every user variable with type, size and defining cell."
+)

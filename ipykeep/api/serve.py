@@ -1,0 +1,36 @@
+"""Serving: hosting a kernel in the project's Jupyter server, and publishing a live view."""
+
+from __future__ import annotations
+
+from ..core.records import KernelRecord, Record
+from . import errors as e
+from . import names
+from .kernels import KERNEL_LOOKUP
+from .spec import KernelParams, Method
+
+
+class PublishParams(KernelParams):
+    #: cell id or 0-based index -> caption to highlight
+    cells: dict[str, str] | None = None
+    #: a public cloudflared quick tunnel instead of a local URL
+    tunnel: bool = False
+
+
+class PublishResult(Record):
+    url: str
+    kernel_id: str
+    path: str
+
+
+_HOSTING = KERNEL_LOOKUP + (e.MISSING_EXTRA, e.SERVE_FAILED)
+
+SERVE: Method[KernelParams, KernelRecord] = Method(
+    names.SERVE, KernelParams, KernelRecord, _HOSTING, "Host the kernel in the project's Jupyter server."
+)
+UNSERVE: Method[KernelParams, KernelRecord] = Method(
+    names.UNSERVE, KernelParams, KernelRecord, KERNEL_LOOKUP + (e.SERVE_FAILED,), "Detach the kernel from the Jupyter server."
+)
+PUBLISH: Method[PublishParams, PublishResult] = Method(
+    names.PUBLISH, PublishParams, PublishResult, _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
+    "A live, token-protected view of the kernel's notebook with cells captioned.",
+)

@@ -1,0 +1,134 @@
+"""What a declared daemon method is: its name, params model, result type and error codes.
+
+``Method[P, R]`` is generic in its params model ``P`` and result type ``R`` so a type checker
+follows a call: ``DaemonClient.invoke(methods.EXECUTE, ExecuteParams(...))`` is an
+``ExecutionRecord``, and ``Binding(EXECUTE, engine.execute)`` must bind a callable returning one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Annotated, Any, Awaitable, Callable, Generic, Mapping, TypeVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..core.errors import UsageError
+from . import errors as codes
+from .names import ALL
+
+
+class Params(BaseModel):
+    """Base of every params model: unknown arguments are refused (``bad_argument``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def kwargs(self) -> dict[str, Any]:
+        """Every field as a keyword argument of the bound callable (the declared defaults win)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+
+def _no_nul(value: str) -> str:
+    # A NUL byte in a path is a bad argument, not an OS-level ValueError deep in the engine.
+    if "\0" in value:
+        raise ValueError("not a path: it holds a NUL byte")
+    return value
+
+
+def _cell_ref(value: Any) -> Any:
+    # A 0-based index may come as a JSON number; a bool is not an index.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+#: A file or directory path.
+PathArg = Annotated[str, AfterValidator(_no_nul)]
+#: A notebook cell: its nbformat id, or its 0-based index among all cells.
+CellRef = Annotated[str, BeforeValidator(_cell_ref)]
+
+#: The kernel a call is about: by id, or by its notebook; both optional with one kernel.
+KernelIdField = Field(default=None, description="kernel id, e.g. k1")
+NotebookField = Field(default=None, description="notebook whose kernel to use")
+
+
+class KernelParams(Params):
+    """Names a kernel by id or by notebook (neither: the only one running)."""
+
+    kernel_id: str | None = KernelIdField
+    notebook: PathArg | None = NotebookField
+
+
+P = TypeVar("P", bound=Params)
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Method(Generic[P, R]):
+    """One daemon RPC method."""
+
+    name: str
+    params: type[P]
+    #: The result's type: a model, ``list[model]``…
+    result: Any
+    #: Codes of the errors it raises on purpose (``errors.ANY_CALL`` are implied).
+    errors: tuple[str, ...]
+    doc: str
+
+    def __post_init__(self) -> None:
+        if self.name not in ALL:
+            raise ValueError(f"{self.name!r} is not in api.names")
+        unknown = [c for c in self.errors if c not in codes.ERROR_CLASSES]
+        if unknown:
+            raise ValueError(f"{self.name}: unregistered error codes {unknown}")
+
+    @cached_property
+    def result_adapter(self) -> TypeAdapter[Any]:
+        return TypeAdapter(self.result)
+
+    def validate(self, raw: Mapping[str, Any]) -> P:
+        """``raw`` as the params model; a ``bad_argument`` error (``UsageError``) naming each
+        argument that is unknown, missing or of the wrong type, never a ``ValidationError``."""
+        try:
+            return self.params.model_validate(raw)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors()[:5]:
+                where = ".".join(map(str, err["loc"])) or "params"
+                if err["type"] == "extra_forbidden":
+                    problems.append(f"unknown argument {where!r}")
+                elif err["type"] == "missing":
+                    problems.append(f"missing argument {where!r}")
+                else:
+                    problems.append(f"{where}: {err['msg']}")
+            takes = ", ".join(self.params.model_fields) or "no arguments"
+            raise UsageError(f"{self.name}: bad argument(s): {'; '.join(problems)}", hint=f"{self.name} takes: {takes}") from None
+
+    def build(self, **kwargs: Any) -> P:
+        """The params model from keyword arguments, checked as ``validate`` does."""
+        return self.validate(kwargs)
+
+    def dump_result(self, value: Any) -> Any:
+        """The JSON form of a result: validated against the declared type, ``None``s left out."""
+        # Model instances are taken as they are (pydantic does not revalidate them); a dict is
+        # checked against the declared model, so a handler cannot drift from the contract.
+        value = self.result_adapter.validate_python(value)
+        return self.result_adapter.dump_python(value, mode="json", exclude_none=True)
+
+    def load_result(self, raw: Any) -> R:
+        """The typed result from its JSON form (client side)."""
+        result: R = self.result_adapter.validate_python(raw)
+        return result
+
+
+@dataclass(frozen=True)
+class Binding(Generic[P, R]):
+    """A method bound to the callable that serves it: called with the params' fields as
+    keyword arguments, returning the result (or an awaitable of it)."""
+
+    method: Method[P, R]
+    handler: Callable[..., Awaitable[R]] | Callable[..., R]
+
+
+def bind(method: Method[P, R], handler: Callable[..., Awaitable[R]] | Callable[..., R]) -> Binding[P, R]:
+    return Binding(method, handler)

@@ -1,0 +1,55 @@
+"""Staleness: the re-run plan, its progress while it runs, files registered as inputs."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..core.records import Record, RunStaleResult
+from . import errors as e
+from . import names
+from .execution import RUNS
+from .kernels import KERNEL_LOOKUP
+from .spec import KernelParams, Method, PathArg
+
+
+class RunStaleParams(KernelParams):
+    #: Run the plan (False: only show it).
+    execute: bool = False
+    #: With ``execute``: restart the kernel and run every code cell instead.
+    fresh: bool = False
+
+
+class WatchFileParams(KernelParams):
+    path: PathArg = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
+
+
+class PlanProgress(Record):
+    """How far the plan being executed has got (``finished`` when none runs)."""
+
+    kernel_id: str
+    done: int
+    total: int
+    current: str | None = None
+    failed: list[str] = Field(default_factory=list)
+    finished: bool = False
+    elapsed_s: float | None = None
+    remaining_s: float | None = None
+
+
+class WatchResult(Record):
+    kernel_id: str
+    path: str
+    exists: bool
+    watched: list[str]
+
+
+RUN_STALE: Method[RunStaleParams, RunStaleResult] = Method(
+    names.RUN_STALE, RunStaleParams, RunStaleResult, RUNS + (e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED, e.PROBE_FAILED),
+    "The cells that must re-run after edits, with reasons; execute runs them in order.",
+)
+PLAN_PROGRESS: Method[KernelParams, PlanProgress] = Method(
+    names.PLAN_PROGRESS, KernelParams, PlanProgress, KERNEL_LOOKUP, "Progress of the plan run_stale is executing."
+)
+WATCH_FILE: Method[WatchFileParams, WatchResult] = Method(
+    names.WATCH_FILE, WatchFileParams, WatchResult, KERNEL_LOOKUP, "Register a file as an input of the notebook."
+)

@@ -1,0 +1,105 @@
+"""The checks every kernel provider must pass, shared by the gateway and SSH tests.
+
+Each runs on an in-process engine (real kernels, real staleness and inspection layers) against a
+kernel bound to ``make_remote_project``'s notebook: the notebook reads ``data.csv`` and derives
+a total from it, so a rewrite of the file must make both cells stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from ipykeep.core.config import Config
+from ipykeep.core.engine import Engine
+from ipykeep.core.plugins import install_plugins
+from ipykeep.core.project import ProjectPaths
+from tests.conftest import make_project
+
+CSV = "name,value\na,1\nb,2\n"
+CELLS = (
+    'import csv\nwith open("data.csv") as f:\n    rows = list(csv.DictReader(f))',
+    "total = sum(int(r['value']) for r in rows)\ntotal",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_remote_project(base: Path) -> Path:
+    root = make_project(base / "p", example=False)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
+    nbformat.write(nb, root / "n.ipynb")
+    (root / "data.csv").write_text(CSV)
+    return root
+
+
+def make_engine(root: Path, **config: Any) -> Engine:
+    engine = Engine(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=5.0, **config))
+    install_plugins(engine)
+    return engine
+
+
+def method(engine: Engine, name: str) -> Any:
+    """An engine method by its RPC name, wherever it lives (engine or one of its layers)."""
+    if hasattr(engine, name):
+        return getattr(engine, name)
+    for plugin in engine.plugins:
+        methods = plugin.rpc_methods() if hasattr(plugin, "rpc_methods") else {}
+        if name in methods:
+            return methods[name]
+        if hasattr(plugin, name):
+            return getattr(plugin, name)
+    raise AttributeError(name)
+
+
+async def check_run_and_cwd(engine: Engine, kid: str, root: Path) -> None:
+    rec = await engine.execute("import os; print(os.getcwd()); print(total)", kernel_id=kid)
+    assert rec.state == "ok", rec
+    assert rec.output.text.split() == [str(root), "3"]  # warm-up ran there, relative paths work
+
+
+async def check_interrupt(engine: Engine, kid: str) -> None:
+    slow = await engine.execute("import time\nfor _ in range(600): time.sleep(0.1)", kernel_id=kid, yield_time_ms=0)
+    await asyncio.sleep(0.5)
+    res = await engine.interrupt(kernel_id=kid, handle=slow.handle)
+    assert res.action == "interrupted", res
+    after = await engine.read_execution(slow.handle, kernel_id=kid)
+    assert after.state == "interrupted", after
+    ok = await engine.execute("print(total * 2)", kernel_id=kid)  # state survived the interrupt
+    assert ok.state == "ok" and ok.output.text.strip() == "6"
+
+
+async def check_run_stale_after_data_edit(engine: Engine, kid: str, root: Path) -> None:
+    run_stale = method(engine, "run_stale")
+    assert not (await run_stale(kernel_id=kid)).stale
+    (root / "data.csv").write_text(CSV + "c,4\n")
+    plan = await run_stale(kernel_id=kid)
+    assert len(plan.stale) == 2, plan  # the reader and the cell that uses what it read
+    await run_stale(kernel_id=kid, execute=True)
+    rec = await engine.execute("print(total)", kernel_id=kid)
+    assert rec.output.text.strip() == "7"
+    assert not (await run_stale(kernel_id=kid)).stale
+
+
+async def check_inspect(engine: Engine, kid: str) -> None:
+    summary = await method(engine, "inspect")("rows", kernel_id=kid)
+    text = summary.model_dump_json()
+    assert "list" in text and "name" in text, text
+
+
+async def check_restart(engine: Engine, kid: str) -> None:
+    """A restart replaces the remote kernel: same id, fresh state, working again."""
+    old = engine.kernels[kid].process.generation
+    await engine.restart(kernel_id=kid)
+    assert engine.kernels[kid].process.generation == old + 1
+    rec = await engine.execute("print('total' in globals())", kernel_id=kid)
+    assert rec.state == "ok" and rec.output.text.strip() == "False"

@@ -1,0 +1,177 @@
+"""Kernels on an SSH host: a loopback sshd started with generated keys (see ``sshd.py``).
+
+The "host" is this machine, so the tests can look at the remote side directly: the kernel's
+process, its working directory and the ports it listens on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import pytest_asyncio
+
+from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError, UsageError
+from ipykeep.core.providers.ssh import SshTarget
+
+from .checks import (
+    check_inspect,
+    check_restart,
+    check_interrupt,
+    check_run_and_cwd,
+    check_run_stale_after_data_edit,
+    free_port,
+    make_engine,
+    make_remote_project,
+)
+from .sshd import LoopbackSshd, unavailable
+
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.skipif(unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"),
+]
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    server = LoopbackSshd(tmp_path_factory.mktemp("sshd"), free_port())
+    yield server
+    server.stop()
+
+
+def ssh_engine(root: Path, sshd: LoopbackSshd, **config):
+    return make_engine(root, ssh_config=str(sshd.config), remote_python=sys.executable, **config)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def remote(sshd, tmp_path_factory):
+    root = make_remote_project(tmp_path_factory.mktemp("sshproj"))
+    engine = ssh_engine(root, sshd)
+    rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), cwd=sshd.url(root))
+    yield engine, rec.kernel_id, root
+    await engine.shutdown()
+
+
+def remote_kernel(engine, kid) -> psutil.Process:
+    provider = engine.kernels[kid].process.provider
+    assert provider.kind == "ssh" and provider.remote_pid
+    return psutil.Process(provider.remote_pid)
+
+
+def test_ssh_urls_parse():
+    assert SshTarget.parse("ssh://me@gpu.example.org:2222/data/proj") == SshTarget("gpu.example.org", "me", 2222, "/data/proj")
+    assert SshTarget.parse("ssh://box/~/proj").path == "~/proj"
+    assert SshTarget.parse("ssh://box").path == "~"
+    with pytest.raises(UsageError, match="password"):
+        SshTarget.parse("ssh://me:secret@box/x")
+
+
+async def test_start_runs_on_the_host_in_the_path_listening_on_loopback_only(remote):
+    engine, kid, root = remote
+    process = engine.kernels[kid].process
+    assert process.pid is None and process.connection_file is None  # nothing local to serve
+    kernel = remote_kernel(engine, kid)
+    assert Path(kernel.cwd()) == root
+    listening = [c.laddr for c in kernel.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert listening and {a.ip for a in listening} == {"127.0.0.1"}  # nothing reachable from outside
+    assert engine.kernels[kid].warm.failed == []
+    await check_run_and_cwd(engine, kid, root)
+
+
+async def test_interrupt_signals_the_remote_process_group(remote):
+    engine, kid, _ = remote
+    await check_interrupt(engine, kid)
+
+
+async def test_run_stale_after_a_data_file_edit(remote):
+    engine, kid, root = remote
+    await check_run_stale_after_data_edit(engine, kid, root)
+
+
+async def test_inspect(remote):
+    engine, kid, _ = remote
+    await check_inspect(engine, kid)
+
+
+async def test_close_stops_the_remote_kernel_and_the_connection(remote, sshd):
+    engine, _, root = remote
+    rec = await engine.create_kernel(cwd=sshd.url(root), warm=False)
+    provider = engine.kernels[rec.kernel_id].process.provider
+    kernel, master = remote_kernel(engine, rec.kernel_id), psutil.Process(provider.master.pid)
+    await engine.close_kernel(kernel_id=rec.kernel_id)
+    gone, alive = psutil.wait_procs([kernel, master], timeout=5)
+    assert not alive
+
+
+async def test_an_unknown_key_is_an_auth_error(sshd, tmp_path):
+    other = tmp_path / "other_key"
+    os.system(f"ssh-keygen -q -t ed25519 -N '' -f {other}")
+    config = tmp_path / "ssh_config"
+    config.write_text(sshd.client_config(other))
+    root = make_remote_project(tmp_path)
+    engine = make_engine(root, ssh_config=str(config), remote_python=sys.executable)
+    try:
+        with pytest.raises(RemoteAuthError, match="failed authentication: .*Permission denied"):
+            await engine.create_kernel(cwd=sshd.url(root), warm=False)
+    finally:
+        await engine.shutdown()
+
+
+async def test_an_unreachable_host_and_a_missing_directory_are_reported(sshd, tmp_path):
+    root = make_remote_project(tmp_path)
+    engine = ssh_engine(root, sshd)
+    try:
+        with pytest.raises(RemoteUnreachableError, match="cannot reach .* over ssh: .*refused"):
+            await engine.create_kernel(cwd=f"ssh://ipykeep-test-host:{free_port()}/tmp", warm=False)
+        with pytest.raises(Exception, match="no such directory on the host: /nonexistent/dir"):
+            await engine.create_kernel(cwd=sshd.url("/nonexistent/dir"), warm=False)
+    finally:
+        await engine.shutdown()
+
+
+async def test_a_lost_connection_is_reported_and_the_remote_kernel_stops(sshd, tmp_path):
+    root = make_remote_project(tmp_path)
+    engine = ssh_engine(root, sshd)
+    try:
+        rec = await engine.create_kernel(cwd=sshd.url(root), warm=False)
+        kernel = remote_kernel(engine, rec.kernel_id)
+        running = await engine.execute("import time; time.sleep(30)", kernel_id=rec.kernel_id, yield_time_ms=0)
+        os.kill(engine.kernels[rec.kernel_id].process.provider.master.pid, signal.SIGKILL)  # the link drops
+        deadline = time.monotonic() + 10
+        while engine.kernels[rec.kernel_id].state != "dead" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert engine.kernels[rec.kernel_id].state == "dead"
+        lost = await engine.read_execution(running.handle, kernel_id=rec.kernel_id)
+        assert lost.state == "lost" and "ssh connection" in lost.output.text
+        with pytest.raises(KernelDiedError, match="the ssh connection to ipykeep-test-host was lost"):
+            await engine.execute("1", kernel_id=rec.kernel_id)
+        gone, alive = psutil.wait_procs([kernel], timeout=8)
+        assert not alive, "the kernel must not be left running on the host"
+    finally:
+        await engine.shutdown()
+
+
+async def test_restart_replaces_the_remote_kernel(remote):
+    engine, kid, _ = remote
+    before = remote_kernel(engine, kid)
+    await check_restart(engine, kid)
+    assert remote_kernel(engine, kid).pid != before.pid
+    assert not psutil.pid_exists(before.pid) or before.status() == psutil.STATUS_ZOMBIE
+
+
+async def test_an_ipyflow_kernel_over_ssh(sshd, tmp_path):
+    root = make_remote_project(tmp_path)
+    engine = ssh_engine(root, sshd, dataflow="ipyflow")
+    try:
+        rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), cwd=sshd.url(root))
+        assert rec.dataflow == "ipyflow" and engine.kernels[rec.kernel_id].warm.failed == []
+        assert "ipyflow" in " ".join(remote_kernel(engine, rec.kernel_id).cmdline())
+        await check_run_stale_after_data_edit(engine, rec.kernel_id, root)
+    finally:
+        await engine.shutdown()
