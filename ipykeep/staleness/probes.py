@@ -112,6 +112,14 @@ def statemon_source() -> str:
     return probe_source("statemon.py")
 
 
+#: installed before statemon: tells it which big values the code since its last look could reach
+REACH_MODULE = "_ipykeep_reach"
+
+
+def reach_source() -> str:
+    return probe_source("reach.py")
+
+
 def statemon_install_expr() -> str:
     return call_expr(STATEMON_MODULE, "install")
 

@@ -31,6 +31,7 @@ import re
 import sys
 import time
 import types
+import weakref
 
 PROTOCOL_VERSION = 1
 MAX_ITEMS = 64
@@ -39,6 +40,10 @@ MAX_BYTES = 1 << 16
 SAMPLE = 2048
 MAX_REPORT = 500
 _STATE_KEY = "_ipykeep_statemon_state"
+REACH_MODULE = "_ipykeep_reach"
+#: below this much hashing of big values per look, looking at everything is cheaper than
+#: finding what the code could reach (object graph walks of ~1 µs per object)
+WALK_WORTH_S = 0.002
 _HISTORY = re.compile(r"_i?\d+\Z")
 _SKIP = frozenset(
     {"_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
@@ -49,6 +54,7 @@ _SEQ = (list, tuple)
 _SETS = (set, frozenset)
 
 _state = sys.__dict__.setdefault(_STATE_KEY, {"ns": None, "prev": None})
+_state.setdefault("cache", {})
 
 
 def _skip(name):
@@ -61,14 +67,73 @@ def _skip(name):
 
 
 class _Fp:
-    """One snapshot pass: fingerprints memoised by object id (aliases are hashed once)."""
+    """One snapshot pass: fingerprints memoised by object id (aliases are hashed once).
 
-    __slots__ = ("memo", "np", "pd")
+    ``touched``: what ``reach`` says the code run since the last pass could have changed (ids,
+    and ``("root", id)`` memory owners), or None (it cannot say: hash everything). A big value
+    (numpy array, pandas frame, series, index) outside it keeps the fingerprint cached from an
+    earlier pass, if it is the same object (weak reference) with the same structure (shape,
+    data pointer, blocks) and shares no memory with a touched array.
+    """
 
-    def __init__(self):
+    __slots__ = ("memo", "np", "pd", "touched", "cache", "ns", "hits", "hashed")
+
+    def __init__(self, touched=None, cache=None, ns=None):
         self.memo = {}
         self.np = sys.modules.get("numpy")
         self.pd = sys.modules.get("pandas")
+        self.touched = touched
+        self.cache = cache if cache is not None else {}
+        self.ns = ns
+        self.hits = 0
+        self.hashed = 0
+
+    def _big(self, obj, compute):
+        """``compute()``, or the cached result when ``obj`` cannot have changed (see class doc)."""
+        key = id(obj)
+        try:
+            signal = self._signal(obj)
+        except Exception:
+            return compute()
+        entry = self.cache.get(key)
+        touched = self.touched
+        if (
+            entry is not None
+            and touched is not None
+            and entry[0]() is obj
+            and entry[1] == signal
+            and key not in touched
+            and not (entry[3] & touched)
+            # the memory's owner itself reached (a ``bytearray`` under ``np.frombuffer``)
+            and not any(root[1] in touched for root in entry[3])
+        ):
+            self.hits += 1
+            return entry[2]
+        began = time.perf_counter()
+        out = compute()
+        cost = time.perf_counter() - began
+        self.hashed += 1
+        reach = sys.modules.get(REACH_MODULE)
+        try:
+            roots = frozenset(reach.owners(obj, self.ns))
+            self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
+        except Exception:  # no weak references, or memory that cannot be bounded: no caching
+            self.cache.pop(key, None)
+        return out
+
+    def _signal(self, obj):
+        """Cheap structure of a big value: changes when pandas or numpy swap what is under it."""
+        np = self.np
+        if np is not None and isinstance(obj, np.ndarray):
+            return ("nd", obj.shape, obj.strides, obj.dtype.str, obj.__array_interface__["data"][0])
+        mgr = getattr(obj, "_mgr", None)
+        if mgr is not None:
+            blocks = tuple((id(b), id(b.values)) for b in mgr.blocks)
+            cols = id(obj.columns) if isinstance(obj, self.pd.DataFrame) else repr(obj.name)
+            return ("pd", obj.shape, id(mgr), blocks, id(obj.index), cols)
+        if isinstance(obj, self.pd.RangeIndex):
+            return ("range", obj.start, obj.stop, obj.step)
+        return ("idx", len(obj), id(obj._values))
 
     def of(self, obj, depth):
         """(fingerprint, exact, opaque)"""
@@ -127,7 +192,9 @@ class _Fp:
         np = self.np
         if np is not None:
             if isinstance(obj, np.ndarray):
-                return self._array(obj)
+                if obj.nbytes <= MAX_BYTES:  # hashed whole, cheaper than the bookkeeping
+                    return self._array(obj)
+                return self._big(obj, lambda: self._array(obj))
             if isinstance(obj, (np.random.Generator, np.random.RandomState)) and depth < MAX_DEPTH:
                 # a generator held inside another object (scipy distributions hold the global
                 # one): its draws are not a change of the holder
@@ -142,15 +209,11 @@ class _Fp:
         pd = self.pd
         if pd is not None:
             if isinstance(obj, pd.DataFrame):
-                return self._frame(obj)
+                return self._big(obj, lambda: self._frame(obj))
             if isinstance(obj, pd.Series):
-                vals = self._values(obj._values)
-                idx = self._index(obj.index)
-                exact = vals[1] and idx[1]
-                return ("series", obj.shape, repr(obj.name), vals[0], idx[0]), exact, not exact
+                return self._big(obj, lambda: self._series(obj))
             if isinstance(obj, pd.Index):
-                fp, exact = self._index(obj)
-                return fp, exact, not exact
+                return self._big(obj, lambda: self._index_fp(obj))
         if isinstance(obj, _random_type()) and depth < MAX_DEPTH:
             return ("rng-id", id(obj)), False, False
         if isinstance(obj, _random_type()):
@@ -173,6 +236,16 @@ class _Fp:
             h, ex = self._items([attrs[k] for k in keys], depth)
             return ("obj", id(t), n, tuple(keys), h), False, False
         return ("id", id(obj)), False, True
+
+    def _series(self, obj):
+        vals = self._values(obj._values)
+        idx = self._index(obj.index)
+        exact = vals[1] and idx[1]
+        return ("series", obj.shape, repr(obj.name), vals[0], idx[0]), exact, not exact
+
+    def _index_fp(self, obj):
+        fp, exact = self._index(obj)
+        return fp, exact, not exact
 
     def _function(self, obj):
         code = getattr(obj, "__code__", None)
@@ -202,15 +275,84 @@ class _Fp:
         return head + (hash(sample.tobytes()), hash(numpy.asarray(flat[-1:]).tobytes())), False, True
 
     def _values(self, values):
+        """(fingerprint, exact) of the values behind a pandas object. Uses the arrays pandas
+        keeps them in (numpy, Arrow buffers, masks, codes) so no Python object is made per
+        element; converting a sample to Python objects cost ~1 ms per string column."""
         np = self.np
         if np is not None and isinstance(values, np.ndarray):
             fp, ex, _ = self._array(values)
             return fp, ex
-        try:  # extension arrays: sample into numpy
+        if np is None:
+            return ("id", id(values)), False
+        kind = type(values).__name__
+
+        def attr(name):
+            # no ``getattr``: a third-party array's ``__getattr__`` must not run
+            try:
+                return object.__getattribute__(values, name)
+            except Exception:
+                return None
+
+        try:
+            arrow = attr("_pa_array")
+            if arrow is not None:
+                return self._arrow(arrow)
+            codes = attr("_codes")
+            if isinstance(codes, np.ndarray):  # Categorical: codes and categories
+                fp, ex, _ = self._array(codes)
+                cats, cex = self._index(values.categories)
+                return ("cat", fp, cats, bool(values.ordered)), ex and cex
+            parts = [kind, str(values.dtype)]
+            exact = True
+            found = False
+            for name in ("_ndarray", "_data", "_mask", "_left", "_right"):
+                arr = attr(name)
+                if isinstance(arr, np.ndarray):
+                    fp, ex, _ = self._array(arr)
+                elif self.pd is not None and isinstance(arr, self.pd.Index):
+                    fp, ex = self._index(arr)
+                else:
+                    continue
+                parts.append(fp)
+                exact = exact and ex
+                found = True
+            if found:
+                return tuple(parts), exact
+        except Exception:
+            pass
+        return self._values_sampled(values)
+
+    def _arrow(self, chunked):
+        """Arrow data by its buffers' bytes (Arrow arrays are immutable: pandas replaces them to
+        change a value, so a changed column also shows new buffer addresses)."""
+        np = self.np
+        chunks = getattr(chunked, "chunks", None)
+        if chunks is None:
+            chunks = [chunked]
+        parts = [str(chunked.type), len(chunked), len(chunks)]
+        exact = len(chunks) <= MAX_ITEMS
+        for c in chunks[:MAX_ITEMS]:
+            parts.append((c.offset, len(c), c.null_count))
+            for buf in c.buffers():
+                if buf is None:
+                    parts.append(None)
+                    continue
+                raw = np.frombuffer(buf, dtype=np.uint8)
+                if raw.size <= MAX_BYTES:
+                    parts.append(hash(raw.tobytes()))
+                    continue
+                exact = False
+                step = raw.size // (SAMPLE * 8) + 1
+                parts.append((buf.address, raw.size, hash(raw[::step].tobytes()), hash(raw[-64:].tobytes())))
+        return tuple(parts), exact
+
+    def _values_sampled(self, values):
+        np = self.np
+        try:  # other extension arrays: sample into numpy
             n = len(values)
             step = n // SAMPLE + 1
-            arr = np.asarray(values[::step]) if np is not None else list(values[::step])
-            if np is not None and not arr.dtype.hasobject:
+            arr = np.asarray(values[::step])
+            if not arr.dtype.hasobject:
                 return ("ext", n, hash(arr.tobytes())), step == 1
             return ("ext", n, hash(tuple(map(repr, arr)))), step == 1
         except Exception:
@@ -281,8 +423,12 @@ def _global_rngs():
     return out
 
 
-def _snapshot(ns):
-    fp = _Fp()
+def _snapshot(ns, touched=None):
+    cache = _state["cache"]
+    for key in [k for k, entry in cache.items() if entry[0]() is None]:
+        del cache[key]
+    fp = _Fp(touched, cache, ns)
+    _state["last"] = fp
     out = {}
     for name, state in _global_rngs().items():
         out[name] = (0, state, True, False, state)
@@ -303,7 +449,11 @@ def install(ns=None):
     if ns is None:
         ip = sys.modules["IPython"].get_ipython()
         ns = ip.user_ns
+        reach = sys.modules.get(REACH_MODULE)
+        if reach is not None:
+            reach.install(ip, ns)
     _state["ns"] = ns
+    _state["cache"].clear()
     _state["prev"] = _snapshot(ns)
     return json.dumps({"protocol": PROTOCOL_VERSION, "names": len(_state["prev"])})
 
@@ -316,7 +466,12 @@ def collect():
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False})
     try:
         prev = _state["prev"] or {}
-        cur = _snapshot(ns)
+        reach = sys.modules.get(REACH_MODULE)
+        touched = reach.reached(ns) if reach is not None else None
+        cur = _snapshot(ns, touched)
+        if reach is not None:
+            # walking what code reaches pays off only when re-hashing the big values costs more
+            reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
     except Exception as exc:  # never break the user's code
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
     bound, mutated, opaque = [], [], []
@@ -348,5 +503,9 @@ def collect():
             # the hidden generators' state, so equal states are recognised as the same value
             "states": {n: str(hash(cur[n][1])) for n in RNG_NAMES if n in cur},
             "ms": round((time.perf_counter() - start) * 1000, 3),
+            # big values re-hashed / reused from the cache (``reach``); scan: everything looked at
+            "hashed": _state["last"].hashed,
+            "reused": _state["last"].hits,
+            "scan": "full" if touched is None else "reached",
         }
     )
