@@ -104,6 +104,7 @@ class StalenessService(SessionObserver):
         await proc.eval_silent(probes.filetrack_install_expr(str(self.engine.paths.root)))
         await proc.eval_silent(probes.filetrack_begin_expr())
         await proc.install_helper(probes.REACH_MODULE, probes.reach_source())
+        await proc.install_helper(probes.DATAHASH_MODULE, probes.datahash_source())
         await proc.install_helper(probes.STATEMON_MODULE, probes.statemon_source())
         await proc.eval_silent(probes.statemon_install_expr())
         if proc.dataflow == "ipyflow":

@@ -112,6 +112,14 @@ def statemon_source() -> str:
     return probe_source("statemon.py")
 
 
+#: installed before statemon, which mixes its numpy/pandas hashes into its fingerprinter
+DATAHASH_MODULE = "_ipykeep_datahash"
+
+
+def datahash_source() -> str:
+    return probe_source("datahash.py")
+
+
 #: installed before statemon: tells it which big values the code since its last look could reach
 REACH_MODULE = "_ipykeep_reach"
 

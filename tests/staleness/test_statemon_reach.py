@@ -21,6 +21,7 @@ np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
+from ipykeep.inkernel import install_expression  # noqa: E402
 from ipykeep.staleness import probes  # noqa: E402
 
 N = 200_000  # above the probe's exact-hash size: these values are sampled and cached
@@ -41,8 +42,9 @@ class Shell:
 @pytest.fixture(scope="module")
 def modules():
     # installed the way the engine installs them into a kernel
-    exec(probes.install_code(probes.REACH_MODULE, probes.reach_source()), {})
-    exec(probes.install_code(probes.STATEMON_MODULE, probes.statemon_source()), {})
+    eval(install_expression(probes.REACH_MODULE, probes.reach_source()), {})
+    eval(install_expression(probes.DATAHASH_MODULE, probes.datahash_source()), {})
+    eval(install_expression(probes.STATEMON_MODULE, probes.statemon_source()), {})
     yield sys.modules[probes.REACH_MODULE], sys.modules[probes.STATEMON_MODULE]
 
 
