@@ -21,8 +21,7 @@ import stat as stat_module
 from pathlib import Path
 from typing import Any
 
-from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
-from ..staleness import probes
+from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker, probes
 from . import ipyflow_adapter, plan_runs
 from .engine import Engine, KernelEntry
 from .errors import IpykeepError, UsageError

@@ -27,7 +27,7 @@ def inkernel_module() -> types.ModuleType:
     if module is not None and hasattr(module, "summarizer"):
         return module
     fresh = types.ModuleType(MODULE_NAME)
-    exec(compile(module_source(), "<ipykeep-inspect>", "exec"), fresh.__dict__)  # noqa: S102
+    exec(compile(module_source(), "<ipykeep-inspect>", "exec"), fresh.__dict__)
     fresh._adopt(module)
     fresh.SOURCE_DIGEST = source_digest()
     sys.modules[MODULE_NAME] = fresh

@@ -20,9 +20,10 @@ import os
 import secrets
 import socket
 import sys
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -72,7 +73,7 @@ def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str
     return secrets.token_urlsafe(32), False
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] = []) -> None:
+async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})

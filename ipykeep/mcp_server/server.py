@@ -25,9 +25,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     BlobResourceContents,
-    EmptyResult,
     CallToolRequestParams,
     CallToolResult,
+    EmptyResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
     ListToolsResult,
@@ -43,9 +43,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from .. import __version__
+from ..api import names
 from ..core.config import Config
 from ..core.errors import IpykeepError, UsageError
-from ..api import names
 from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 

@@ -101,7 +101,7 @@ def test_package_decorator_installs_the_module_when_missing(monkeypatch):
 
     summarizer(match=complex, name="cplx")(lambda c: {"re": c.real})
     module = sys.modules[probe.MODULE_NAME]
-    assert module.SOURCE_DIGEST == probe.source_digest()
+    assert probe.source_digest() == module.SOURCE_DIGEST
     payload = json.loads(module.inspect_json("c", 2.0, [], {}, ns={"c": 1 + 2j}))
     assert payload["summary"]["custom"] == {"re": 1.0}
     sys.modules.pop(probe.MODULE_NAME)

@@ -139,7 +139,7 @@ def _run_in_worker(fn, timeout_s: float):
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the waiting thread
+        except BaseException as exc:
             box["error"] = exc
 
     worker = threading.Thread(target=target, name="ipykeep-inspect", daemon=True)
@@ -929,7 +929,7 @@ def _candidates(obj, configured: list, notes: list) -> list:
             continue
         chain.append((spec, getattr(fn, "__ipykeep_match__", None), fn))
         seen.add(id(fn))
-    for entry in list(_USER_SUMMARIZERS):
+    for entry in _USER_SUMMARIZERS:
         if id(entry.fn) not in seen:
             chain.append((entry.label, entry.match, entry.fn))
     picked = []
@@ -1345,7 +1345,7 @@ def namespace_json(
                 continue
             partial: dict = dict(entry)
             try:
-                run_bounded(lambda: _brief(value, partial), min(per_var, remaining), mode)
+                run_bounded(lambda: _brief(value, partial), min(per_var, remaining), mode)  # noqa: B023 (called at once)
                 entry.update(partial)
             except BudgetExceeded:
                 entry.update(partial)
