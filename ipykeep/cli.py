@@ -170,12 +170,13 @@ def stop(
         emit(as_json, {"stopped": []}, "no daemon running")
         return
     client = DaemonClient(desc) if desc is not None else _client()  # _client says what to run
+    daemon_pid = client.descriptor.pid  # desc may be None here: _client() looked the daemon up itself
     status = client.invoke(api.STATUS, StatusParams())
     if all_:
-        pids = [k.pid for k in status.kernels if k.pid] + [desc.pid]
+        pids = [k.pid for k in status.kernels if k.pid] + [daemon_pid]
         client.invoke(api.SHUTDOWN, NoParams())
         _wait_gone(pids)
-        emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": desc.pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
+        emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": daemon_pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
         return
     if notebook:
         target = next((k for k in status.kernels if k.notebook == fast.abs_path(notebook)), None)
@@ -190,7 +191,7 @@ def stop(
         )
     last = len(status.kernels) == 1
     client.invoke(api.CLOSE_KERNEL, KernelParams(kernel_id=target.kernel_id))
-    _wait_gone([p for p in [target.pid] + ([desc.pid] if last else []) if p])
+    _wait_gone([p for p in [target.pid] + ([daemon_pid] if last else []) if p])
     emit(as_json, {"stopped": [target.kernel_id]}, f"stopped {target.kernel_id} ({target.notebook or 'scratch'})")
 
 

@@ -27,13 +27,13 @@ def replacing_writer(path: str, text: bool = True, encoding: str = "utf-8", **kw
     if os.path.islink(path):
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     if text:
-        buffer: IO[Any] = io.StringIO(newline=kwargs.get("newline", "\n"))
-        yield buffer
-        data = buffer.getvalue().encode(encoding)
+        text_buffer = io.StringIO(newline=kwargs.get("newline", "\n"))
+        yield text_buffer
+        data = text_buffer.getvalue().encode(encoding)
     else:
-        buffer = io.BytesIO()
-        yield buffer
-        data = buffer.getvalue()
+        byte_buffer = io.BytesIO()
+        yield byte_buffer
+        data = byte_buffer.getvalue()
     replace_file(path, data)
 
 
