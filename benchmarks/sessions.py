@@ -24,7 +24,7 @@ import anyio
 from ipykeep.core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.core.plugins import install_plugins
+from ipykeep.composition import compose
 from ipykeep.core.project import ProjectPaths
 
 
@@ -150,8 +150,7 @@ async def mcp_server(root: Path, *, dataflow: str | None = None, log: Path | Non
 @contextlib.asynccontextmanager
 async def engine(root: Path, **config: Any) -> AsyncIterator[Engine]:
     """An in-process engine with every layer installed; its kernels are closed on exit."""
-    eng = Engine(ProjectPaths(root), Config(idle_timeout=0, **config))
-    install_plugins(eng)
+    eng = compose(ProjectPaths(root), Config(idle_timeout=0, **config)).engine
     try:
         yield eng
     finally:

@@ -27,7 +27,7 @@ from .api.kernels import NoParams, StatusParams, WaitWarmParams
 from .api.spec import KernelParams
 from .api.staleness import WatchFileParams
 from .cli_options import BIND_HELP, guarded, json_option, notebook_argument, notebook_option, pick_notebook
-from .core.client import DaemonClient, _pid_alive, connect, ensure_daemon, find_daemon
+from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
 from .core.config import load_config
 from .core.errors import UnknownKernelError, UsageError
 from .core.notebook import read_notebook
@@ -200,11 +200,11 @@ def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not any(_pid_alive(p) for p in pids):
+        if not any(pid_alive(p) for p in pids):
             return
         time.sleep(0.05)
     for p in pids:
-        if _pid_alive(p):
+        if pid_alive(p):
             try:
                 os.kill(p, signal.SIGKILL)
             except OSError:

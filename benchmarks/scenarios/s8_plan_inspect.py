@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+from ipykeep.core.inspection_service import InspectionService
+from ipykeep.core.staleness_service import StalenessService
+
 from ..context import RunContext
 from ..notebooks import chain_notebook, set_source
 from ..sessions import engine, make_project
@@ -48,8 +51,8 @@ async def run(ctx: RunContext) -> list[Metric]:
     reps = ctx.reps(20, 3)
     rows = ctx.size(10_000_000, 1_000_000, smoke=100_000)
     async with engine(root) as eng:
-        staleness = next(p for p in eng.plugins if hasattr(p, "run_stale"))
-        inspection = next(p for p in eng.plugins if hasattr(p, "inspect"))
+        staleness = next(o for o in eng.observers if isinstance(o, StalenessService))
+        inspection = next(o for o in eng.observers if isinstance(o, InspectionService))
         rec = await eng.create_kernel(notebook=str(nb), warm=True, wait=True)
         kid = rec.kernel_id
         set_source(nb, "c30", "x30 = (x29 + x15 + x10) % 1000 + 2.5")

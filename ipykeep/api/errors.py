@@ -63,7 +63,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     KERNEL_BUSY: "ipykeep.core.errors:KernelBusyError",
     NOT_SUPPORTED: "ipykeep.core.errors:RemoteNotSupportedError",
     MISSING_EXTRA: "ipykeep.core.errors:MissingExtraError",
-    PROBE_FAILED: "ipykeep.staleness.probes:ProbeError",
+    PROBE_FAILED: "ipykeep.core.errors:ProbeFailedError",
     SERVE_FAILED: "ipykeep.serve.errors:ServeError",
     TUNNEL_FAILED: "ipykeep.serve.errors:TunnelError",
     REMOTE_AUTH_FAILED: "ipykeep.core.errors:RemoteAuthError",

@@ -1,6 +1,7 @@
 """The project daemon: owns the engine, serves it over RPC, publishes its descriptor.
 
-Run as ``python -m ipykeep.core.daemon --root PROJECT`` by ``client.ensure_daemon``, fully
+Run as ``python -m ipykeep.daemon_main --root PROJECT`` (which composes the engine and its
+services, and hands them to ``main`` here) by ``client.ensure_daemon``, fully
 detached (new session, stdin from /dev/null, stdout/stderr to ``.ipykeep/run/daemon.log``).
 The descriptor ``.ipykeep/run/daemon.json`` (0600 in a 0700 directory) carries pid, address,
 token and version. The daemon exits when asked, on SIGTERM/SIGINT, or when its last kernel
@@ -23,37 +24,40 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from .. import __version__
 from ..api import methods as api
 from ..api.kernels import ShutdownResult
 from ..api.spec import Binding, bind
-from .config import load_config
+from ..fsutil import atomic_write_text
+from .config import Config, load_config
 from .engine import Engine
 from .project import ProjectPaths
 from .rpc import RpcServer
 
 log = logging.getLogger("ipykeep.daemon")
 
-def method_table(engine: Engine, stop: Callable[[], Awaitable[ShutdownResult]]) -> dict[str, Binding[Any, Any]]:
+def method_table(
+    engine: Engine, services: dict[str, Callable[..., Any]], stop: Callable[[], Awaitable[ShutdownResult]]
+) -> dict[str, Binding[Any, Any]]:
     """Every declared method bound to what serves it: the one place the daemon's API is wired.
 
-    The engine serves the core methods; the staleness, inspection and serving layers still
-    hand theirs over as ``rpc_methods()`` (name -> coroutine), bound here by name to their
+    The engine serves the core methods; ``services`` (name -> coroutine) are the methods of the
+    staleness, inspection and serving services, as the composition root lists them
+    (``ipykeep.composition.Composition.rpc_methods``), bound here by name to their
     declarations. Every declared method must be served, and nothing undeclared is.
     """
-    layers: dict[str, Callable[..., Any]] = {}
-    for plugin in engine.plugins:
-        layers.update(plugin.rpc_methods())
+    layers = dict(services)
     undeclared = set(layers) - set(api.BY_NAME)
     if undeclared:
         raise RuntimeError(f"served but not declared in ipykeep.api: {sorted(undeclared)}")
 
     def layer(method: Any) -> Callable[..., Any]:
         if method.name not in layers:
-            raise RuntimeError(f"{method.name} is declared in ipykeep.api but no layer serves it")
+            raise RuntimeError(f"{method.name} is declared in ipykeep.api but no service serves it")
         return layers[method.name]
 
     table: list[Binding[Any, Any]] = [
@@ -89,19 +93,18 @@ def method_table(engine: Engine, stop: Callable[[], Awaitable[ShutdownResult]]) 
 
 def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     paths.ensure_run()
-    tmp = paths.descriptor.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, paths.descriptor)
+    atomic_write_text(paths.descriptor, json.dumps(data), mode=0o600)
+
+
+#: builds the engine with its collaborators; returns it and the collaborators' RPC methods
+Compose = Callable[[ProjectPaths, Config], "tuple[Engine, dict[str, Any]]"]
 
 
 class Daemon:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, compose: Compose) -> None:
         self.paths = ProjectPaths(root)
         self.config = load_config(root)
-        self.engine = Engine(self.paths, self.config)
+        self.engine, self.extra_methods = compose(self.paths, self.config)
         self.token = secrets.token_urlsafe(32)
         self.stopping = asyncio.Event()
         self.engine.on_empty = self._on_empty
@@ -115,11 +118,11 @@ class Daemon:
         asyncio.get_running_loop().call_later(0.05, self.stopping.set)
         return ShutdownResult(stopping=True, pid=os.getpid())
 
-    async def run(self) -> None:
-        from .plugins import install_plugins
+    def methods(self) -> dict[str, Binding[Any, Any]]:
+        return method_table(self.engine, self.extra_methods, self.stop)
 
-        install_plugins(self.engine)
-        server = RpcServer(method_table(self.engine, self.stop), self.token)
+    async def run(self) -> None:
+        server = RpcServer(self.methods(), self.token)
         host, port = await server.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -150,7 +153,7 @@ class Daemon:
                     self.paths.descriptor.unlink()
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None, compose: Compose) -> None:
     parser = argparse.ArgumentParser(prog="ipykeep-daemon")
     parser.add_argument("--root", required=True)
     args = parser.parse_args(argv)
@@ -161,8 +164,5 @@ def main(argv: list[str] | None = None) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
-    asyncio.run(Daemon(root).run())
+    asyncio.run(Daemon(root, compose).run())
 
-
-if __name__ == "__main__":
-    main()

@@ -113,6 +113,13 @@ class RemoteUnreachableError(KernelStartError):
     retryable = True
 
 
+class ProbeFailedError(IpykeepError):
+    """An in-kernel probe failed (the staleness package's ``ProbeError`` at the engine's boundary)."""
+
+    code = "probe_failed"
+    exit_code = 1
+
+
 class KernelDiedError(IpykeepError):
     code = "kernel_died"
     exit_code = 7

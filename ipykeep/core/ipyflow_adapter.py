@@ -14,7 +14,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..staleness.analysis import is_kernel_name
+from ..staleness.analysis_model import is_kernel_name
 from ..staleness.models import DynamicCellInfo
 from ..staleness.probes import ProbeError, call_expr, check_protocol, probe_source
 

@@ -274,6 +274,15 @@ def _tags(cell: Any) -> tuple[str, ...]:
     return tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else ()
 
 
+def read_notebook_node(path: Path | str) -> Any:
+    """The notebook as an nbformat v4 node, ids repaired in memory (no validation, no snapshot)."""
+    path = Path(path)
+    data, _raw = _load_json(path)
+    nb = _to_v4(data, path)
+    _repair_ids(nb)
+    return nb
+
+
 def read_notebook(path: Path | str) -> NotebookSnapshot:
     """Read and validate ``path``; ids are repaired in memory (deterministically) if needed."""
     path = Path(path).resolve()

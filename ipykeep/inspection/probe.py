@@ -18,13 +18,13 @@ Protocol, for the engine:
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import IpykeepError, UnknownNameError, UsageError
+from .. import inkernel
+from .errors import BadPathError, InspectionError, UnknownVariableError
 from .models import NamespaceListing, Summary
 
 MODULE_NAME = "_ipykeep_inspect"
@@ -40,25 +40,13 @@ def module_source() -> str:
     return _SOURCE_PATH.read_text(encoding="utf-8")
 
 
-@cache
 def source_digest() -> str:
-    return hashlib.sha256(module_source().encode()).hexdigest()[:16]
+    return inkernel.source_digest(module_source())
 
 
 def install_expression() -> str:
     """An expression that installs the in-kernel module (if needed) and yields its protocol."""
-    name, digest = repr(MODULE_NAME), repr(source_digest())
-    install = (
-        "(lambda sys, types: (lambda old: old.PROTOCOL_VERSION "
-        f"if getattr(old, 'SOURCE_DIGEST', None) == {digest} else "
-        "(lambda m: (m.__dict__.update(__file__='<ipykeep-inspect>'), "
-        f"exec(compile({module_source()!r}, '<ipykeep-inspect>', 'exec'), m.__dict__), "
-        f"m._adopt(old), setattr(m, 'SOURCE_DIGEST', {digest}), "
-        f"sys.modules.__setitem__({name}, m), m.PROTOCOL_VERSION)[-1])"
-        f"(types.ModuleType({name})))(sys.modules.get({name})))"
-        "(__import__('sys'), __import__('types'))"
-    )
-    return install
+    return inkernel.install_expression(MODULE_NAME, module_source(), adopt="_adopt", result="PROTOCOL_VERSION")
 
 
 def _call(function: str, args: str) -> str:
@@ -91,16 +79,16 @@ def namespace_expression(budget_s: float = 5.0, cell_of: dict[str, str] | None =
 def decode_user_expression(entry: dict[str, Any]) -> str:
     """The JSON text from one ``user_expressions`` reply entry (``{"status", "data"}``)."""
     if entry.get("status") != "ok":
-        raise IpykeepError(
+        raise InspectionError(
             f"inspection call failed in the kernel: {entry.get('ename', '?')}: {entry.get('evalue', '')}",
             hint="re-install the inspection module (install_expression) and retry",
         )
     text = entry.get("data", {}).get("text/plain")
     if not isinstance(text, str):
-        raise IpykeepError("inspection reply has no text/plain value", hint="retry the inspection")
+        raise InspectionError("inspection reply has no text/plain value", hint="retry the inspection")
     value = ast.literal_eval(text)
     if not isinstance(value, str):
-        raise IpykeepError("inspection reply is not a string", hint="retry the inspection")
+        raise InspectionError("inspection reply is not a string", hint="retry the inspection")
     return value
 
 
@@ -117,11 +105,11 @@ def _payload(json_text: str) -> dict[str, Any]:
     try:
         payload = json.loads(json_text)
     except ValueError as exc:
-        raise IpykeepError(f"inspection reply is not JSON: {exc}", hint="retry the inspection") from None
+        raise InspectionError(f"inspection reply is not JSON: {exc}", hint="retry the inspection") from None
     if not isinstance(payload, dict):
-        raise IpykeepError("inspection reply is not a JSON object", hint="retry the inspection")
+        raise InspectionError("inspection reply is not a JSON object", hint="retry the inspection")
     if payload.get("protocol") != PROTOCOL_VERSION:
-        raise IpykeepError(
+        raise InspectionError(
             f"inspection protocol mismatch: kernel speaks {payload.get('protocol')!r}, "
             f"ipykeep expects {PROTOCOL_VERSION}",
             hint="re-install the inspection module (install_expression)",
@@ -133,17 +121,17 @@ def _payload(json_text: str) -> dict[str, Any]:
     matches = [str(m) for m in error.get("matches") or []]
     if code == "unknown_name":
         hint = f"did you mean: {', '.join(matches)}?" if matches else "list variables with the namespace call"
-        raise UnknownNameError(message, hint=hint, details={"name": error.get("name"), "matches": matches})
+        raise UnknownVariableError(message, hint=hint, details={"name": error.get("name"), "matches": matches})
     if code == "bad_expression":
-        raise UsageError(message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_')
+        raise BadPathError(message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_')
     if code == _NOT_INSTALLED:
-        raise IpykeepError(message, hint="install it with install_expression() and retry",
+        raise InspectionError(message, hint="install it with install_expression() and retry",
                            details={"reason": _NOT_INSTALLED})
-    raise IpykeepError(message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected")
+    raise InspectionError(message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected")
 
 
 def parse_inspect_reply(json_text: str) -> Summary:
-    """The summary, or the error it carries (UnknownNameError with close matches, UsageError)."""
+    """The summary, or the error it carries (UnknownVariableError with close matches, BadPathError)."""
     return Summary.model_validate(_payload(json_text)["summary"])
 
 

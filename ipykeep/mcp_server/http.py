@@ -28,6 +28,7 @@ from typing import Any
 import anyio
 
 from ..core.errors import UsageError
+from ..fsutil import atomic_write_text
 from .server import IpykeepMcp
 
 log = logging.getLogger("ipykeep.mcp")
@@ -121,12 +122,7 @@ def write_connection_file(path: Path, url: str, token: str) -> None:
     """Write ``{"url", "headers"}`` as 0600, atomically (never readable by others, even briefly)."""
     path = path.expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"url": url, "headers": {"Authorization": f"Bearer {token}"}}, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"url": url, "headers": {"Authorization": f"Bearer {token}"}}), mode=0o600)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -327,7 +327,7 @@ class IpykeepMcp:
         except IpykeepError as exc:
             raise MCPError(INVALID_PARAMS, exc.message, exc.envelope()) from None
         if "text" in raw:
-            return ReadResourceResult(contents=[TextResourceContents(uri=uri, text=raw["text"], mime_type="text/plain")])
+            return ReadResourceResult(contents=[TextResourceContents(uri=uri, text=raw["text"], mime_type=raw.get("mime") or "text/plain")])
         return ReadResourceResult(contents=[BlobResourceContents(uri=uri, blob=raw["blob"], mime_type=raw.get("mime"))])
 
 

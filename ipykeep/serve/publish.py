@@ -19,7 +19,7 @@ from typing import Any
 import nbformat
 
 from ..core.errors import UnknownCellError
-from ..core.notebook import _repair_ids, _to_v4, _load_json
+from ..core.notebook import read_notebook_node
 from ..fsutil import atomic_write_text
 from .adoption import write_private_json
 
@@ -61,10 +61,7 @@ def highlight(nb: Any, captions: dict[str, str], handles: list[str | None] | Non
 
 
 def notebook_view(path: Path) -> Any:
-    data, _raw = _load_json(path)
-    nb = _to_v4(data, path)
-    _repair_ids(nb)
-    return nb
+    return read_notebook_node(path)
 
 
 def write_view(target: Path, nb: Any) -> bool:

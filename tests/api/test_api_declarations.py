@@ -67,14 +67,13 @@ def test_results_are_checked_against_their_declaration() -> None:
 
 
 def test_the_daemon_table_binds_every_declared_method_to_a_fitting_callable(tmp_path: Path) -> None:
-    from ipykeep.core.daemon import Daemon, method_table
-    from ipykeep.core.plugins import install_plugins
+    from ipykeep.composition import compose_for_daemon
+    from ipykeep.core.daemon import Daemon
     from ipykeep.core.rpc import check_binding
 
     async def build() -> None:
-        daemon = Daemon(tmp_path)
-        install_plugins(daemon.engine)
-        table = method_table(daemon.engine, daemon.stop)
+        daemon = Daemon(tmp_path, compose_for_daemon)
+        table = daemon.methods()
         assert set(table) == names.ALL
         for name, binding in table.items():
             check_binding(name, binding)

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ipykeep.core.errors import UnknownNameError, UsageError
 from ipykeep.inspection import probe
+from ipykeep.inspection.errors import BadPathError, UnknownVariableError
 
 
 class Model:
@@ -49,23 +49,23 @@ def test_unsafe_expressions_are_refused_without_evaluation(ik, expr):
     calls = []
     ns = {"model": types.SimpleNamespace(fit=lambda: calls.append(1)), "df": None, "items": [], "i": 0}
     text = ik.inspect_json(expr, 1.0, [], {}, ns=ns)
-    with pytest.raises(UsageError):
+    with pytest.raises(BadPathError):
         probe.parse_inspect_reply(text)
     assert calls == []
 
 
 def test_unknown_name_lists_close_matches(ik):
     text = ik.inspect_json("modle", 1.0, [], {}, ns=_ns())
-    with pytest.raises(UnknownNameError) as info:
+    with pytest.raises(UnknownVariableError) as info:
         probe.parse_inspect_reply(text)
     assert info.value.details["matches"] == ["model"] and "model" in info.value.hint
 
 
 def test_unknown_attribute_and_key_list_close_matches(ik):
-    with pytest.raises(UnknownNameError) as info:
+    with pytest.raises(UnknownVariableError) as info:
         probe.parse_inspect_reply(ik.inspect_json("model.coef", 1.0, [], {}, ns=_ns()))
     assert "coef_" in info.value.details["matches"]
-    with pytest.raises(UnknownNameError) as info:
+    with pytest.raises(UnknownVariableError) as info:
         probe.parse_inspect_reply(ik.inspect_json('df["cols"]', 1.0, [], {}, ns=_ns()))
     assert "col" in info.value.details["matches"]
 

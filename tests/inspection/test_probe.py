@@ -8,8 +8,9 @@ import types
 
 import pytest
 
-from ipykeep.core.errors import IpykeepError
+from ipykeep.inkernel import DIGEST_ATTR
 from ipykeep.inspection import probe, render_namespace, render_summary
+from ipykeep.inspection.errors import InspectionError
 from ipykeep.inspection.models import NamespaceEntry, NamespaceListing, Summary
 
 
@@ -35,7 +36,7 @@ def test_install_then_inspect_leaves_user_globals_untouched(clean_module, monkey
     before = dict(user_ns)
     missing = probe.decode_user_expression(_user_expression(probe.inspect_expression("x"), user_ns))
     assert probe.needs_install(missing)
-    with pytest.raises(IpykeepError):
+    with pytest.raises(InspectionError):
         probe.parse_inspect_reply(missing)
     version = _user_expression(probe.install_expression(), user_ns)
     assert version["data"]["text/plain"] == str(probe.PROTOCOL_VERSION)
@@ -57,19 +58,19 @@ def test_reinstall_of_changed_source_keeps_registrations(clean_module, monkeypat
     user_ns: dict = {}
     _user_expression(probe.install_expression(), user_ns)
     sys.modules[probe.MODULE_NAME].summarizer(match=int, name="kept")(lambda v: {"k": 1})
-    monkeypatch.setattr(probe, "source_digest", lambda: "different")
+    setattr(sys.modules[probe.MODULE_NAME], DIGEST_ATTR, "an older copy")
     _user_expression(probe.install_expression(), user_ns)
     labels = [e.label for e in sys.modules[probe.MODULE_NAME]._USER_SUMMARIZERS]
     assert labels == ["kept"]
 
 
 def test_decode_reports_kernel_errors():
-    with pytest.raises(IpykeepError, match="NameError"):
+    with pytest.raises(InspectionError, match="NameError"):
         probe.decode_user_expression({"status": "error", "ename": "NameError", "evalue": "x"})
 
 
 def test_protocol_mismatch_is_an_error():
-    with pytest.raises(IpykeepError, match="protocol mismatch"):
+    with pytest.raises(InspectionError, match="protocol mismatch"):
         probe.parse_inspect_reply('{"protocol": 999, "ok": true, "summary": {}}')
 
 

@@ -13,7 +13,8 @@ import pytest_asyncio
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
 from ipykeep.core.errors import KernelBusyError, UnknownCellError, UnknownKernelError, UsageError
-from ipykeep.core.plugins import install_plugins
+from ipykeep.composition import compose
+from ipykeep.core.staleness_service import StalenessService
 from ipykeep.core.project import ProjectPaths
 from tests.conftest import make_project
 
@@ -24,8 +25,8 @@ async def eng(tmp_path_factory):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("base = 10")]
     nbformat.write(nb, root / "n.ipynb")
-    engine = Engine(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=3.0, max_queue=1, max_subshells=1, output_cap_bytes=50_000))
-    install_plugins(engine)
+    composition = compose(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=3.0, max_queue=1, max_subshells=1, output_cap_bytes=50_000))
+    engine = composition.engine
     rec = await engine.create_kernel(notebook=str(root / "n.ipynb"))
     yield engine, rec.kernel_id, root
     await engine.shutdown()
@@ -135,7 +136,7 @@ async def test_cell_ignoring_sigint_is_killed_and_restart_reported(eng):
     assert after.output.text.strip() == "alive"
     assert after.notices and any("restarted" in n for n in after.notices)
     assert (await engine.read_execution(rec.handle, kernel_id=kid)).state == "lost"
-    plan = await engine.plugins[0].run_stale(kernel_id=kid)
+    plan = await next(o for o in engine.observers if isinstance(o, StalenessService)).run_stale(kernel_id=kid)
     assert any(r["kind"] == "kernel_restarted" for e in plan.stale for r in e["reasons"])
 
 

@@ -25,7 +25,8 @@ import pytest_asyncio
 
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.core.plugins import install_plugins
+from ipykeep.composition import compose
+from ipykeep.core.staleness_service import StalenessService
 from ipykeep.core.project import ProjectPaths
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
@@ -72,8 +73,7 @@ _KERNEL_VALUES = (
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
     root = tmp_path_factory.mktemp("staleness_acceptance")
     (root / ".git").mkdir()
-    eng = Engine(ProjectPaths(root), Config(idle_timeout=0))
-    install_plugins(eng)
+    eng = compose(ProjectPaths(root), Config(idle_timeout=0)).engine
     yield eng
     await eng.shutdown()
 
@@ -157,7 +157,7 @@ class Nb:
 
     @property
     def layer(self) -> Any:
-        return self.engine.plugins[0]
+        return next(o for o in self.engine.observers if isinstance(o, StalenessService))
 
     async def plan(self) -> Any:
         return await self.layer.run_stale(kernel_id=self.kernel_id)
@@ -717,8 +717,8 @@ async def test_kernel_restart_replans_everything(make_nb: Any, mode: str, engine
         [("h", "md:# Title"), ("a", "x = 1"), ("b", "y = x + 1"), ("c", "k = 3")],
     )
     await nb.start()
-    entry = engine.entry(nb.kernel_id)
-    await engine.restart_kernel(entry, reason="test")
+    session = engine.session(nb.kernel_id)
+    await engine.restart_kernel(session, reason="test")
     plan = await nb.plan()
     assert set(kinds(plan)) == {"a", "b", "c"}
     for cid, found in kinds(plan).items():

@@ -12,6 +12,7 @@ import nbformat
 
 from ipykeep.core.client import DaemonClient, find_daemon
 from ipykeep.core.errors import IpykeepError
+from ipykeep.core.client import pid_alive  # noqa: F401 (re-exported for the tests)
 from tests.conftest import cli_env, make_project, run_cli
 
 STATIC = cli_env(IPYKEEP_DATAFLOW="static")
@@ -48,21 +49,6 @@ def error_of(client: DaemonClient, method: str, **params: Any) -> IpykeepError:
 def kernel_pid(client: DaemonClient) -> int:
     (kernel,) = client.call("list_kernels")
     return int(kernel["pid"])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (not yet reaped by its new parent) counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_until(predicate: Any, timeout: float, step: float = 0.05) -> bool:

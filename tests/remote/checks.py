@@ -16,7 +16,7 @@ import nbformat
 
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.core.plugins import install_plugins
+from ipykeep.composition import compose
 from ipykeep.core.project import ProjectPaths
 from tests.conftest import make_project
 
@@ -42,23 +42,20 @@ def make_remote_project(base: Path) -> Path:
     return root
 
 
+#: the services' daemon methods of each engine built here, by engine id
+_SERVICE_METHODS: dict[int, dict[str, Any]] = {}
+
+
 def make_engine(root: Path, **config: Any) -> Engine:
-    engine = Engine(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=5.0, **config))
-    install_plugins(engine)
-    return engine
+    composition = compose(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=5.0, **config))
+    _SERVICE_METHODS[id(composition.engine)] = composition.rpc_methods()
+    return composition.engine
 
 
 def method(engine: Engine, name: str) -> Any:
-    """An engine method by its RPC name, wherever it lives (engine or one of its layers)."""
-    if hasattr(engine, name):
-        return getattr(engine, name)
-    for plugin in engine.plugins:
-        methods = plugin.rpc_methods() if hasattr(plugin, "rpc_methods") else {}
-        if name in methods:
-            return methods[name]
-        if hasattr(plugin, name):
-            return getattr(plugin, name)
-    raise AttributeError(name)
+    """A daemon method by its RPC name, wherever it lives (engine or one of its services)."""
+    services = _SERVICE_METHODS.get(id(engine), {})
+    return services[name] if name in services else getattr(engine, name)
 
 
 async def check_run_and_cwd(engine: Engine, kid: str, root: Path) -> None:

@@ -84,7 +84,7 @@ def start_daemon(root: Path) -> int:
 
 
 def stop_daemon(root: Path, pid: int) -> None:
-    from ipykeep.core.client import DaemonClient, _pid_alive, find_daemon
+    from ipykeep.core.client import DaemonClient, pid_alive, find_daemon
 
     desc = find_daemon(root)
     if desc is not None:
@@ -93,9 +93,9 @@ def stop_daemon(root: Path, pid: int) -> None:
         except Exception:
             pass
     deadline = time.monotonic() + 30
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _pid_alive(pid):
+    if pid_alive(pid):
         os.kill(pid, 9)
 
 

@@ -12,7 +12,7 @@ import pytest
 from ipykeep.core.errors import MissingExtraError, UnknownCellError, UsageError
 from ipykeep.serve.adoption import AdoptedKernel, AdoptionSpec, read_spec, write_spec
 from ipykeep.serve.commands import parse_captions
-from ipykeep.serve.plugin import require_serve_extra
+from ipykeep.serve.service import require_serve_extra
 from ipykeep.serve.publish import CAPTION_TAG, HIGHLIGHT_TAG, highlight
 
 
@@ -29,7 +29,7 @@ def test_core_modules_do_not_import_jupyter_server() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ipykeep.cli, ipykeep.serve.plugin, ipykeep.serve.commands; print('jupyter_server' in sys.modules)"
+    code = "import sys, ipykeep.cli, ipykeep.serve.service, ipykeep.serve.commands; print('jupyter_server' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

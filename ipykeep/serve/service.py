@@ -1,6 +1,6 @@
-"""The engine plugin behind ``--serve`` and ``publish``.
+"""The engine collaborator behind ``--serve`` and ``publish``.
 
-``ServePlugin(engine)`` keeps, per daemon, at most one Jupyter server (``launcher``) and the
+``ServeService(engine)`` keeps, per daemon, at most one Jupyter server (``launcher``) and the
 set of kernels it hosts. A kernel is hosted while it is *served* (``serve``) or *published*
 (``publish``); the server starts with the first hosted kernel and stops with the last one,
 when a kernel closes (``kernel_closing``), and on daemon exit (``shutdown``), each time
@@ -8,8 +8,8 @@ waiting for the process to be gone.
 
 Executions started by other clients of a kernel (JupyterLab, VS Code, the websocket API) reach
 the daemon on the broadcast iopub channel; ``foreign_message`` turns them into executions of
-kind ``"browser"``: recorded like scratch code, archived, and reported to the engine's
-staleness layer through ``Engine.note_foreign_execution`` when the engine has it.
+kind ``"browser"``: recorded like scratch code, archived, and reported to the other
+collaborators (staleness) through ``Engine.note_foreign_execution``.
 """
 
 from __future__ import annotations
@@ -18,15 +18,20 @@ import asyncio
 import importlib.util
 import logging
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..core.errors import MissingExtraError, RemoteNotSupportedError, UsageError
 from ..core.execution import Execution
+from ..core.observer import SessionObserver
 from ..core.records import KernelRecord
+from ..core.session import KernelSession
 from .adoption import AdoptedKernel, AdoptionSpec
+
+if TYPE_CHECKING:
+    from ..core.engine import Engine
 
 log = logging.getLogger("ipykeep.serve")
 
@@ -44,13 +49,6 @@ class Hosting:
     captions: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass
-class _BrowserRuns:
-    """Browser executions in progress on one kernel, by the msg_id of their request."""
-
-    by_parent: dict[str, Execution] = field(default_factory=dict)
-
-
 def require_serve_extra(command: str) -> None:
     """Fail fast, before any process starts, when the Jupyter packages are missing."""
     needed = ["jupyter_server", "jupyterlab" if command == "lab" else "notebook"]
@@ -62,45 +60,42 @@ def require_serve_extra(command: str) -> None:
         )
 
 
-class ServePlugin:
-    def __init__(self, engine: Any) -> None:
+class ServeService(SessionObserver):
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.server: Any = None  # launcher.JupyterServer while one runs
         self.tunnel: Any = None  # tunnel.QuickTunnel while one runs
+        #: what the server hosts, by kernel id (the server is one per daemon)
         self.hosting: dict[str, Hosting] = {}
-        self._runs: dict[str, _BrowserRuns] = {}
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    # -- RPC ---------------------------------------------------------------------------------
-    def rpc_methods(self) -> dict[str, Any]:
-        return {"serve": self.serve, "unserve": self.unserve, "publish": self.publish}
-
+    # -- RPC methods (registered by the daemon) -----------------------------------------------
     async def serve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
         """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
-        entry = self.engine._live(kernel_id, notebook)
-        _require_local(entry.process)
-        require_serve_extra(entry.config.server_command)
+        session = self.engine.live(kernel_id, notebook)
+        _require_local(session.process)
+        require_serve_extra(session.config.server_command)
         async with self._lock:
-            old = self.hosting.get(entry.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
-            self.hosting[entry.kernel_id] = replace(old, served=True)
+            old = self.hosting.get(session.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
+            self.hosting[session.kernel_id] = replace(old, served=True)
             try:
                 await self._apply()
             except BaseException:
-                self._forget(entry.kernel_id, old if old.served or old.published_path else None)
+                self._forget(session.kernel_id, old if old.served or old.published_path else None)
                 raise
-            entry.served_url = self._url(self._notebook_api_path(entry))
-        return self.engine.kernel_record(entry)
+            session.hosting.served_url = self._url(self._notebook_api_path(session))
+        return self.engine.kernel_record(session)
 
     async def unserve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
         """Detach the kernel from the Jupyter server (also ends its publication)."""
-        entry = self.engine.entry(kernel_id, notebook)
+        session = self.engine.session(kernel_id, notebook)
         async with self._lock:
-            if self.hosting.pop(entry.kernel_id, None) is not None:
+            if self.hosting.pop(session.kernel_id, None) is not None:
                 await self._apply()
-            entry.served_url = None
-            entry.published = False
-        return self.engine.kernel_record(entry)
+            session.hosting.served_url = None
+            session.hosting.published = False
+        return self.engine.kernel_record(session)
 
     async def publish(
         self,
@@ -116,94 +111,88 @@ class ServePlugin:
         from . import publish as view
         from .tunnel import QuickTunnel, require_cloudflared
 
-        entry = self.engine._live(kernel_id, notebook)
-        _require_local(entry.process)
-        require_serve_extra(entry.config.server_command)
+        session = self.engine.live(kernel_id, notebook)
+        _require_local(session.process)
+        require_serve_extra(session.config.server_command)
         if tunnel:
             require_cloudflared()
         if cells is not None and not isinstance(cells, dict):
             raise UsageError("cells must map cell ids (or indexes) to captions", hint='e.g. {"a1b2": "the fit"}')
         captions = tuple(sorted((str(k), str(v)) for k, v in (cells or {}).items()))
         async with self._lock:
-            target, nb, handles = self._publish_source(entry)
+            target, nb, handles = self._publish_source(session)
             rendered = view.highlight(nb, dict(captions), handles)  # bad cell names fail here
             view.write_view(target, rendered)
             rel = target.relative_to(self.engine.paths.root).as_posix()
-            old = self.hosting.get(entry.kernel_id)
+            old = self.hosting.get(session.kernel_id)
             base = old or Hosting(server_id=str(uuid.uuid4()))
-            self.hosting[entry.kernel_id] = replace(base, published_path=rel, captions=captions)
+            self.hosting[session.kernel_id] = replace(base, published_path=rel, captions=captions)
             try:
                 await self._apply()
             except BaseException:
-                self._forget(entry.kernel_id, old)
+                self._forget(session.kernel_id, old)
                 raise
             if tunnel and self.tunnel is None:
                 t = QuickTunnel(self.server.base_url)
                 await t.start()  # raises TunnelError: no silent local fallback
                 self.tunnel = t
                 await self._apply()
-            entry.published = True
+            session.hosting.published = True
             public = self.tunnel.public_url if (tunnel and self.tunnel) else None
-            return {"url": self._url(rel, base=public), "kernel_id": entry.kernel_id, "path": rel}
+            return {"url": self._url(rel, base=public), "kernel_id": session.kernel_id, "path": rel}
 
-    # -- engine hooks ------------------------------------------------------------------------
-    async def kernel_closing(self, engine: Any, entry: Any) -> None:
-        entry.served_url = None
-        entry.published = False
-        self._runs.pop(entry.kernel_id, None)
+    # -- observer events ---------------------------------------------------------------------
+    async def kernel_closing(self, session: KernelSession) -> None:
+        session.hosting.served_url = None
+        session.hosting.published = False
+        session.hosting.browser_runs.clear()
         async with self._lock:
-            if self.hosting.pop(entry.kernel_id, None) is not None:
+            if self.hosting.pop(session.kernel_id, None) is not None:
                 await self._apply()
 
-    async def kernel_restarted(self, engine: Any, entry: Any) -> None:
+    async def kernel_restarted(self, session: KernelSession) -> None:
         # A new process and connection file: the server re-adopts it under the same id.
-        self._runs.pop(entry.kernel_id, None)
+        session.hosting.browser_runs.clear()
         async with self._lock:
-            if entry.kernel_id in self.hosting:
+            if session.kernel_id in self.hosting:
                 await self._apply()
 
-    def foreign_message(self, engine: Any, entry: Any, msg: dict[str, Any]) -> None:
+    def foreign_message(self, session: KernelSession, msg: dict[str, Any]) -> None:
         parent = (msg.get("parent_header") or {}).get("msg_id")
         if not parent:
             return
-        runs = self._runs.setdefault(entry.kernel_id, _BrowserRuns())
+        runs = session.hosting.browser_runs
         mtype = msg["header"]["msg_type"]
-        ex = runs.by_parent.get(parent)
+        ex = runs.get(parent)
         if ex is None:
             if mtype != "execute_input":
                 return  # not an execution (kernel_info, comms, completions…)
-            ex = engine._new_execution(entry, msg["content"].get("code", ""), "browser")
+            ex = self.engine.new_execution(session, msg["content"].get("code", ""), "browser")
             ex.msg_id = parent
             ex.start()
-            runs.by_parent[parent] = ex
-            entry.touch()
+            runs[parent] = ex
+            session.touch()
         if mtype == "status" and msg["content"].get("execution_state") == "idle":
-            runs.by_parent.pop(parent, None)
+            runs.pop(parent, None)
             ex.finish(ex.outcome_after_idle())
-            entry.touch()
-            # The engine's hook archives the execution and updates staleness; without it
-            # (an older engine) the execution is at least archived here.
-            note = getattr(engine, "note_foreign_execution", None)
-            if note is None:
-                entry.archive.append_execution(ex)
-                return
-            task = asyncio.get_running_loop().create_task(self._note(note, entry, ex))
+            session.touch()
+            # The engine archives the execution and tells the other collaborators (staleness).
+            task = asyncio.get_running_loop().create_task(self._note(session, ex))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return
         ex.on_iopub(msg)
 
-    async def shutdown(self, engine: Any = None) -> None:
+    async def shutdown(self) -> None:
         """Daemon exit: stop the tunnel and the server, waiting for both processes."""
         async with self._lock:
             self.hosting.clear()
             await self._stop_processes()
 
     # -- internals ---------------------------------------------------------------------------
-    @staticmethod
-    async def _note(note: Any, entry: Any, ex: Execution) -> None:
+    async def _note(self, session: KernelSession, ex: Execution) -> None:
         try:
-            await note(entry, ex)
+            await self.engine.note_foreign_execution(session, ex)
         except Exception:
             log.exception("staleness update for browser execution %s failed", ex.handle)
 
@@ -213,35 +202,35 @@ class ServePlugin:
         else:
             self.hosting[kernel_id] = previous
 
-    def _notebook_api_path(self, entry: Any) -> str | None:
-        if entry.notebook is None:
+    def _notebook_api_path(self, session: KernelSession) -> str | None:
+        if session.notebook is None:
             return None
         try:
-            return Path(entry.notebook).relative_to(self.engine.paths.root).as_posix()
+            return Path(session.notebook).relative_to(self.engine.paths.root).as_posix()
         except ValueError:
             raise UsageError(
-                f"{entry.notebook} is outside the project {self.engine.paths.root}; Jupyter cannot open it",
+                f"{session.notebook} is outside the project {self.engine.paths.root}; Jupyter cannot open it",
                 hint="start ipykeep from a directory that contains the notebook",
             ) from None
 
-    def _publish_source(self, entry: Any) -> tuple[Path, Any, list[str | None] | None]:
+    def _publish_source(self, session: KernelSession) -> tuple[Path, Any, list[str | None] | None]:
         from .publish import notebook_view
 
-        out_dir = self.engine.paths.state / "publish" / entry.kernel_id
-        if entry.notebook is not None:
-            return out_dir / Path(entry.notebook).name, notebook_view(Path(entry.notebook)), None
-        nb = entry.archive.to_notebook()
-        handles = [e.get("handle") for e in entry.archive.entries()]
+        out_dir = self.engine.paths.state / "publish" / session.kernel_id
+        if session.notebook is not None:
+            return out_dir / Path(session.notebook).name, notebook_view(Path(session.notebook)), None
+        nb = session.archive.to_notebook()
+        handles = [e.get("handle") for e in session.archive.entries()]
         return out_dir / "record.ipynb", nb, handles
 
     def _spec(self) -> AdoptionSpec:
         kernels = []
         for kid, host in self.hosting.items():
-            entry = self.engine.kernels.get(kid)
-            if entry is None or entry.closed or not entry.process.connection_file or not entry.process.pid:
+            session = self.engine.kernels.get(kid)
+            if session is None or session.closed or not session.process.connection_file or not session.process.pid:
                 continue
             paths: list[str] = []
-            nb = self._notebook_api_path(entry)
+            nb = self._notebook_api_path(session)
             if host.served and nb:
                 paths.append(nb)
             if host.published_path:
@@ -250,8 +239,8 @@ class ServePlugin:
                 AdoptedKernel(
                     server_id=host.server_id,
                     kernel_id=kid,
-                    connection_file=str(entry.process.connection_file),
-                    pid=int(entry.process.pid),
+                    connection_file=str(session.process.connection_file),
+                    pid=int(session.process.pid),
                     session_paths=tuple(paths),
                 )
             )
@@ -281,9 +270,9 @@ class ServePlugin:
         if self.server is not None:
             await self.server.stop()
             self.server = None
-        for entry in self.engine.kernels.values():
-            entry.served_url = None
-            entry.published = False
+        for session in self.engine.kernels.values():
+            session.hosting.served_url = None
+            session.hosting.published = False
 
     def _url(self, api_path: str | None, *, base: str | None = None) -> str:
         assert self.server is not None

@@ -1,0 +1,148 @@
+"""The records the staleness tracker keeps (runs, writes, plan drafts) and the state every part
+of the planner reads. Split from ``tracker`` for size; ``StalenessTracker`` is the only API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Literal, Mapping
+
+from .analysis import FunctionInfo
+from .graph import Graph
+from .hashing import source_hash
+from .models import REASON_ORDER, DynamicCellInfo, FileStamp, Observed, Outcome, Reason
+
+
+#: path -> the file now, or None when it does not exist. The stamp's ``path`` names the file the
+#: way the run-time read hook does (absolute, normalized), whatever form the argument had.
+StatFn = Callable[[str], "FileStamp | None"]
+Origin = Literal["cell", "scratch", "browser"]
+
+#: how a producer's state is described in a dependent's ``upstream`` message
+_CAUSE_WORDS = {
+    "never_run": "never run",
+    "kernel_restarted": "lost in the kernel restart",
+    "source_changed": "edited",
+    "failed": "failed",
+    "file_changed": "its input file changed",
+    "moved": "moved",
+    "upstream": "stale",
+    "state_changed": "stale",
+    "restores": "re-run to restore a value",
+}
+
+
+@dataclass(frozen=True)
+class _Write:
+    """One write of a name in the kernel: by a notebook cell's run, or by scratch code."""
+
+    origin: Origin
+    cell_id: str | None
+    seq: int
+    #: identifies the value written: a run that only restores a clobbered value (same source,
+    #: same inputs) keeps the version of the run it repeats, so its readers stay fresh
+    version: int
+    #: the kernel observed what the code changed (so a value behind an alias that changed
+    #: would show as a write of its own)
+    evidence: bool = False
+
+
+@dataclass(frozen=True)
+class _Run:
+    cell_id: str
+    seq: int
+    version: int
+    index: int
+    epoch: int
+    source_hash: str
+    outcome: Outcome
+    files: Mapping[str, FileStamp]
+    #: for each name read: the write it saw (None when nothing had written it)
+    reads: Mapping[str, _Write | None]
+    dynamic: DynamicCellInfo | None
+    #: files the run wrote (or names as written by a call), as ``stat`` names them
+    written: frozenset[str] = frozenset()
+    #: what the kernel saw the run do to its namespace (None: no evidence)
+    observed: Observed | None = None
+    #: names bound by import statements -> what they import, in the source that ran
+    imports: Mapping[str, str] = field(default_factory=dict)
+    #: per name written: the version of the value (kept from the previous run when the kernel
+    #: saw the name rebound to an equal value, so its readers stay fresh)
+    versions: Mapping[str, int] = field(default_factory=dict)
+
+    def version_of(self, name: str) -> int:
+        return self.versions.get(name, self.version)
+
+
+@lru_cache(maxsize=4096)
+def _hash(source: str) -> str:
+    return source_hash(source)
+
+
+def _same_stamp(a: FileStamp | None, b: FileStamp | None) -> bool:
+    a_key = (a.mtime_ns, a.size) if a is not None else (None, None)
+    b_key = (b.mtime_ns, b.size) if b is not None else (None, None)
+    return a_key == b_key
+
+
+@dataclass
+class _Draft:
+    """Reasons collected for one cell while a plan is computed."""
+
+    reasons: list[Reason] = field(default_factory=list)
+
+    def add(self, reason: Reason) -> bool:
+        if reason in self.reasons:
+            return False
+        self.reasons.append(reason)
+        return True
+
+    def kinds(self) -> set[str]:
+        return {r.kind for r in self.reasons}
+
+    def changes_output(self) -> bool:
+        """Whether re-running gives its names new values (restoring gives the same ones)."""
+        return bool(self.kinds() - {"restores", "missing_producer"})
+
+
+
+class TrackerState:
+    """The tracker's record of one kernel; the plan rules (``tracker_reasons``,
+    ``tracker_restore``) read it, the events (``tracker``) write it."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self._epoch = 0
+        self._runs: dict[str, _Run] = {}
+        self._writers: dict[str, _Write] = {}
+        self._functions: dict[str, FunctionInfo] = {}
+        self._watched: dict[str, FileStamp | None] = {}
+        #: digest of a hidden state (``<numpy.random>``) -> the version standing for it
+        self._state_versions: dict[tuple[str, str], int] = {}
+
+
+    def _label(self, graph: Graph, cell_id: str | None) -> str:
+        if cell_id is not None and cell_id in graph.by_id:
+            return f"cell {graph.by_id[cell_id].cell.index}"
+        return "a deleted cell"
+
+
+    def _cause(self, draft: _Draft) -> str:
+        kinds = draft.kinds()
+        for kind in REASON_ORDER:
+            if kind in kinds and kind in _CAUSE_WORDS:
+                return _CAUSE_WORDS[kind]
+        return "stale"
+
+
+
+
+def _canonical(stat: StatFn, path: str) -> str:
+    """``path`` as ``stat`` names it when the file exists (the literal otherwise)."""
+    stamp = stat(path)
+    return stamp.path if stamp is not None else path
+
+
+def _mentions(source: str, path: str) -> bool:
+    base = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return path in source or (bool(base) and base in source)

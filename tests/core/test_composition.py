@@ -1,0 +1,63 @@
+"""The composition root wires the engine and its collaborators explicitly, in a fixed order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ipykeep.composition import compose, compose_for_daemon
+from ipykeep.core.config import Config
+from ipykeep.api import names
+from ipykeep.core.daemon import Daemon
+from ipykeep.core.inspection_service import InspectionService
+from ipykeep.core.observer import SessionObserver
+from ipykeep.core.project import ProjectPaths
+from ipykeep.core.staleness_service import StalenessService
+from ipykeep.serve.service import ServeService
+
+SERVICE_METHODS = {
+    "run_stale": (StalenessService, "run_stale"),
+    "watch_file": (StalenessService, "watch_file"),
+    "plan_progress": (StalenessService, "plan_progress"),
+    "inspect": (InspectionService, "inspect"),
+    "namespace": (InspectionService, "namespace"),
+    "serve": (ServeService, "serve"),
+    "unserve": (ServeService, "unserve"),
+    "publish": (ServeService, "publish"),
+}
+
+
+def test_observers_are_attached_once_in_order(tmp_path: Path) -> None:
+    comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
+    assert comp.engine.observers == (comp.staleness, comp.inspection, comp.serve)
+    assert all(isinstance(o, SessionObserver) for o in comp.engine.observers)
+    with pytest.raises(RuntimeError, match="already attached"):
+        comp.engine.attach(SessionObserver())
+
+
+def test_service_methods_map_to_their_services(tmp_path: Path) -> None:
+    comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
+    methods = comp.rpc_methods()
+    assert set(methods) == set(SERVICE_METHODS)
+    for name, (cls, attr) in SERVICE_METHODS.items():
+        bound = methods[name]
+        assert isinstance(bound.__self__, cls) and bound.__name__ == attr  # type: ignore[attr-defined]
+
+
+def test_daemon_serves_engine_and_service_methods(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    daemon = Daemon(tmp_path, compose_for_daemon)
+    table = daemon.methods()
+    assert set(table) == names.ALL
+    for name, (cls, attr) in SERVICE_METHODS.items():
+        handler = table[name].handler
+        assert isinstance(handler.__self__, cls) and handler.__name__ == attr
+
+
+def test_without_a_staleness_judge_no_stale_reasons(tmp_path: Path) -> None:
+    from ipykeep.core.engine import Engine
+
+    engine = Engine(ProjectPaths(tmp_path), Config(idle_timeout=0))
+    engine.attach(SessionObserver())
+    assert engine.stale_reasons(None, None) is None  # type: ignore[arg-type]
