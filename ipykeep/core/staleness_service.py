@@ -206,7 +206,7 @@ class StalenessService(SessionObserver):
             if result is not None:
                 with contextlib.suppress(IpykeepError, StalenessError):
                     observed = probes.parse_statemon(probes.decode_expression_value(result))
-            self.tracker(session).record_scratch(ex.code, origin, observed=observed)  # type: ignore[arg-type]
+            self.tracker(session).record_scratch(ex.code, origin, observed=observed)
 
     def stale_reasons(self, session: KernelSession, snap: NotebookSnapshot) -> dict[str, list[dict[str, Any]]]:
         plan = self.plan(session, snap)
