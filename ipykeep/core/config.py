@@ -18,10 +18,11 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from .errors import ConfigError
 from .project import find_project_root
 
-try:  # Python >= 3.11
+# A version check rather than try/except ImportError: mypy follows it and types each branch.
+if sys.version_info >= (3, 11):
     import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomlkit as _toml  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomlkit as _toml
 
 
 @dataclass(frozen=True)
