@@ -84,7 +84,7 @@ def start_daemon(root: Path) -> int:
 
 
 def stop_daemon(root: Path, pid: int) -> None:
-    from ipykeep.core.client import DaemonClient, pid_alive, find_daemon
+    from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
 
     desc = find_daemon(root)
     if desc is not None:

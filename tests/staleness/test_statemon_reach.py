@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,16 @@ def modules():
     eval(install_expression(probes.DATAHASH_MODULE, probes.datahash_source()), {})
     eval(install_expression(probes.STATEMON_MODULE, probes.statemon_source()), {})
     yield sys.modules[probes.REACH_MODULE], sys.modules[probes.STATEMON_MODULE]
+    # later tests in this process must not find these modules or a running IPython shell
+    for name in (probes.REACH_MODULE, probes.DATAHASH_MODULE, probes.STATEMON_MODULE):
+        sys.modules.pop(name, None)
+    sys.__dict__.pop("_ipykeep_statemon_state", None)
+    sys.__dict__.pop("_ipykeep_reach_state", None)
+    InteractiveShell.clear_instance()
 
 
 @pytest.fixture
-def shell(modules, tmp_path: Path, monkeypatch) -> Shell:
+def shell(modules, tmp_path: Path, monkeypatch) -> Iterator[Shell]:
     reach, statemon = modules
     # walk whatever the values cost to hash (the probe walks only when that saves time)
     monkeypatch.setattr(statemon, "WALK_WORTH_S", -1.0)
@@ -61,7 +68,8 @@ def shell(modules, tmp_path: Path, monkeypatch) -> Shell:
     statemon.install()
     sh = Shell(ip, statemon, reach)
     sh.run("pass")
-    return sh
+    yield sh
+    ip.reset(new_session=False)
 
 
 def _changed(out: dict[str, Any]) -> set[str]:

@@ -11,8 +11,14 @@ MAX_BYTES = 1 << 16
 SAMPLE = 2048
 
 
+from typing import Any
+
+
 class _DataHash:
     """Fingerprints of arrays, Arrow buffers, pandas blocks, indexes, series and frames."""
+
+    np: Any
+    pd: Any
 
     def _series(self, obj):
         vals = self._values(obj._values)
@@ -66,7 +72,7 @@ class _DataHash:
                 fp, ex, _ = self._array(codes)
                 cats, cex = self._index(values.categories)
                 return ("cat", fp, cats, bool(values.ordered)), ex and cex
-            parts = [kind, str(values.dtype)]
+            parts: list[Any] = [kind, str(values.dtype)]
             exact = True
             found = False
             for name in ("_ndarray", "_data", "_mask", "_left", "_right"):
@@ -93,7 +99,7 @@ class _DataHash:
         chunks = getattr(chunked, "chunks", None)
         if chunks is None:
             chunks = [chunked]
-        parts = [str(chunked.type), len(chunked), len(chunks)]
+        parts: list[Any] = [str(chunked.type), len(chunked), len(chunks)]
         exact = len(chunks) <= MAX_ITEMS
         for c in chunks[:MAX_ITEMS]:
             parts.append((c.offset, len(c), c.null_count))
@@ -130,7 +136,7 @@ class _DataHash:
         return ("index", len(idx), fp), ex
 
     def _frame(self, df):
-        parts = [("frame", df.shape)]
+        parts: list[Any] = [("frame", df.shape)]
         exact = True
         cols = list(df.columns[:MAX_ITEMS])
         parts.append(hash(tuple(repr(c) for c in cols)))

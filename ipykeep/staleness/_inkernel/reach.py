@@ -35,6 +35,7 @@ import ast
 import sys
 import threading
 import types
+from typing import Any
 
 BUDGET = 5000
 FULL_EVERY = 50
@@ -117,7 +118,7 @@ def _record(tree):
 def _library_paths():
     import sysconfig
 
-    out = set()
+    out: set[Any] = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         p = sysconfig.get_paths().get(key)
         if p:
@@ -137,7 +138,7 @@ def _is_library_file(path):
         _LIBS = _library_paths()
     if not isinstance(path, str):
         return True  # built-in or namespace module: no state of a local file
-    return path.startswith(_LIBS) or path.startswith("<")
+    return path.startswith((*_LIBS, "<"))
 
 
 def _code_names(code, out):
@@ -185,7 +186,7 @@ def _walk(objs, ns):
     np = sys.modules.get("numpy")
     pd = sys.modules.get("pandas")
     seen = set()
-    out = set()
+    out: set[Any] = set()
     stack = list(objs)
     gc = sys.modules.get("gc") or __import__("gc")
     while stack:
@@ -232,7 +233,7 @@ def _walk(objs, ns):
                 if not _is_library_file(o.__globals__.get("__file__")):
                     raise _Unbounded
                 continue
-            names = set()
+            names: set[str] = set()
             _code_names(o.__code__, names)
             if names & ESCAPES:
                 raise _Unbounded
@@ -292,10 +293,7 @@ def _foreign_threads():
     known = _state["threads"]
     if not isinstance(known, set):
         return True
-    for t in threading.enumerate():
-        if t.ident not in known and not type(t).__module__.startswith(_KERNEL_THREADS):
-            return True
-    return False
+    return any(t.ident not in known and not type(t).__module__.startswith(_KERNEL_THREADS) for t in threading.enumerate())
 
 
 def _comms_open():

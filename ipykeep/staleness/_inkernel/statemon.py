@@ -32,6 +32,7 @@ import sys
 import time
 import types
 import weakref
+from typing import Any
 
 PROTOCOL_VERSION = 1
 DATAHASH_MODULE = "_ipykeep_datahash"
@@ -60,13 +61,15 @@ _state.setdefault("cache", {})
 def _skip(name):
     return (
         name in _SKIP
-        or name.startswith("__")
-        or name.startswith("_ipykeep")
+        or name.startswith(("__", "_ipykeep"))
         or bool(_HISTORY.match(name))
     )
 
 
-class _Fp(_datahash._DataHash):
+_DataHash: Any = _datahash._DataHash  # a class of the module installed before this one
+
+
+class _Fp(_DataHash):
     """One snapshot pass: fingerprints memoised by object id (aliases are hashed once).
 
     ``touched``: what ``reach`` says the code run since the last pass could have changed (ids,
@@ -80,8 +83,8 @@ class _Fp(_datahash._DataHash):
 
     def __init__(self, touched=None, cache=None, ns=None):
         self.memo = {}
-        self.np = sys.modules.get("numpy")
-        self.pd = sys.modules.get("pandas")
+        self.np: Any = sys.modules.get("numpy")
+        self.pd: Any = sys.modules.get("pandas")
         self.touched = touched
         self.cache = cache if cache is not None else {}
         self.ns = ns
@@ -115,6 +118,8 @@ class _Fp(_datahash._DataHash):
         self.hashed += 1
         reach = sys.modules.get(REACH_MODULE)
         try:
+            if reach is None:
+                raise LookupError("no reach module: values are not cached")
             roots = frozenset(reach.owners(obj, self.ns))
             self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
         except Exception:  # no weak references, or memory that cannot be bounded: no caching
@@ -231,10 +236,10 @@ class _Fp(_datahash._DataHash):
         if callable(obj) and attrs is None:  # builtins, ufuncs: identity is all
             return ("callable", id(obj)), False, False
         if isinstance(attrs, dict):
-            n = len(attrs)
-            keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
-            h, ex = self._items([attrs[k] for k in keys], depth)
-            return ("obj", id(t), n, tuple(keys), h), False, False
+            count = len(attrs)
+            attr_keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
+            h, ex = self._items([attrs[k] for k in attr_keys], depth)
+            return ("obj", id(t), count, tuple(attr_keys), h), False, False
         return ("id", id(obj)), False, True
 
     def _function(self, obj):
@@ -271,7 +276,7 @@ RNG_NAMES = ("<numpy.random>", "<random>")
 
 
 def _global_rngs():
-    out = {}
+    out: dict[str, Any] = {}
     np = sys.modules.get("numpy")
     if np is not None:
         try:
@@ -294,7 +299,7 @@ def _snapshot(ns, touched=None):
         del cache[key]
     fp = _Fp(touched, cache, ns)
     _state["last"] = fp
-    out = {}
+    out: dict[str, Any] = {}
     for name, state in _global_rngs().items():
         out[name] = (0, state, True, False, state)
     for name in list(ns):
