@@ -135,7 +135,8 @@ def _coerce(name: str, value: Any, source: str, *, from_env: bool = False) -> An
             return list(value)
     elif hint in (str, str | None) or (str in args):
         if isinstance(value, str):
-            return value
+            # An optional setting written as "" (as ``ipykeep init``'s template shows it) is unset.
+            return None if value == "" and type(None) in args else value
     raise ConfigError(
         f"{where} has a value of the wrong type: {value!r} (expected {_describe(hint)})",
         hint=f"fix {name} in {source}",
