@@ -9,8 +9,9 @@ engine's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .checkpoints.service import CheckpointService
 from .core.config import Config

@@ -1,8 +1,7 @@
 """The daemon process with every collaborator: ``python -m ipykeep.daemon_main --root PROJECT``.
 
-The same as ``python -m ipykeep.core.daemon`` (which the launcher runs today and which hands
-over to this composition); once the launcher runs this module, ``core.daemon`` no longer needs
-to import the composition root and the import-linter exception for it goes.
+``client.ensure_daemon`` launches this module. It is the composition root's process entry:
+core never imports the services it composes (the import-linter contracts in pyproject.toml).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def make_project(root: Path, *, example: bool = True) -> Path:
 
 
 def stop_daemon(root: Path) -> None:
-    from ipykeep.core.client import DaemonClient, _pid_alive, find_daemon
+    from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
 
     desc = find_daemon(root)
     if desc is None:
@@ -57,7 +57,7 @@ def stop_daemon(root: Path) -> None:
     import time
 
     deadline = time.monotonic() + 20
-    while _pid_alive(desc.pid) and time.monotonic() < deadline:
+    while pid_alive(desc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

@@ -12,10 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ipykeep"
 
 #: private names still imported across packages, by importing file (to be made public there)
-KNOWN_PRIVATE_IMPORTS = {
-    ("ipykeep/cli.py", "_pid_alive"),
-    ("ipykeep/mcp_server/backend.py", "_pid_alive"),
-}
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 
 def test_import_contracts_hold() -> None:

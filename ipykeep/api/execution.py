@@ -58,7 +58,7 @@ class MarkdownResult(Record):
 
 
 class Artifact(Record):
-    """A stored output: ``text`` for text, base64 ``blob`` (with ``mime``) otherwise."""
+    """A stored output: ``text`` for text, base64 ``blob`` otherwise; ``mime`` its type."""
 
     uri: str
     path: str

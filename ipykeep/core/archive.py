@@ -11,6 +11,7 @@ Layout under ``<project>/.ipykeep/kernels/<kernel_id>/``:
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from typing import Any
 
 import nbformat
 
-from ..fsutil import atomic_write_bytes
+from ..fsutil import atomic_write_bytes, atomic_write_text
 from .execution import Execution
 from .project import private_dir
 
@@ -61,6 +62,13 @@ class KernelArchive:
         self.kernel_id = kernel_id
         self.artifacts = self.dir / "artifacts"
         self.record = self.dir / "record.jsonl"
+
+    def mark_closed(self, reason: str, notebook: Path | None) -> None:
+        """Leave ``closed.json``, from which a later daemon tells why this kernel id is gone."""
+        info = {"kernel_id": self.kernel_id, "reason": reason, "closed_at": time.time(),
+                "notebook": str(notebook) if notebook else None}
+        with contextlib.suppress(OSError):
+            atomic_write_text(self.dir / "closed.json", json.dumps(info))
 
     def store(self, payload: bytes, mime: str) -> Artifact:
         digest = hashlib.sha256(payload).hexdigest()[:24]
@@ -173,7 +181,7 @@ def resolve_artifact_uri(state_dir: Path, uri: str) -> Path:
 
 
 def read_artifact(state_dir: Path, uri: str) -> dict[str, Any]:
-    """The artifact ``uri`` names: ``{"uri", "path", "text"}`` or ``{"uri", "path", "blob", "mime"}``."""
+    """The artifact ``uri`` names: ``{"uri", "path", "text" or base64 "blob", "mime"}``."""
     from .errors import UsageError
 
     try:
@@ -189,6 +197,7 @@ def read_artifact(state_dir: Path, uri: str) -> dict[str, Any]:
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
     if path.suffix in TEXT_SUFFIXES:
-        return {"uri": uri, "path": str(path), "text": data.decode("utf-8", "replace")}
+        text = data.decode("utf-8", "replace")
+        return {"uri": uri, "path": str(path), "text": text, "mime": ARTIFACT_MIME.get(path.suffix, "text/plain")}
     mime = ARTIFACT_MIME.get(path.suffix, "application/octet-stream")
     return {"uri": uri, "path": str(path), "blob": base64.b64encode(data).decode(), "mime": mime}

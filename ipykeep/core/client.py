@@ -53,7 +53,7 @@ class Descriptor(NamedTuple):  # immutable; a NamedTuple keeps dataclasses off t
         return Endpoint(self.host, self.port, self.token)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -87,7 +87,7 @@ def find_daemon(root: Path | None = None) -> Descriptor | None:
     """The live daemon of the project at ``root`` (found by walking up), or None."""
     paths = ProjectPaths(find_project_root(root))
     desc = read_descriptor(paths)
-    if desc is None or not _pid_alive(desc.pid):
+    if desc is None or not pid_alive(desc.pid):
         return None
     return desc
 
@@ -154,7 +154,7 @@ def ensure_daemon(root: Path | None = None, *, timeout: float = 60.0) -> DaemonC
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             desc = read_descriptor(paths)
-            if desc is not None and _pid_alive(desc.pid) and _answers(desc):
+            if desc is not None and pid_alive(desc.pid) and _answers(desc):
                 return DaemonClient(desc)
             with contextlib.suppress(FileNotFoundError):
                 paths.descriptor.unlink()
@@ -184,7 +184,7 @@ def _spawn(paths: ProjectPaths) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "ipykeep.core.daemon", "--root", str(paths.root)],
+            [sys.executable, "-m", "ipykeep.daemon_main", "--root", str(paths.root)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

@@ -14,6 +14,7 @@ import logging
 import re
 from pathlib import Path
 
+from ..fsutil import atomic_write_text
 from .project import ProjectPaths
 
 log = logging.getLogger("ipykeep.engine")
@@ -44,16 +45,13 @@ class IdCounters:
         return nk, nh
 
     def _save(self) -> None:
-        tmp = self._file.with_suffix(".tmp")
         try:
             self.paths.kernels.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"kernel": self._next_kernel, "handle": max(self._next_handle, self._reserved_handles)}))
-            tmp.replace(self._file)
+            data = {"kernel": self._next_kernel, "handle": max(self._next_handle, self._reserved_handles)}
+            atomic_write_text(self._file, json.dumps(data))
         except OSError as exc:
             # Ids stay unique in this daemon; only a successor could reuse some after a crash.
             log.warning("counters not saved: %s", exc)
-            with contextlib.suppress(OSError):
-                tmp.unlink()
 
     def new_kernel_id(self) -> str:
         kernel_id = f"k{self._next_kernel}"

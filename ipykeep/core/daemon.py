@@ -1,6 +1,7 @@
 """The project daemon: owns the engine, serves it over RPC, publishes its descriptor.
 
-Run as ``python -m ipykeep.core.daemon --root PROJECT`` by ``client.ensure_daemon``, fully
+Run as ``python -m ipykeep.daemon_main --root PROJECT`` (which composes the engine and its
+services, and hands them to ``main`` here) by ``client.ensure_daemon``, fully
 detached (new session, stdin from /dev/null, stdout/stderr to ``.ipykeep/run/daemon.log``).
 The descriptor ``.ipykeep/run/daemon.json`` (0600 in a 0700 directory) carries pid, address,
 token and version. The daemon exits when asked, on SIGTERM/SIGINT, or when its last kernel
@@ -23,13 +24,15 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from .. import __version__
 from ..api import methods as api
 from ..api.kernels import ShutdownResult
 from ..api.spec import Binding, bind
+from ..fsutil import atomic_write_text
 from .config import Config, load_config
 from .engine import Engine
 from .project import ProjectPaths
@@ -93,12 +96,7 @@ def method_table(
 
 def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     paths.ensure_run()
-    tmp = paths.descriptor.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(data, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, paths.descriptor)
+    atomic_write_text(paths.descriptor, json.dumps(data), mode=0o600)
 
 
 #: builds the engine with its collaborators; returns it and the collaborators' RPC methods
@@ -158,7 +156,7 @@ class Daemon:
                     self.paths.descriptor.unlink()
 
 
-def main(argv: list[str] | None = None, compose: Compose | None = None) -> None:
+def main(argv: list[str] | None, compose: Compose) -> None:
     parser = argparse.ArgumentParser(prog="ipykeep-daemon")
     parser.add_argument("--root", required=True)
     args = parser.parse_args(argv)
@@ -169,14 +167,5 @@ def main(argv: list[str] | None = None, compose: Compose | None = None) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
-    if compose is None:
-        # Run as ``-m ipykeep.core.daemon``: the composition root lives outside core (it
-        # imports the serving layer); ``ipykeep.daemon_main`` passes it in instead.
-        from ..composition import compose_for_daemon
-
-        compose = compose_for_daemon
     asyncio.run(Daemon(root, compose).run())
 
-
-if __name__ == "__main__":
-    main()

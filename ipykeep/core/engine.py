@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import __version__
 from . import batch, scratch
 from .archive import KernelArchive, read_artifact
 from .config import Config, resolve_python
+from .counters import IdCounters
 from .errors import (
     IpykeepError,
     KernelStartError,
@@ -33,17 +34,15 @@ from .errors import (
     UnknownKernelError,
     UsageError,
 )
-from .counters import IdCounters
 from .execution import Execution
 from .notebook import Cell, NotebookSnapshot, read_notebook
 from .observer import SessionObserver
-from .providers import is_remote_location
 from .project import ProjectPaths
-from .resolve import kernel_process, notebook_path, resolve_cwd, unknown_kernel_error
+from .providers import is_remote_location
 from .records import (
     BatchResult,
-    CellState,
     CellsRecord,
+    CellState,
     DaemonInfo,
     ExecutionRecord,
     InterruptResult,
@@ -52,6 +51,7 @@ from .records import (
     StatusRecord,
     WarmProgress,
 )
+from .resolve import kernel_process, notebook_path, resolve_cwd, unknown_kernel_error
 from .session import KernelSession
 from .session_records import StaleReasons, cell_states, execution_record, kernel_record
 
@@ -271,11 +271,7 @@ class Engine:
             with contextlib.suppress(Exception):
                 await observer.kernel_closing(session)
         await session.process.shutdown(now=True)
-        with contextlib.suppress(OSError):
-            (session.archive.dir / "closed.json").write_text(
-                json.dumps({"kernel_id": session.kernel_id, "reason": why, "closed_at": time.time(),
-                            "notebook": str(session.notebook) if session.notebook else None})
-            )
+        session.archive.mark_closed(why, session.notebook)
         log.info("kernel %s closed: %s", session.kernel_id, why)
         if self.on_empty and not any(not s.closed for s in self.kernels.values()):
             self.on_empty()

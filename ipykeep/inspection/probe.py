@@ -18,12 +18,12 @@ Protocol, for the engine:
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .. import inkernel
 from .errors import BadPathError, InspectionError, UnknownVariableError
 from .models import NamespaceListing, Summary
 
@@ -40,25 +40,13 @@ def module_source() -> str:
     return _SOURCE_PATH.read_text(encoding="utf-8")
 
 
-@cache
 def source_digest() -> str:
-    return hashlib.sha256(module_source().encode()).hexdigest()[:16]
+    return inkernel.source_digest(module_source())
 
 
 def install_expression() -> str:
     """An expression that installs the in-kernel module (if needed) and yields its protocol."""
-    name, digest = repr(MODULE_NAME), repr(source_digest())
-    install = (
-        "(lambda sys, types: (lambda old: old.PROTOCOL_VERSION "
-        f"if getattr(old, 'SOURCE_DIGEST', None) == {digest} else "
-        "(lambda m: (m.__dict__.update(__file__='<ipykeep-inspect>'), "
-        f"exec(compile({module_source()!r}, '<ipykeep-inspect>', 'exec'), m.__dict__), "
-        f"m._adopt(old), setattr(m, 'SOURCE_DIGEST', {digest}), "
-        f"sys.modules.__setitem__({name}, m), m.PROTOCOL_VERSION)[-1])"
-        f"(types.ModuleType({name})))(sys.modules.get({name})))"
-        "(__import__('sys'), __import__('types'))"
-    )
-    return install
+    return inkernel.install_expression(MODULE_NAME, module_source(), adopt="_adopt", result="PROTOCOL_VERSION")
 
 
 def _call(function: str, args: str) -> str:

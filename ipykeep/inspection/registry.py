@@ -18,20 +18,16 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .probe import MODULE_NAME, module_source, source_digest
+from .probe import MODULE_NAME, install_expression
 
 
 def inkernel_module() -> types.ModuleType:
     """The in-kernel module of this process, installed from ipykeep's copy when missing."""
     module = sys.modules.get(MODULE_NAME)
     if module is not None and hasattr(module, "summarizer"):
-        return module
-    fresh = types.ModuleType(MODULE_NAME)
-    exec(compile(module_source(), "<ipykeep-inspect>", "exec"), fresh.__dict__)  # noqa: S102
-    fresh._adopt(module)
-    fresh.SOURCE_DIGEST = source_digest()
-    sys.modules[MODULE_NAME] = fresh
-    return fresh
+        return module  # the engine's copy, even from another ipykeep version: register into it
+    eval(install_expression(), {})  # the same install the engine sends
+    return sys.modules[MODULE_NAME]
 
 
 def summarizer(match: Any, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

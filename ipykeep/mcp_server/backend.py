@@ -20,7 +20,7 @@ import anyio
 from ..api import methods as api
 from ..api.spec import Method, Params
 from ..core import archive
-from ..core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
+from ..core.client import DaemonClient, ensure_daemon, find_daemon, pid_alive
 from ..core.engine import unknown_kernel_error
 from ..core.errors import DaemonUnreachableError, UnknownKernelError
 from ..core.project import ProjectPaths, find_project_root
@@ -36,7 +36,7 @@ class Backend:
         self._start_lock = anyio.Lock()
 
     def _live_client(self) -> DaemonClient | None:
-        if self._client is not None and _pid_alive(self._client.descriptor.pid):
+        if self._client is not None and pid_alive(self._client.descriptor.pid):
             return self._client
         desc = find_daemon(self.root)
         if self._client is not None:
@@ -68,7 +68,7 @@ class Backend:
             except DaemonUnreachableError:
                 # The daemon exited between the check and the call (its last kernel was
                 # closed by another client): start a fresh one once.
-                if _pid_alive(client.descriptor.pid):
+                if pid_alive(client.descriptor.pid):
                     raise
                 self._client = None
                 fresh = await self._started_client()
@@ -88,7 +88,7 @@ class Backend:
     @staticmethod
     async def _exits(pid: int, within: float = 3.0) -> bool:
         with anyio.move_on_after(within):
-            while _pid_alive(pid):
+            while pid_alive(pid):
                 await anyio.sleep(0.05)
             return True
         return False

@@ -105,11 +105,11 @@ class HandshakeCache:
             data = json.dumps(self.entries, sort_keys=True)
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(data)
-            os.replace(tmp, self.path)
+            from ..fsutil import (
+                atomic_write_text,  # after the early answers: not on the start-up path
+            )
+
+            atomic_write_text(self.path, data, mode=0o600)
         except OSError as exc:  # a read-only home only costs the early answer
             log.debug("handshake cache not written: %s", exc)
 

@@ -20,13 +20,15 @@ import os
 import secrets
 import socket
 import sys
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 
 from ..core.errors import UsageError
+from ..fsutil import atomic_write_text
 from .server import IpykeepMcp
 
 log = logging.getLogger("ipykeep.mcp")
@@ -34,9 +36,9 @@ log = logging.getLogger("ipykeep.mcp")
 TOKEN_ENV = "IPYKEEP_MCP_TOKEN"
 MCP_PATH = "/mcp"
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Scope = MutableMapping[str, Any]  # as the ASGI servers and Starlette type it
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -72,7 +74,7 @@ def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str
     return secrets.token_urlsafe(32), False
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] = []) -> None:
+async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -120,12 +122,7 @@ def write_connection_file(path: Path, url: str, token: str) -> None:
     """Write ``{"url", "headers"}`` as 0600, atomically (never readable by others, even briefly)."""
     path = path.expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump({"url": url, "headers": {"Authorization": f"Bearer {token}"}}, fh)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"url": url, "headers": {"Authorization": f"Bearer {token}"}}), mode=0o600)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -68,10 +68,9 @@ def serve(opts: ServeOptions) -> int:
         else:
             raise UsageError(f"unknown transport {opts.transport!r}", hint="use --transport stdio or --transport http")
     except IpykeepError as exc:
-        sys.stderr.write(f"error: {exc.message}\n")
-        if exc.hint:
-            sys.stderr.write(f"hint: {exc.hint}\n")
-        return exc.exit_code
+        from ..cli_fast import print_error
+
+        return print_error(exc)
     except KeyboardInterrupt:
         return 130
     return 0

@@ -2,7 +2,7 @@
 read their replies.
 
 A probe is a module from ``_inkernel/`` sent as source text. The engine installs it once per
-kernel by executing ``install_code(name, source)`` (silent, no history), then evaluates the
+kernel with ``ipykeep.inkernel.install_expression(name, source)`` (silent, no history), then evaluates the
 expressions built here as ``user_expressions`` of silent executions. A reply's
 ``user_expressions[key]["data"]["text/plain"]`` is the repr of the JSON string the probe
 returned; ``decode_expression_value`` turns it back into Python data.
@@ -12,40 +12,27 @@ from __future__ import annotations
 
 import ast
 import json
-from functools import lru_cache
+from collections.abc import Iterable, Mapping
+from functools import cache
 from importlib import resources
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from .errors import ProbeError
 from .analysis_model import is_kernel_name
+from .errors import ProbeError
 from .models import FileStamp, Observed
 
 FILETRACK_MODULE = "_ipykeep_filetrack"
 FILETRACK_PROTOCOL = 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def probe_source(filename: str) -> str:
     """The text of ``_inkernel/<filename>``."""
-    return resources.files(__package__).joinpath("_inkernel", filename).read_text("utf-8")
+    return resources.files(__package__).joinpath("_inkernel").joinpath(filename).read_text("utf-8")
 
 
 def filetrack_source() -> str:
     return probe_source("filetrack.py")
-
-
-def install_code(module_name: str, source: str) -> str:
-    """Code that (re)creates ``sys.modules[module_name]`` from ``source`` inside the kernel."""
-    return (
-        "def _ipykeep_install():\n"
-        "    import sys, types\n"
-        f"    mod = types.ModuleType({module_name!r})\n"
-        f"    mod.__file__ = '<ipykeep:{module_name}>'\n"
-        f"    exec(compile({source!r}, mod.__file__, 'exec'), mod.__dict__)\n"
-        f"    sys.modules[{module_name!r}] = mod\n"
-        "_ipykeep_install()\n"
-        "del _ipykeep_install\n"
-    )
 
 
 def call_expr(module_name: str, function: str, *args: Any) -> str:
@@ -124,6 +111,22 @@ STATEMON_PROTOCOL = 1
 
 def statemon_source() -> str:
     return probe_source("statemon.py")
+
+
+#: installed before statemon, which mixes its numpy/pandas hashes into its fingerprinter
+DATAHASH_MODULE = "_ipykeep_datahash"
+
+
+def datahash_source() -> str:
+    return probe_source("datahash.py")
+
+
+#: installed before statemon: tells it which big values the code since its last look could reach
+REACH_MODULE = "_ipykeep_reach"
+
+
+def reach_source() -> str:
+    return probe_source("reach.py")
 
 
 def statemon_install_expr() -> str:

@@ -19,7 +19,7 @@ from ipykeep.core.errors import IpykeepError
 
 
 def _all_error_classes() -> set[type[IpykeepError]]:
-    skip = ("_inkernel", "ipykeep.__main__", "ipykeep.core.daemon")
+    skip = ("_inkernel", "ipykeep.__main__", "ipykeep.daemon_main")
     for mod in pkgutil.walk_packages(ipykeep.__path__, "ipykeep."):
         if not any(s in mod.name for s in skip):
             importlib.import_module(mod.name)
@@ -51,8 +51,8 @@ def failing_server() -> Iterator[tuple[str, int, str]]:
     """A real RPC server whose ``ping`` raises ProbeFailedError (code ``probe_failed``)."""
     from ipykeep.api import methods as api
     from ipykeep.api.spec import bind
-    from ipykeep.core.rpc import RpcServer
     from ipykeep.core.errors import ProbeFailedError
+    from ipykeep.core.rpc import RpcServer
 
     async def ping() -> None:
         raise ProbeFailedError("the dataflow probe sent garbage", hint="restart the kernel")

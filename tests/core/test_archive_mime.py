@@ -33,7 +33,10 @@ def test_images_are_served_with_their_type(tmp_path: Path, mime: str, payload: b
 def test_text_and_unknown_types(tmp_path: Path) -> None:
     archive = KernelArchive(tmp_path / "kernels" / "k1", "k1")
     text = archive.store_text("line\n" * 10)
-    assert read_artifact(tmp_path, text.uri)["text"] == "line\n" * 10
+    got = read_artifact(tmp_path, text.uri)
+    assert got["text"] == "line\n" * 10 and got["mime"] == "text/plain"
+    html = archive.store(b"<b>big table</b>", "text/html")
+    assert read_artifact(tmp_path, html.uri) | {"path": ""} == {"uri": html.uri, "path": "", "text": "<b>big table</b>", "mime": "text/html"}
     other = archive.store(b"\x00\x01", "application/x-something")
     assert other.path.suffix == ".bin"
     assert read_artifact(tmp_path, other.uri)["mime"] == "application/octet-stream"

@@ -8,6 +8,7 @@ import textwrap
 
 import pandas as pd
 
+from ipykeep.inkernel import DIGEST_ATTR
 from ipykeep.inspection import probe
 
 
@@ -101,7 +102,7 @@ def test_package_decorator_installs_the_module_when_missing(monkeypatch):
 
     summarizer(match=complex, name="cplx")(lambda c: {"re": c.real})
     module = sys.modules[probe.MODULE_NAME]
-    assert module.SOURCE_DIGEST == probe.source_digest()
+    assert getattr(module, DIGEST_ATTR) == probe.source_digest()
     payload = json.loads(module.inspect_json("c", 2.0, [], {}, ns={"c": 1 + 2j}))
     assert payload["summary"]["custom"] == {"re": 1.0}
     sys.modules.pop(probe.MODULE_NAME)

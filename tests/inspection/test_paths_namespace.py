@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ipykeep.inspection.errors import BadPathError, UnknownVariableError
 from ipykeep.inspection import probe
+from ipykeep.inspection.errors import BadPathError, UnknownVariableError
 
 
 class Model:

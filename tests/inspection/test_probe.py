@@ -8,8 +8,9 @@ import types
 
 import pytest
 
-from ipykeep.inspection.errors import InspectionError
+from ipykeep.inkernel import DIGEST_ATTR
 from ipykeep.inspection import probe, render_namespace, render_summary
+from ipykeep.inspection.errors import InspectionError
 from ipykeep.inspection.models import NamespaceEntry, NamespaceListing, Summary
 
 
@@ -57,7 +58,7 @@ def test_reinstall_of_changed_source_keeps_registrations(clean_module, monkeypat
     user_ns: dict = {}
     _user_expression(probe.install_expression(), user_ns)
     sys.modules[probe.MODULE_NAME].summarizer(match=int, name="kept")(lambda v: {"k": 1})
-    monkeypatch.setattr(probe, "source_digest", lambda: "different")
+    setattr(sys.modules[probe.MODULE_NAME], DIGEST_ATTR, "an older copy")
     _user_expression(probe.install_expression(), user_ns)
     labels = [e.label for e in sys.modules[probe.MODULE_NAME]._USER_SUMMARIZERS]
     assert labels == ["kept"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ipykeep.core.client import _pid_alive, find_daemon
+from ipykeep.core.client import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
 
 
@@ -185,9 +185,9 @@ def test_sigkill_of_the_daemon_leaves_no_kernel_and_next_start_works(tmp_path):
     (kpid,) = kernel_pids(root)
     os.kill(desc.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while _pid_alive(kpid) and time.monotonic() < deadline:
+    while pid_alive(kpid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _pid_alive(kpid), "kernel outlived its daemon by more than 5 s"
+    assert not pid_alive(kpid), "kernel outlived its daemon by more than 5 s"
     res = run_cli("start", "a.ipynb", cwd=root)
     assert res.returncode == 0, res.stderr
     assert run_cli("exec", "print(a)", cwd=root).stdout.strip() == "1"
@@ -218,7 +218,7 @@ def test_two_simultaneous_starts_end_with_one_daemon_and_stop_all_cleans_up(tmp_
     assert daemons == [daemon_pid]
     pids = [k["pid"] for k in st["kernels"]] + [daemon_pid]
     assert run_cli("stop", "--all", cwd=root).returncode == 0
-    assert not any(_pid_alive(p) for p in pids)
+    assert not any(pid_alive(p) for p in pids)
 
 
 def _is_daemon_of(pid: int, root: Path) -> bool:
@@ -226,7 +226,7 @@ def _is_daemon_of(pid: int, root: Path) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"ipykeep.core.daemon" in cmd and str(root).encode() in cmd
+    return b"ipykeep.daemon_main" in cmd and str(root).encode() in cmd
 
 
 def test_idle_expiry_closes_the_kernel_and_ids_are_never_reused(tmp_path):
@@ -241,9 +241,9 @@ def test_idle_expiry_closes_the_kernel_and_ids_are_never_reused(tmp_path):
     first = json.loads(res.stdout)["kernel_id"]
     desc = find_daemon(root)
     deadline = time.monotonic() + 15
-    while _pid_alive(desc.pid) and time.monotonic() < deadline:
+    while pid_alive(desc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _pid_alive(desc.pid), "the daemon should exit once its last kernel expired"
+    assert not pid_alive(desc.pid), "the daemon should exit once its last kernel expired"
     res = run_cli("exec", "print(a)", cwd=root)
     assert res.returncode == 3 and "ipykeep start" in res.stderr
     client = ensure_daemon(root)

@@ -18,6 +18,7 @@ from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
 from ipykeep.core import ipyflow_adapter
+from ipykeep.inkernel import install_expression
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import FileStamp, NotebookCell
 from ipykeep.staleness.tracker import StalenessTracker
@@ -78,7 +79,7 @@ class Kernel:
         return probes.decode_expression_value(content["user_expressions"]["r"])
 
     async def install(self, name: str, source: str) -> None:
-        content = await self.execute(probes.install_code(name, source), silent=True)
+        content = await self.execute(install_expression(name, source), silent=True)
         assert content["status"] == "ok", content
 
 

@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
-from ipykeep.core.client import DaemonClient, _pid_alive, find_daemon
+from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
 
 NOTEBOOK = "analysis.ipynb"
 CSV = "data.csv"
@@ -71,9 +71,9 @@ def shutdown_daemon(root: Path) -> None:
     import time
 
     deadline = time.monotonic() + 20
-    while _pid_alive(desc.pid) and time.monotonic() < deadline:
+    while pid_alive(desc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _pid_alive(desc.pid):
+    if pid_alive(desc.pid):
         os.kill(desc.pid, 9)
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from ipykeep.core.client import DaemonClient, find_daemon
+from ipykeep.core.client import (
+    DaemonClient,
+    find_daemon,
+    pid_alive,  # noqa: F401 (re-exported for the tests)
+)
 from ipykeep.core.errors import IpykeepError
 from tests.conftest import cli_env, make_project, run_cli
 
@@ -48,21 +51,6 @@ def error_of(client: DaemonClient, method: str, **params: Any) -> IpykeepError:
 def kernel_pid(client: DaemonClient) -> int:
     (kernel,) = client.call("list_kernels")
     return int(kernel["pid"])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie (not yet reaped by its new parent) counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_until(predicate: Any, timeout: float, step: float = 0.05) -> bool:

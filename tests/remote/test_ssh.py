@@ -22,8 +22,8 @@ from ipykeep.core.providers.ssh import SshTarget
 
 from .checks import (
     check_inspect,
-    check_restart,
     check_interrupt,
+    check_restart,
     check_run_and_cwd,
     check_run_stale_after_data_edit,
     free_port,
