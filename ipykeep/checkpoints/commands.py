@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 import typer
 
@@ -53,8 +52,8 @@ def render_listing(res: dict) -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def checkpoint(
-        name: Optional[str] = typer.Argument(None, help="Checkpoint name (default: a timestamp)."),
-        notebook: Optional[str] = NotebookOpt,
+        name: str | None = typer.Argument(None, help="Checkpoint name (default: a timestamp)."),
+        notebook: str | None = NotebookOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Save every variable of the kernel under NAME, to roll back to with `ipykeep restore NAME`."""
@@ -69,7 +68,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def restore(
         name: str = typer.Argument(..., help="A checkpoint made with `ipykeep checkpoint NAME`."),
-        notebook: Optional[str] = NotebookOpt,
+        notebook: str | None = NotebookOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Roll the kernel's variables back to checkpoint NAME (variables made since are deleted)."""
@@ -83,7 +82,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  not rolled back: {n}: {why}")
 
     @app.command()
-    def checkpoints(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) -> None:
+    def checkpoints(notebook: str | None = NotebookOpt, as_json: bool = JsonOpt) -> None:
         """What is checkpointed for the kernel's notebook (per cell and named), and its size."""
         res = _call(names.CHECKPOINTS, notebook=abs_path(notebook))
         typer.echo(json.dumps(res, separators=(",", ":")) if as_json else render_listing(res))

@@ -15,8 +15,8 @@ cells first, so that a checkpointed cell's later mutation of a cheap cell's valu
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .store import CheckpointStore, CheckpointError
+from .store import CheckpointError, CheckpointStore
 
 MB = 1024 * 1024
 

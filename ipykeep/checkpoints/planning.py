@@ -18,8 +18,9 @@ dropped with it (its value would be half of a history), transitively.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..staleness import FileStamp, NotebookCell, StalenessTracker
 from ..staleness.models import Observed

@@ -11,19 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
+from ..api.checkpoints import RestoreReport
 from ..core.errors import IpykeepError
 from ..core.notebook import NotebookSnapshot
 from ..core.session import CellRun, KernelSession
 from ..core.staleness_service import notebook_cells, stat_for
 from ..staleness import StalenessTracker, probes
 from . import planning
-from ..api.checkpoints import RestoreReport
 from .state import SMALL_VALUE, KernelCheckpoints
 from .state import call as _call
 from .store import CheckpointStore
-
 
 #: runs notebook cells in the kernel (the engine's batch); True when every one succeeded
 RunCells = Callable[[list[str]], Awaitable[bool]]

@@ -21,9 +21,10 @@ import copy
 import json
 import logging
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
+from ..api.checkpoints import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
 from ..core.engine import Engine
 from ..core.errors import IpykeepError, KernelBusyError
 from ..core.execution import Execution
@@ -34,7 +35,6 @@ from ..staleness import probes
 from ..staleness.models import Observed
 from . import cost, planning
 from .limits import Limits, collect
-from ..api.checkpoints import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
 from .restore import restore_lost
 from .state import FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
 from .state import call as _call
@@ -73,7 +73,7 @@ class CheckpointService(SessionObserver):
             return
         limits = Limits.from_config(session.config)
         try:
-            self.store.key  # created (0600) before the kernel reads it
+            _ = self.store.key  # created (0600) before the kernel reads it
             await session.process.install_helper(MODULE, _source())
             reply = await session.process.eval_silent(
                 _call(
@@ -130,7 +130,7 @@ class CheckpointService(SessionObserver):
             return None
         size = sum(c.bytes for c in cells)
         bad = [str(c.index) for c in cells if not c.restorable]
-        cheap = sorted((c.index for c in cells if c.cheap))
+        cheap = sorted(c.index for c in cells if c.cheap)
         text = f"{len(cells) - len(cheap)} cell(s) checkpointed, {_human(size)}"
         if cheap:
             text += f"; cheap, re-run on restore: cell(s) {', '.join(map(str, cheap))}"
@@ -182,7 +182,7 @@ class CheckpointService(SessionObserver):
         )
         writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
         files, written = tracker.run_files(cell.cell_id)
-        meta = {
+        meta: dict[str, Any] = {
             "path": str(path),
             "manifest": {
                 "v": 1,

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from ..api.checkpoints import CellCheckpointInfo, RestoreReport
 from ..core.session import CellRun
 from ..staleness import probes
-from ..api.checkpoints import CellCheckpointInfo, RestoreReport
 from .cost import CheapCell
 
 MODULE = "_ipykeep_ckpt"
@@ -28,7 +28,7 @@ def human(n: int) -> str:
 
 
 def inkernel_source() -> str:
-    return resources.files(__package__).joinpath("_inkernel", "snapshot.py").read_text("utf-8")
+    return resources.files(__package__).joinpath("_inkernel").joinpath("snapshot.py").read_text("utf-8")
 
 
 def call(function: str, *args: Any) -> str:

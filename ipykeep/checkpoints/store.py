@@ -25,9 +25,10 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..core.errors import IpykeepError
 from ..fsutil import atomic_write_bytes

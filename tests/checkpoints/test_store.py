@@ -87,7 +87,7 @@ def test_key_readable_by_others_is_an_error(store: CheckpointStore) -> None:
     store.put_blob(b"x")
     os.chmod(store.key_path, 0o644)
     with pytest.raises(CheckpointError, match="readable by other users"):
-        CheckpointStore(store.root.parent).key
+        _ = CheckpointStore(store.root.parent).key
 
 
 def _limits(project: int = 10**9, age: float = 1e9) -> Limits:
@@ -141,7 +141,7 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     ns: dict = {"df": {"a": [1, 2]}, "gen": (i for i in range(3)), "big": b"x" * 5000, "f": lambda v: v + 1,
                 "arr": np.arange(400, dtype="int64"), "view": arr}
     mod._ns = lambda: (ns, None)
-    store.key  # created on first use
+    _ = store.key  # created on first use
     conf = json.loads(mod.configure(str(store.root), str(store.key_path), 4096, 10**6, 10**7, 10.0, [], []))
     assert conf["available"]
     path = store.cell_manifest_path(Path("/p/nb.ipynb"), "c1")
@@ -192,7 +192,7 @@ def _inkernel_module(store: CheckpointStore, ns: dict, **conf: object):  # type:
     assert spec.loader is not None
     spec.loader.exec_module(mod)
     mod._ns = lambda: (ns, None)
-    store.key
+    _ = store.key
     mod.configure(str(store.root), str(store.key_path), 10**6, 10**6, 10**7, 10.0,
                   conf.get("names", []), conf.get("types", []))
     return mod

@@ -11,22 +11,22 @@ import asyncio
 import json
 import os
 import signal
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
+from test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
 from ipykeep.checkpoints.store import TamperedCheckpointError
+from ipykeep.composition import compose
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
 from ipykeep.core.inspection_service import InspectionService
-from ipykeep.composition import compose
 from ipykeep.core.project import ProjectPaths
 from ipykeep.staleness import probes
-
-from test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_staleness_acceptance import Nb
 
 from ipykeep.core.client import _pid_alive, find_daemon
 from tests.conftest import make_project, run_cli, stop_daemon
-from test_staleness_acceptance import Nb
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
 

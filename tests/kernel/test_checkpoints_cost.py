@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from test_staleness_acceptance import Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
@@ -22,8 +23,6 @@ from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
 from ipykeep.core.project import ProjectPaths
 from ipykeep.staleness import probes
-
-from test_staleness_acceptance import Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

@@ -26,6 +26,7 @@ import secrets
 import sys
 import threading
 import time
+from typing import Any
 
 PROTOCOL = 1
 _BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -33,11 +34,11 @@ _BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 _HIDDEN = ("<numpy.random>", "<random>")
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 
-_cfg = {}
-_jobs = None
+_cfg: dict = {}
+_jobs: Any = None
 _pending = [0]
 _lock = threading.Lock()
-_written = []  # (label, ok, message) of finished jobs, read by ``status``
+_written: list = []  # (label, ok, message) of finished jobs, read by ``status``
 
 
 class _TooLarge(Exception):
@@ -143,7 +144,7 @@ def _pickle(obj, limit, deadline):
     import cloudpickle
 
     stream = _Bounded(limit, deadline)
-    found = []
+    found: list = []
     cloudpickle.Pickler(stream, protocol=5, buffer_callback=found.append).dump(obj)
     used = stream.tell()
     buffers = []
@@ -340,7 +341,7 @@ def restore(items, deadline_s, delete=()):
                 # rename, never rewritten in place)
                 data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
         except (OSError, ValueError) as exc:
-            out[name] = f"missing: {exc.strerror or exc}"
+            out[name] = f"missing: {getattr(exc, 'strerror', None) or exc}"
             continue
         if not hmac.compare_digest(hmac.new(_cfg["key"], data, hashlib.sha256).hexdigest(), blob_id):
             out[name] = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
