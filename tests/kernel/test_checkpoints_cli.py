@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from test_staleness_acceptance import Nb
 
-from ipykeep.core.client import _pid_alive, find_daemon
+from ipykeep.core.client import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
@@ -78,7 +78,7 @@ def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None
         assert desc is not None
         os.kill(desc.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while _pid_alive(desc.pid) and time.monotonic() < deadline:
+        while pid_alive(desc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         (root / "other_input.txt").write_text("unrelated")
         res = run_cli("start", "nb.ipynb", "--json", cwd=root)
