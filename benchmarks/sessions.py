@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from ipykeep.composition import compose
-from ipykeep.core.client import DaemonClient, pid_alive, ensure_daemon, find_daemon
+from ipykeep.core.client import DaemonClient, ensure_daemon, find_daemon, pid_alive
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
 from ipykeep.core.project import ProjectPaths
