@@ -65,8 +65,12 @@ async def restore_lost(
     # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
     # mutated one of their values then has the last word when its values are loaded.
     cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
-    if cheap and not await run([cp.cell_id for cp in cheap]):
-        return None  # a cheap cell failed to re-run: warm-up runs every cell instead
+    state.keep_seq = {cp.cell_id: cp.seq for cp in cheap}
+    try:
+        if cheap and not await run([cp.cell_id for cp in cheap]):
+            return None  # a cheap cell failed to re-run: warm-up runs every cell instead
+    finally:
+        state.keep_seq = {}
     cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
     sizes = {cp.cell_id: cp.sizes for cp in cps}
     # Values of cells that will re-run are loaded too when small: a re-run that rebinds a

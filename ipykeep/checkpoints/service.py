@@ -191,7 +191,7 @@ class CheckpointService(SessionObserver):
                 "cell_id": cell.cell_id,
                 "index": cell.index,
                 "source": cell.source,
-                "seq": time.time_ns(),
+                "seq": st.keep_seq.pop(cell.cell_id, None) or time.time_ns(),
                 "duration": ex.duration or 0.0,
                 "files": [f.to_json() for f in files],
                 "written": list(written),

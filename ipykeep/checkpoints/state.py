@@ -50,4 +50,8 @@ class KernelCheckpoints:
     cheap: dict[str, CheapCell] = field(default_factory=dict)
     #: cell id -> seconds the kernel was held the last time its values were saved
     snapshot_s: dict[str, float] = field(default_factory=dict)
+    #: cheap cells re-running during a restore -> the run order (``seq``) of the run they
+    #: repeat: their new manifests keep it, so the next restore replays runs in the order they
+    #: first happened (a re-run cheap cell is not "after" the cells restored from its values)
+    keep_seq: dict[str, int] = field(default_factory=dict)
     pending_notice: str | None = None
