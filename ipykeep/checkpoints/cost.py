@@ -8,6 +8,10 @@ checkpointed either) takes less than ``checkpoint_min_cell_s``, or less than sav
 took the last time they were saved (the time the kernel was held pickling them). A cheap cell gets a manifest
 without values and re-runs on restore, before the checkpointed values are loaded.
 
+A cell that only imports modules is cheap whatever its run time, and counts for nothing in
+its readers' chains: loading a saved module reference imports the module again, so restore pays
+that time either way.
+
 A cell that reads a name whose writer was checkpointed (or is unknown: a restored cell) is never
 cheap: its re-run would have to wait for that value to be loaded, and restore re-runs cheap
 cells first, so that a checkpointed cell's later mutation of a cheap cell's value wins.
@@ -42,6 +46,7 @@ def decide(
     cheap: Mapping[str, CheapCell],
     min_cell_s: float,
     snapshot_s: float | None = None,
+    imports_only: bool = False,
 ) -> Decision:
     """``writers``: for each name the cell read, the cell whose write it saw (None: none, or
     scratch code, whose values are not checkpointed either way). ``snapshot_s``: what saving
@@ -57,6 +62,6 @@ def decide(
         chain |= {w} | info.chain
     chain.discard(cell_id)
     recompute = duration + sum(cheap[c].duration for c in chain if c in cheap)
-    cheaper = recompute < min_cell_s or (snapshot_s is not None and recompute < snapshot_s)
+    cheaper = imports_only or recompute < min_cell_s or (snapshot_s is not None and recompute < snapshot_s)
     is_cheap = min_cell_s > 0 and not reads_saved and cheaper
     return Decision(cheap=is_cheap, recompute_s=round(recompute, 6), chain=frozenset(chain))

@@ -176,11 +176,12 @@ class CheckpointService(SessionObserver):
             st.cells.pop(cell.cell_id, None)
             st.cheap.pop(cell.cell_id, None)
             return
+        writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
+        imports_only = bool(writes) and set(writes) <= set(tracker.run_imports(cell.cell_id))
         decision = cost.decide(
             cell.cell_id, ex.duration or 0.0, tracker.run_inputs(cell.cell_id).values(), st.cheap,
-            session.config.checkpoint_min_cell_s, st.snapshot_s.get(cell.cell_id),
+            session.config.checkpoint_min_cell_s, st.snapshot_s.get(cell.cell_id), imports_only,
         )
-        writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
         files, written = tracker.run_files(cell.cell_id)
         meta: dict[str, Any] = {
             "path": str(path),
@@ -205,7 +206,8 @@ class CheckpointService(SessionObserver):
         st.cheap.pop(cell.cell_id, None)
         previous = st.cells.get(cell.cell_id)
         if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
-            st.cheap[cell.cell_id] = cost.CheapCell(ex.duration or 0.0, decision.chain)
+            # an import-only cell costs restore the same either way: nothing for its readers
+            st.cheap[cell.cell_id] = cost.CheapCell(0.0 if imports_only else ex.duration or 0.0, decision.chain)
         try:
             if decision.cheap and (previous is None or previous.cheap):
                 # written here, not by the kernel: no round trip, the kernel is not held at all

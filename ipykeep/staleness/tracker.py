@@ -215,6 +215,11 @@ class StalenessTracker(PlanRestores):
         run = self._runs.get(cell_id)
         return {n: (w.cell_id if w is not None else None) for n, w in run.reads.items()} if run is not None else {}
 
+    def run_imports(self, cell_id: str) -> dict[str, str]:
+        """Names the cell's last run bound by import statements -> what they import."""
+        run = self._runs.get(cell_id)
+        return dict(run.imports) if run is not None else {}
+
     def run_files(self, cell_id: str) -> tuple[tuple[FileStamp, ...], tuple[str, ...]]:
         """The files the cell's last run depended on (stamped then) and the paths it wrote."""
         run = self._runs.get(cell_id)

@@ -33,3 +33,9 @@ def test_a_cell_whose_last_snapshot_cost_more_than_its_run_is_cheap() -> None:
     assert decide("a", 1.5, [], {}, 1.0, snapshot_s=2.0).cheap
     assert not decide("a", 1.5, [], {}, 1.0, snapshot_s=0.2).cheap
     assert not decide("a", 1.5, ["saved"], {}, 1.0, snapshot_s=2.0).cheap
+
+
+def test_an_import_only_cell_is_cheap_however_slow() -> None:
+    assert decide("imports", 3.0, [], {}, 1.0, imports_only=True).cheap
+    # and counts for nothing in its readers' chains (the service records it with duration 0)
+    assert decide("use", 0.2, ["imports"], {"imports": CheapCell(0.0, frozenset())}, 1.0).cheap
