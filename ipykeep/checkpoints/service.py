@@ -102,7 +102,11 @@ class CheckpointService(SessionObserver):
         await self._install(session)
 
     async def kernel_closing(self, session: KernelSession) -> None:
-        """``stop``, ``close`` or idle expiry: let the writer finish the last snapshots first."""
+        """``stop``, ``close`` or idle expiry: let the writers finish the last snapshots first."""
+        pending = self.state(session).manifest_write
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(pending), FLUSH_ON_CLOSE_S)
         if self.state(session).available and session.process.alive:
             with contextlib.suppress(IpykeepError):
                 await session.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
@@ -214,7 +218,7 @@ class CheckpointService(SessionObserver):
                 # (when the kernel's writer may still hold an older snapshot of this cell, the
                 # manifest goes through it instead, so the newer one is written last)
                 manifest = {**meta["manifest"], "values": {}, "failed": {}, "restorable": True, "created": time.time()}
-                await asyncio.to_thread(self.store.write_manifest, path, manifest)
+                self._write_later(session, path, manifest)
                 reply: dict[str, Any] = {}
             else:
                 reply = await session.process.eval_silent(
@@ -238,6 +242,23 @@ class CheckpointService(SessionObserver):
         if st.snapshots % COLLECT_EVERY == 0:
             self._collect_soon(session)
 
+    def _write_later(self, session: KernelSession, path: Path, manifest: dict[str, Any]) -> None:
+        """Write a cheap cell's manifest off the batch's path (the cell's run returns without
+        waiting for the disk), one write after the other so the newest lands last."""
+        st = self.state(session)
+        previous = st.manifest_write
+
+        async def write() -> None:
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await previous
+            try:
+                await asyncio.to_thread(self.store.write_manifest, path, manifest)
+            except OSError as exc:
+                log.warning("checkpoint manifest %s not written: %s", path, exc)
+
+        st.manifest_write = session.scheduler.spawn(write())
+
     @staticmethod
     def _observed(ex: Execution) -> Observed | None:
         result = (ex.expression_results or {}).get("ipykeep_state")
@@ -257,6 +278,11 @@ class CheckpointService(SessionObserver):
         session.scheduler.spawn(run())
 
     async def restore_lost(self, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
+        pending = self.state(session).manifest_write
+        if pending is not None:  # the manifests written last are read now
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+
         async def run(cell_ids: list[str]) -> bool:
             return (await self.engine.run_batch(session, snap, cell_ids)).ok
 

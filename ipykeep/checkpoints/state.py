@@ -3,6 +3,7 @@ call it, and what the service keeps per kernel."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -54,4 +55,6 @@ class KernelCheckpoints:
     #: repeat: their new manifests keep it, so the next restore replays runs in the order they
     #: first happened (a re-run cheap cell is not "after" the cells restored from its values)
     keep_seq: dict[str, int] = field(default_factory=dict)
+    #: the latest write of a cheap cell's manifest (each waits for the one before)
+    manifest_write: asyncio.Task[None] | None = None
     pending_notice: str | None = None
