@@ -25,9 +25,11 @@ from .checks import (
     check_restart,
     check_interrupt,
     check_run_and_cwd,
+    check_files_are_stat_through_the_kernel,
     check_run_stale_after_data_edit,
     free_port,
     make_engine,
+    make_kernel_side_dir,
     make_remote_project,
 )
 from .sshd import LoopbackSshd, unavailable
@@ -173,5 +175,18 @@ async def test_an_ipyflow_kernel_over_ssh(sshd, tmp_path):
         assert rec.dataflow == "ipyflow" and engine.kernels[rec.kernel_id].warm.failed == []
         assert "ipyflow" in " ".join(remote_kernel(engine, rec.kernel_id).cmdline())
         await check_run_stale_after_data_edit(engine, rec.kernel_id, root)
+    finally:
+        await engine.shutdown()
+
+
+async def test_data_files_are_stat_and_watched_through_the_kernel(sshd, tmp_path):
+    """The kernel works in its own directory: "data.csv" there is not the copy beside the
+    notebook, and only the kernel's stat can see its edit."""
+    root = make_remote_project(tmp_path / "nb")
+    kernel_dir = make_kernel_side_dir(tmp_path)
+    engine = ssh_engine(root, sshd, remote_watch_interval_s=0.5)
+    try:
+        rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), cwd=sshd.url(kernel_dir))
+        await check_files_are_stat_through_the_kernel(engine, rec.kernel_id, root, kernel_dir)
     finally:
         await engine.shutdown()

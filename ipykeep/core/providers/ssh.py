@@ -104,6 +104,7 @@ class SshProvider:
     """One kernel on an SSH host, driven through forwarded loopback ports."""
 
     kind: ProviderKind = "ssh"
+    remote: bool = True
     pid = None
     connection_file = None
     kernel_cwd: str | None = None  # the launcher starts the kernel in the right directory
