@@ -21,10 +21,10 @@ from typing import Any
 
 import anyio
 
+from ipykeep.composition import compose
 from ipykeep.core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.composition import compose
 from ipykeep.core.project import ProjectPaths
 
 

@@ -16,24 +16,24 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
-from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
-from .core.config import load_config
-from .core.errors import UnknownKernelError, UsageError
-from .core.notebook import read_notebook
-from .core.project import find_project_root
+from . import cli_fast as fast
 from .api import methods as api
 from .api.inspection import InspectParams
 from .api.kernels import NoParams, StatusParams, WaitWarmParams
 from .api.spec import KernelParams
 from .api.staleness import WatchFileParams
+from .cli_options import BIND_HELP, guarded, json_option, notebook_argument, notebook_option, pick_notebook
+from .core.client import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
+from .core.config import load_config
+from .core.errors import UnknownKernelError, UsageError
+from .core.notebook import read_notebook
+from .core.project import find_project_root
 from .core.records import KernelRecord
 from .core.render import render_kernel
-from . import cli_fast as fast
-from .cli_options import BIND_HELP, guarded, json_option, notebook_argument, notebook_option, pick_notebook
 
 app = typer.Typer(
     name="ipykeep",
@@ -85,14 +85,14 @@ def _client() -> DaemonClient:
 @app.command()
 @guarded
 def start(
-    notebook: Optional[str] = notebook_argument(BIND_HELP),
-    notebook_opt: Optional[str] = notebook_option(BIND_HELP),
+    notebook: str | None = notebook_argument(BIND_HELP),
+    notebook_opt: str | None = notebook_option(BIND_HELP),
     no_warm: bool = typer.Option(False, "--no-warm", help="Do not run the notebook's cells now."),
     no_write_outputs: bool = typer.Option(False, "--no-write-outputs", help="Never write outputs into the notebook."),
-    python: Optional[str] = typer.Option(None, "--python", help="Python that runs the kernel."),
-    dataflow: Optional[str] = typer.Option(None, "--dataflow", help="'static' (default) or 'ipyflow'."),
+    python: str | None = typer.Option(None, "--python", help="Python that runs the kernel."),
+    dataflow: str | None = typer.Option(None, "--dataflow", help="'static' (default) or 'ipyflow'."),
     serve: bool = typer.Option(False, "--serve", help="Also serve the kernel to JupyterLab / VS Code."),
-    gateway: Optional[str] = typer.Option(
+    gateway: str | None = typer.Option(
         None, "--gateway", help="Run the kernel on this Jupyter server / gateway URL (token: $JUPYTER_GATEWAY_AUTH_TOKEN)."
     ),
     as_json: bool = JsonOpt,
@@ -158,8 +158,8 @@ def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> Ker
 @app.command()
 @guarded
 def stop(
-    notebook: Optional[str] = NotebookArg,
-    notebook_opt: Optional[str] = NotebookOpt,
+    notebook: str | None = NotebookArg,
+    notebook_opt: str | None = NotebookOpt,
     all_: bool = typer.Option(False, "--all", help="Stop every kernel and the daemon."),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -170,12 +170,13 @@ def stop(
         emit(as_json, {"stopped": []}, "no daemon running")
         return
     client = DaemonClient(desc) if desc is not None else _client()  # _client says what to run
+    daemon_pid = client.descriptor.pid  # desc may be None here: _client() looked the daemon up itself
     status = client.invoke(api.STATUS, StatusParams())
     if all_:
-        pids = [k.pid for k in status.kernels if k.pid] + [desc.pid]
+        pids = [k.pid for k in status.kernels if k.pid] + [daemon_pid]
         client.invoke(api.SHUTDOWN, NoParams())
         _wait_gone(pids)
-        emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": desc.pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
+        emit(as_json, {"stopped": [k.kernel_id for k in status.kernels], "daemon": daemon_pid}, f"stopped {len(status.kernels)} kernel(s) and the daemon")
         return
     if notebook:
         target = next((k for k in status.kernels if k.notebook == fast.abs_path(notebook)), None)
@@ -190,7 +191,7 @@ def stop(
         )
     last = len(status.kernels) == 1
     client.invoke(api.CLOSE_KERNEL, KernelParams(kernel_id=target.kernel_id))
-    _wait_gone([p for p in [target.pid] + ([desc.pid] if last else []) if p])
+    _wait_gone([p for p in [target.pid] + ([daemon_pid] if last else []) if p])
     emit(as_json, {"stopped": [target.kernel_id]}, f"stopped {target.kernel_id} ({target.notebook or 'scratch'})")
 
 
@@ -213,8 +214,8 @@ def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
 @app.command()
 @guarded
 def status(
-    notebook: Optional[str] = NotebookArg,
-    notebook_opt: Optional[str] = NotebookOpt,
+    notebook: str | None = NotebookArg,
+    notebook_opt: str | None = NotebookOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Kernels, their notebooks and per-cell state (one notebook's, when given)."""
@@ -231,8 +232,8 @@ def _exit(code: int) -> None:
 @app.command()
 @guarded
 def run(
-    cells: List[str] = typer.Argument(..., help="Cell ids or 0-based indexes among all cells."),
-    notebook: Optional[str] = NotebookOpt,
+    cells: list[str] = typer.Argument(..., help="Cell ids or 0-based indexes among all cells."),
+    notebook: str | None = NotebookOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Run notebook cells, in the order given, with their source on disk now."""
@@ -242,7 +243,7 @@ def run(
 @app.command()
 @guarded
 def restart(
-    notebook: Optional[str] = NotebookArg, notebook_opt: Optional[str] = NotebookOpt, as_json: bool = JsonOpt
+    notebook: str | None = NotebookArg, notebook_opt: str | None = NotebookOpt, as_json: bool = JsonOpt
 ) -> None:
     """Restart the notebook's kernel (dead or alive): same kernel id, fresh state."""
     notebook = pick_notebook(notebook, notebook_opt)
@@ -254,7 +255,7 @@ def restart(
 @guarded
 def exec_(
     code: str = typer.Argument(..., help="Python code to run in the notebook's kernel ('-' reads stdin)."),
-    notebook: Optional[str] = NotebookOpt,
+    notebook: str | None = NotebookOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Run scratch code in the kernel; print its output; non-zero exit on error."""
@@ -264,7 +265,7 @@ def exec_(
 @app.command()
 @guarded
 def interrupt(
-    notebook: Optional[str] = NotebookArg, notebook_opt: Optional[str] = NotebookOpt, as_json: bool = JsonOpt
+    notebook: str | None = NotebookArg, notebook_opt: str | None = NotebookOpt, as_json: bool = JsonOpt
 ) -> None:
     """Interrupt what the kernel is running (kill and restart it if it ignores SIGINT)."""
     _exit(fast.cmd_interrupt(pick_notebook(notebook, notebook_opt), as_json))
@@ -273,8 +274,8 @@ def interrupt(
 @app.command("run-stale")
 @guarded
 def run_stale(
-    notebook: Optional[str] = NotebookArg,
-    notebook_opt: Optional[str] = NotebookOpt,
+    notebook: str | None = NotebookArg,
+    notebook_opt: str | None = NotebookOpt,
     execute: bool = typer.Option(False, "--execute", help="Run the plan (default: only show it)."),
     fresh: bool = typer.Option(
         False, "--fresh", help="With --execute: restart the kernel and run every cell instead (same state, from scratch)."
@@ -296,7 +297,7 @@ def run_stale(
 @guarded
 def watch(
     path: str = typer.Argument(..., help="A file the notebook depends on that detection missed."),
-    notebook: Optional[str] = NotebookOpt,
+    notebook: str | None = NotebookOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Register PATH as an input of the notebook: its changes make the cells that use it stale."""
@@ -309,7 +310,7 @@ def watch(
 @guarded
 def inspect(
     name: str = typer.Argument(..., help='A variable, or a safe path like model.coef_ or df["col"].'),
-    notebook: Optional[str] = NotebookOpt,
+    notebook: str | None = NotebookOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """A typed, bounded summary of a live variable."""
@@ -324,7 +325,7 @@ def inspect(
 
 @app.command()
 @guarded
-def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) -> None:
+def namespace(notebook: str | None = NotebookOpt, as_json: bool = JsonOpt) -> None:
     """Every user variable in the kernel with type, shape, memory and defining cell."""
     from .inspection import render_namespace
 
@@ -335,7 +336,7 @@ def namespace(notebook: Optional[str] = NotebookOpt, as_json: bool = JsonOpt) ->
         typer.echo(render_namespace(listing))
 
 
-def main(args: Optional[List[str]] = None) -> None:
+def main(args: list[str] | None = None) -> None:
     from .cli_extensions import register_all
 
     register_all(app)

@@ -21,8 +21,9 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .api import names
 from .core.errors import IpykeepError

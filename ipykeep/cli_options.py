@@ -8,7 +8,8 @@ same help everywhere, and an ipykeep error prints the same two lines (``cli_fast
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 
@@ -34,7 +35,7 @@ def notebook_argument(help: str = NOTEBOOK_HELP) -> Any:
 _N = TypeVar("_N")
 
 
-def pick_notebook(positional: Optional[_N], option: Optional[_N]) -> Optional[_N]:
+def pick_notebook(positional: _N | None, option: _N | None) -> _N | None:
     """The notebook given either way (``ipykeep status nb.ipynb`` or ``ipykeep status -n nb.ipynb``)."""
     if positional is not None and option is not None and positional != option:
         raise UsageError(

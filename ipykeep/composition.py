@@ -9,8 +9,9 @@ engine's own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .core.config import Config
 from .core.engine import Engine

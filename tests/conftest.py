@@ -45,7 +45,7 @@ def make_project(root: Path, *, example: bool = True) -> Path:
 
 
 def stop_daemon(root: Path) -> None:
-    from ipykeep.core.client import DaemonClient, pid_alive, find_daemon
+    from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
 
     desc = find_daemon(root)
     if desc is None:

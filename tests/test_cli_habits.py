@@ -81,7 +81,7 @@ def test_the_notebook_argument_is_spelled_the_same_everywhere() -> None:
             continue
         with_notebook.append(name)
         option = params["notebook_opt"] if "notebook_opt" in params else params["notebook"]
-        assert not getattr(option, "param_type_name", "") == "argument", name
+        assert getattr(option, "param_type_name", "") != "argument", name
         assert sorted(option.opts) == ["--notebook", "-n"], name
         assert option.metavar == "NOTEBOOK", name
         helps = {getattr(p, "help", None) for p in command.params if p.name in ("notebook", "notebook_opt")}

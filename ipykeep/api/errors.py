@@ -13,8 +13,9 @@ A new error class must be added here; ``tests/api/test_registry.py`` finds every
 from __future__ import annotations
 
 import importlib
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final, Mapping
+from collections.abc import Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from ..core.errors import IpykeepError
@@ -74,7 +75,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
 ANY_CALL: Final = (BAD_ARGUMENT, UNAUTHORIZED, INTERNAL)
 
 
-@lru_cache(maxsize=None)
+@cache
 def error_class(code: str) -> type[IpykeepError]:
     """The class registered for ``code`` (``IpykeepError``, code ``internal``, for an unknown one)."""
     module, _, name = ERROR_CLASSES.get(code, ERROR_CLASSES[INTERNAL]).partition(":")

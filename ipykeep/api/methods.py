@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, Mapping
+from collections.abc import Mapping
+from typing import Any, Final
 
 from .execution import EXECUTE, INTERRUPT, LIST_CELLS, MARKDOWN, READ_ARTIFACT, READ_EXECUTION, RUN_CELLS
 from .inspection import INSPECT, NAMESPACE

@@ -7,9 +7,10 @@ follows a call: ``DaemonClient.invoke(methods.EXECUTE, ExecuteParams(...))`` is 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, Awaitable, Callable, Generic, Mapping, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 

@@ -18,10 +18,11 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from .errors import ConfigError
 from .project import find_project_root
 
-try:  # Python >= 3.11
+# A version check rather than try/except ImportError: mypy follows it and types each branch.
+if sys.version_info >= (3, 11):
     import tomllib as _toml
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomlkit as _toml  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomlkit as _toml
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ def _coerce(name: str, value: Any, source: str, *, from_env: bool = False) -> An
             return list(value)
     elif hint in (str, str | None) or (str in args):
         if isinstance(value, str):
-            return value
+            # An optional setting written as "" (as ``ipykeep init``'s template shows it) is unset.
+            return None if value == "" and type(None) in args else value
     raise ConfigError(
         f"{where} has a value of the wrong type: {value!r} (expected {_describe(hint)})",
         hint=f"fix {name} in {source}",

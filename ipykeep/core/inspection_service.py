@@ -10,11 +10,12 @@ cell; the time budget (``inspect_timeout``) is enforced inside the kernel.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ..inspection import probe
-from ..inspection.models import NamespaceListing, Summary
 from ..inspection.errors import InspectionError
+from ..inspection.models import NamespaceListing, Summary
 from .errors import IpykeepError, KernelBusyError, UnknownNameError, UsageError
 from .observer import SessionObserver
 from .session import KernelSession

@@ -11,8 +11,9 @@ changes them fails a test.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..staleness.analysis_model import is_kernel_name
 from ..staleness.models import DynamicCellInfo

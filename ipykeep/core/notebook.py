@@ -21,9 +21,10 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import nbformat
 

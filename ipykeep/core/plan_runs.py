@@ -11,7 +11,8 @@ kernel (warm-up or a fresh run, ``fresh_durations``) and the batch being execute
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import plan_cost
 from .execution import Execution

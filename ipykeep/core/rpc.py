@@ -20,7 +20,8 @@ import inspect
 import json
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .errors import AuthError, DaemonUnreachableError, IpykeepError, UsageError
 from .wire import MAX_LINE, Endpoint, _request, _unwrap

@@ -9,11 +9,11 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from .batch import archive
 from .errors import ExecutionLostError, IpykeepError, KernelBusyError, KernelDiedError
 from .execution import Execution
 from .kernel import WARM_TRACEBACKS
 from .session import KernelSession
-from .batch import archive
 
 if TYPE_CHECKING:
     from .engine import Engine

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Coroutine, Literal
+from typing import Any, Literal
 
 from ..staleness import StalenessTracker
 from .archive import KernelArchive

@@ -23,16 +23,15 @@ import stat as stat_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker
-from ..staleness import probes
+from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker, probes
 from ..staleness.errors import StalenessError
 from . import ipyflow_adapter, plan_runs, remote_stat
-from .observer import Origin, SessionObserver
-from .session import KernelSession
 from .errors import IpykeepError, UsageError
 from .execution import Execution
 from .notebook import Cell, NotebookSnapshot, content_hash, read_notebook
+from .observer import Origin, SessionObserver
 from .records import BatchResult, RunStaleResult
+from .session import KernelSession
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -108,6 +107,8 @@ class StalenessService(SessionObserver):
         root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
         await proc.eval_silent(probes.filetrack_install_expr(root))
         await proc.eval_silent(probes.filetrack_begin_expr())
+        await proc.install_helper(probes.REACH_MODULE, probes.reach_source())
+        await proc.install_helper(probes.DATAHASH_MODULE, probes.datahash_source())
         await proc.install_helper(probes.STATEMON_MODULE, probes.statemon_source())
         await proc.eval_silent(probes.statemon_install_expr())
         if proc.dataflow == "ipyflow":
@@ -225,7 +226,7 @@ class StalenessService(SessionObserver):
             if result is not None:
                 with contextlib.suppress(IpykeepError, StalenessError):
                     observed = probes.parse_statemon(probes.decode_expression_value(result))
-            self.tracker(session).record_scratch(ex.code, origin, observed=observed)  # type: ignore[arg-type]
+            self.tracker(session).record_scratch(ex.code, origin, observed=observed)
 
     def stale_reasons(self, session: KernelSession, snap: NotebookSnapshot) -> dict[str, list[dict[str, Any]]]:
         plan = self.plan(session, snap)

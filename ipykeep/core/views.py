@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class RecordView(dict):  # type: ignore[type-arg]
+class RecordView(dict[str, Any]):
     """A dict whose keys also read as attributes; a missing key reads as None."""
 
     __slots__ = ()

@@ -20,7 +20,7 @@ import anyio
 from ..api import methods as api
 from ..api.spec import Method, Params
 from ..core import archive
-from ..core.client import DaemonClient, pid_alive, ensure_daemon, find_daemon
+from ..core.client import DaemonClient, ensure_daemon, find_daemon, pid_alive
 from ..core.engine import unknown_kernel_error
 from ..core.errors import DaemonUnreachableError, UnknownKernelError
 from ..core.project import ProjectPaths, find_project_root

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,10 +13,10 @@ def mcp_serve(
     transport: str = typer.Option("stdio", "--transport", help="'stdio' (default) or 'http' (streamable HTTP)."),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP: address to listen on (loopback unless IPYKEEP_MCP_TOKEN is set)."),
     port: int = typer.Option(0, "--port", help="HTTP: port; 0 picks a free one (the URL is printed on stderr)."),
-    connection_file: Optional[Path] = typer.Option(
+    connection_file: Path | None = typer.Option(
         None, "--connection-file", help="HTTP: write {url, headers} here (0600) once the server accepts requests."
     ),
-    project: Optional[Path] = typer.Option(
+    project: Path | None = typer.Option(
         None, "--project", help="Project directory whose daemon to use (default: cwd). Hosts that may start the server elsewhere (Cursor) pass it."
     ),
 ) -> None:

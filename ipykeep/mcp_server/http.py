@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,9 +36,9 @@ log = logging.getLogger("ipykeep.mcp")
 TOKEN_ENV = "IPYKEEP_MCP_TOKEN"
 MCP_PATH = "/mcp"
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Scope = MutableMapping[str, Any]  # as the ASGI servers and Starlette type it
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 AsgiApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -74,7 +74,7 @@ def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str
     return secrets.token_urlsafe(32), False
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: list[tuple[bytes, bytes]] = []) -> None:
+async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps(payload).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})

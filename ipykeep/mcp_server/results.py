@@ -248,22 +248,22 @@ class ResultBuilder:
             )
         if kind == "stale":
             summary = _plan_summary(raw, self.listing_chars)
-            batch = BatchResult.model_validate(raw["batch"]) if raw.get("batch") else None
-            images = [img for r in batch.results for img in r.output.images] if batch else []
-            if batch is not None:
-                summary.update(_batch_summary(batch, self.listing_chars))
+            ran = BatchResult.model_validate(raw["batch"]) if raw.get("batch") else None
+            images = [img for r in ran.results for img in r.output.images] if ran else []
+            if ran is not None:
+                summary.update(_batch_summary(ran, self.listing_chars))
             return await self._with_images(self._bounded(render_plan(raw)), images, summary)
         if kind == "kernel":
-            rec = KernelRecord.model_validate(raw)
-            return self._text(render_kernel(rec), _kernel_summary(rec))
+            kernel = KernelRecord.model_validate(raw)
+            return self._text(render_kernel(kernel), _kernel_summary(kernel))
         if kind == "kernels":
             recs = [KernelRecord.model_validate(r) for r in raw]
             text = "\n".join(render_kernel(r) for r in recs) if recs else "no kernels running"
             return self._text(self._bounded(text), {"kernels": [_kernel_summary(r) for r in recs]})
         if kind == "cells":
             # RPC drops None fields, and CellsRecord.notebook has no default (scratch kernels).
-            rec = CellsRecord.model_validate({"notebook": None, **raw})
-            return self._text(self._bounded(_cells_text(rec)), _cells_summary(rec, self.listing_chars))
+            cells = CellsRecord.model_validate({"notebook": None, **raw})
+            return self._text(self._bounded(_cells_text(cells)), _cells_summary(cells, self.listing_chars))
         if kind == "interrupt":
             res = InterruptResult.model_validate(raw)
             return self._text(render_interrupt(res), res.model_dump(mode="json", exclude_none=True))

@@ -25,9 +25,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
     BlobResourceContents,
-    EmptyResult,
     CallToolRequestParams,
     CallToolResult,
+    EmptyResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
     ListToolsResult,
@@ -43,9 +43,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from .. import __version__
+from ..api import names
 from ..core.config import Config
 from ..core.errors import IpykeepError, UsageError
-from ..api import names
 from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
 
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> N
     server = app.server()
     async with pipe_stdio(prefetch) as streams:
         stdin, stdout = streams if streams is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

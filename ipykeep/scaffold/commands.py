@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from ipykeep.cli_options import fail, pick_notebook
 from ipykeep.core.errors import IpykeepError
 from ipykeep.core.project import find_project_root
-
-from ipykeep.cli_options import fail, pick_notebook
 
 from .doctor import render_table, run_doctor
 from .files import ChangeStatus
@@ -55,17 +54,17 @@ _LAUNCHER_HELP = (
 
 
 def init_command(
-    notebook: Annotated[Optional[Path], typer.Argument(help=_NOTEBOOK_HELP, show_default=False)] = None,
+    notebook: Annotated[Path | None, typer.Argument(help=_NOTEBOOK_HELP, show_default=False)] = None,
     notebook_opt: Annotated[
-        Optional[Path], typer.Option("--notebook", "-n", metavar="NOTEBOOK", help=_NOTEBOOK_HELP)
+        Path | None, typer.Option("--notebook", "-n", metavar="NOTEBOOK", help=_NOTEBOOK_HELP)
     ] = None,
-    provider: Annotated[Optional[list[Provider]], typer.Option("--provider", "-p", help=_PROVIDER_HELP)] = None,
+    provider: Annotated[list[Provider] | None, typer.Option("--provider", "-p", help=_PROVIDER_HELP)] = None,
     scope: Annotated[Scope, typer.Option(help=_SCOPE_HELP)] = Scope.project,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite an existing, different ipykeep entry.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print a diff of every change; write nothing.")] = False,
     launcher: Annotated[LauncherKind, typer.Option(help=_LAUNCHER_HELP)] = LauncherKind.path,
-    uvx_from: Annotated[Optional[str], typer.Option("--uvx-from", help="ipykeep's source for --launcher uvx.")] = None,
-    command: Annotated[Optional[str], typer.Option("--command", help="Command line for --launcher command.")] = None,
+    uvx_from: Annotated[str | None, typer.Option("--uvx-from", help="ipykeep's source for --launcher uvx.")] = None,
+    command: Annotated[str | None, typer.Option("--command", help="Command line for --launcher command.")] = None,
 ) -> None:
     """Register ipykeep with Claude Code, Codex and Cursor, and set up this project."""
     try:

@@ -88,6 +88,7 @@ def plan_json_servers(
         )
     entry = json_server_entry(launcher, with_type=with_type)
     if outdated:
+        assert existing is not None  # outdated is only set for an existing entry
         entry = {**existing, "args": list(launcher.args)}  # keeps the user's env and other keys
     after = set_nested_member(before or "", "mcpServers", SERVER_NAME, entry, default_indent=indent)
     if outdated:
@@ -173,7 +174,8 @@ def plan_codex_toml(path: Path, label: str, launcher: Launcher, *, replace: bool
             details={"file": str(path)},
         )
     existing = servers.get(SERVER_NAME)
-    plain = existing.unwrap() if hasattr(existing, "unwrap") else existing
+    # tomlkit items unwrap to plain Python values; None (no entry) has nothing to unwrap.
+    plain = existing.unwrap() if existing is not None and hasattr(existing, "unwrap") else existing
     if existing is not None and entry_matches(plain, launcher):
         return change(path, label, before, text, "ipykeep server already configured")
     if existing is not None and not replace:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -16,7 +15,7 @@ from ..core.errors import IpykeepError, UsageError
 from ..core.records import KernelRecord
 
 
-def parse_captions(items: List[str]) -> dict[str, str]:
+def parse_captions(items: list[str]) -> dict[str, str]:
     """``ID=CAPTION`` pairs (the caption may contain ``=``); a bare ID gets an empty caption."""
     out: dict[str, str] = {}
     for item in items:
@@ -30,8 +29,8 @@ def parse_captions(items: List[str]) -> dict[str, str]:
 def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
-        notebook: Optional[str] = notebook_argument(),
-        notebook_opt: Optional[str] = notebook_option(),
+        notebook: str | None = notebook_argument(),
+        notebook_opt: str | None = notebook_option(),
         stop: bool = typer.Option(False, "--stop", help="Detach the kernel from the Jupyter server instead."),
         as_json: bool = json_option(),
     ) -> None:
@@ -52,9 +51,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def publish(
-        notebook: Optional[str] = notebook_argument(),
-        notebook_opt: Optional[str] = notebook_option(),
-        cell: List[str] = typer.Option([], "--cell", help="Highlight a cell: ID=CAPTION (repeatable)."),
+        notebook: str | None = notebook_argument(),
+        notebook_opt: str | None = notebook_option(),
+        cell: list[str] = typer.Option([], "--cell", help="Highlight a cell: ID=CAPTION (repeatable)."),
         tunnel: bool = typer.Option(False, "--tunnel", help="Also expose it through a cloudflared quick tunnel."),
         as_json: bool = json_option(),
     ) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
@@ -26,13 +27,13 @@ def replacing_writer(path: str, text: bool = True, encoding: str = "utf-8", **kw
     if os.path.islink(path):
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     if text:
-        buffer: IO[Any] = io.StringIO(newline=kwargs.get("newline", "\n"))
-        yield buffer
-        data = buffer.getvalue().encode(encoding)
+        text_buffer = io.StringIO(newline=kwargs.get("newline", "\n"))
+        yield text_buffer
+        data = text_buffer.getvalue().encode(encoding)
     else:
-        buffer = io.BytesIO()
-        yield buffer
-        data = buffer.getvalue()
+        byte_buffer = io.BytesIO()
+        yield byte_buffer
+        data = byte_buffer.getvalue()
     replace_file(path, data)
 
 

@@ -21,7 +21,7 @@ import asyncio
 import json
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
@@ -30,6 +30,9 @@ from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebso
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager, ServerKernelManager
 from tornado import web
 from traitlets import Bool, Integer, default
+
+if TYPE_CHECKING:  # older jupyter_client versions do not define it
+    from jupyter_client.connect import KernelConnectionInfo
 
 REFUSE_RESTART = (
     "ipykeep owns this kernel: restarting it from the browser is refused (its state is shared with "
@@ -44,7 +47,7 @@ REFUSE_START = (
 )
 
 
-class AdoptedProvisioner(KernelProvisionerBase):  # type: ignore[misc]
+class AdoptedProvisioner(KernelProvisionerBase):
     """Stands for a kernel process somebody else started: it can signal it, never end it."""
 
     pid = Integer(0)
@@ -79,7 +82,7 @@ class AdoptedProvisioner(KernelProvisionerBase):  # type: ignore[misc]
     async def terminate(self, restart: bool = False) -> None:
         await self.kill(restart)
 
-    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict[str, Any]:
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         raise web.HTTPError(403, REFUSE_START)
 
     async def cleanup(self, restart: bool = False) -> None:
@@ -95,20 +98,25 @@ def interrupt_group(pid: int) -> None:
 
 
 class AdoptedKernelManager(ServerKernelManager):
-    """One adopted kernel: connects to it, interrupts it, refuses to restart or stop it."""
+    """One adopted kernel: connects to it, interrupts it, refuses to restart or stop it.
+
+    The ``type: ignore[override]`` below: jupyter_client types these methods as the blocking
+    ``KernelManager`` ones, but the server's (async) kernel managers define and await them as
+    coroutines, as these overrides do.
+    """
 
     autorestart = Bool(False)
 
-    async def start_kernel(self, *args: Any, **kwargs: Any) -> None:
+    async def start_kernel(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         raise web.HTTPError(403, REFUSE_START)
 
-    async def shutdown_kernel(self, *args: Any, **kwargs: Any) -> None:
+    async def shutdown_kernel(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         raise web.HTTPError(403, REFUSE_SHUTDOWN)
 
-    async def restart_kernel(self, *args: Any, **kwargs: Any) -> None:
+    async def restart_kernel(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         raise web.HTTPError(403, REFUSE_RESTART)
 
-    async def interrupt_kernel(self) -> None:
+    async def interrupt_kernel(self) -> None:  # type: ignore[override]
         prov = self.provisioner
         if isinstance(prov, AdoptedProvisioner):
             interrupt_group(prov.pid)

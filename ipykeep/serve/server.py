@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.services.kernels.handlers import (
     KernelActionHandler,
     _kernel_action_regex,
@@ -88,7 +89,10 @@ class RefusingKernelActionHandler(KernelActionHandler):
         if action == "restart":
             self.kernel_manager._check_kernel_id(kernel_id)
             raise web.HTTPError(403, REFUSE_RESTART)
-        await super().post(kernel_id, action)
+        # tornado types ``authenticated`` handlers as Optional[Awaitable]; this post is async def.
+        pending = super().post(kernel_id, action)
+        assert pending is not None
+        await pending
 
 
 _reconcile_lock: asyncio.Lock | None = None
@@ -176,11 +180,16 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     settings_path = Path(args[0])
     settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    app_class: type[ExtensionApp]  # both apps are Jupyter Server extension apps
     if settings["command"] == "notebook":
-        from notebook.app import JupyterNotebookApp as App
+        from notebook.app import JupyterNotebookApp
+
+        app_class = JupyterNotebookApp
     else:
-        from jupyterlab.labapp import LabApp as App
-    serverapp = App.initialize_server(argv=[], config=server_config(settings))
+        from jupyterlab.labapp import LabApp
+
+        app_class = LabApp
+    serverapp = app_class.initialize_server(argv=[], config=server_config(settings))
     # The token is ipykeep's even if a user configuration file sets another one.
     serverapp.identity_provider.token = settings["token"]
     if not isinstance(serverapp.kernel_manager, AdoptingKernelManager):

@@ -110,11 +110,7 @@ class _Module:
             self.expr(stmt.target)
             self.block(stmt.body)
             self.block(stmt.orelse)
-        elif isinstance(stmt, ast.While):
-            self.expr(stmt.test)
-            self.block(stmt.body)
-            self.block(stmt.orelse)
-        elif isinstance(stmt, ast.If):
+        elif isinstance(stmt, (ast.While, ast.If)):
             self.expr(stmt.test)
             self.block(stmt.body)
             self.block(stmt.orelse)
@@ -137,7 +133,7 @@ class _Module:
                 if not had:
                     # Python deletes ``except ... as e`` names when the handler ends: not a
                     # global the cell defines, but one it may unbind
-                    self.defined.discard(handler.name)  # type: ignore[arg-type]
+                    self.defined.discard(handler.name)
                     self.unbinds.add(handler.name)  # type: ignore[arg-type]
             self.block(stmt.orelse)
             self.block(stmt.finalbody)

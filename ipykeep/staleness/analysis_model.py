@@ -4,9 +4,8 @@ names belong to IPython rather than to the notebook."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
-
 
 #: Names IPython itself binds in the user namespace: output history (``_``, ``__``, ``___``,
 #: ``_N``), input history (``_i``, ``_ii``, ``_iii``, ``_iN``), ``In``/``Out`` and friends. A
@@ -25,7 +24,7 @@ def is_kernel_name(name: str) -> bool:
     return name in KERNEL_NAMES or bool(_HISTORY_NAME.match(name))
 
 
-def _notebook_names(names: "set[str] | frozenset[str]") -> frozenset[str]:
+def _notebook_names(names: set[str] | frozenset[str]) -> frozenset[str]:
     return frozenset(n for n in names if not is_kernel_name(n))
 
 
@@ -41,7 +40,7 @@ class FunctionInfo:
     #: for a class: its methods that change ``self`` (or another argument) in place
     mutating_methods: frozenset[str] = frozenset()
 
-    def merge(self, other: "FunctionInfo") -> "FunctionInfo":
+    def merge(self, other: FunctionInfo) -> FunctionInfo:
         return FunctionInfo(
             self.free_globals | other.free_globals,
             self.mutated_globals | other.mutated_globals,

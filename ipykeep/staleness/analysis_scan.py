@@ -339,7 +339,7 @@ def _scan_stmt(stmt: ast.stmt, acc: _Acc) -> None:
             _scan_stmt(s, acc)
         return
     for child in ast.iter_child_nodes(stmt):
-        if isinstance(child, ast.stmt) or isinstance(child, ast.ExceptHandler):
+        if isinstance(child, (ast.stmt, ast.ExceptHandler)):
             _scan_stmt(child, acc)  # type: ignore[arg-type]
         elif isinstance(child, ast.match_case):
             _scan_match_case(child, acc)

@@ -8,8 +8,8 @@ the last cell above it that writes the name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from .analysis import CellAnalysis, FunctionInfo, analyze_source
 from .models import DynamicCellInfo, NotebookCell, Observed

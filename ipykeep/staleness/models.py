@@ -6,8 +6,9 @@ may change one after the fact. ``Plan.to_json()`` is the shape transports show t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 CellType = Literal["code", "markdown", "raw"]
 Outcome = Literal["ok", "failed", "interrupted"]
@@ -69,7 +70,7 @@ class FileStamp:
     size: int | None
 
     @classmethod
-    def missing(cls, path: str) -> "FileStamp":
+    def missing(cls, path: str) -> FileStamp:
         return cls(path=path, mtime_ns=None, size=None)
 
     @property

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ast
 import json
-from functools import lru_cache
+from collections.abc import Iterable, Mapping
+from functools import cache
 from importlib import resources
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .analysis_model import is_kernel_name
 from .errors import ProbeError
@@ -24,10 +25,10 @@ FILETRACK_MODULE = "_ipykeep_filetrack"
 FILETRACK_PROTOCOL = 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def probe_source(filename: str) -> str:
     """The text of ``_inkernel/<filename>``."""
-    return resources.files(__package__).joinpath("_inkernel", filename).read_text("utf-8")
+    return resources.files(__package__).joinpath("_inkernel").joinpath(filename).read_text("utf-8")
 
 
 def filetrack_source() -> str:
@@ -122,6 +123,22 @@ STATEMON_PROTOCOL = 1
 
 def statemon_source() -> str:
     return probe_source("statemon.py")
+
+
+#: installed before statemon, which mixes its numpy/pandas hashes into its fingerprinter
+DATAHASH_MODULE = "_ipykeep_datahash"
+
+
+def datahash_source() -> str:
+    return probe_source("datahash.py")
+
+
+#: installed before statemon: tells it which big values the code since its last look could reach
+REACH_MODULE = "_ipykeep_reach"
+
+
+def reach_source() -> str:
+    return probe_source("reach.py")
 
 
 def statemon_install_expr() -> str:

@@ -17,7 +17,7 @@ PYTHON_BODY_MAGICS = frozenset({"time", "timeit", "capture", "prun", "memit", "d
 
 
 @lru_cache(maxsize=1)
-def _transformer():  # type: ignore[no-untyped-def]
+def _transformer():
     # Imported lazily: IPython is heavy and only needed once a cell holds IPython syntax.
     from IPython.core.inputtransformer2 import TransformerManager
 

@@ -29,13 +29,14 @@ Pure: no I/O, no asyncio, no clocks. ``stat`` is injected by the caller.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Iterable, Literal, Sequence
+from typing import Literal
 
 from .analysis import CellAnalysis, analyze_source
 from .graph import build_graph, cell_effects
 from .models import CellState, DynamicCellInfo, FileStamp, NotebookCell, Observed, Outcome, Plan
-from .tracker_model import _Draft, _Run, _Write, _canonical, _hash, _mentions, _same_stamp, StatFn
+from .tracker_model import StatFn, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp, _Write
 from .tracker_restore import PlanRestores
 
 

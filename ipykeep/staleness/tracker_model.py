@@ -3,15 +3,15 @@ of the planner reads. Split from ``tracker`` for size; ``StalenessTracker`` is t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Literal, Mapping
+from typing import Literal
 
 from .analysis import FunctionInfo
 from .graph import Graph
 from .hashing import source_hash
 from .models import REASON_ORDER, DynamicCellInfo, FileStamp, Observed, Outcome, Reason
-
 
 #: path -> the file now, or None when it does not exist. The stamp's ``path`` names the file the
 #: way the run-time read hook does (absolute, normalized), whatever form the argument had.

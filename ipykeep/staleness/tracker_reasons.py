@@ -3,11 +3,11 @@ changed, kernel restarted, reads a value no longer from its producer) and blocke
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .graph import Graph, GraphCell
 from .models import DynamicCellInfo, FileStamp, NotebookCell, Observed, Reason
-from .tracker_model import TrackerState, _Draft, _Run, _canonical, _hash, _mentions, _same_stamp, StatFn
+from .tracker_model import StatFn, TrackerState, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp
 
 
 class PlanReasons(TrackerState):

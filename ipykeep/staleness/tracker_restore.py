@@ -4,7 +4,7 @@ assembled in notebook order."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .graph import Graph, GraphCell
 from .models import REASON_ORDER, FreshCell, Plan, PlanEntry, Reason

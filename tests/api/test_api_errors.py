@@ -51,8 +51,8 @@ def failing_server() -> Iterator[tuple[str, int, str]]:
     """A real RPC server whose ``ping`` raises ProbeFailedError (code ``probe_failed``)."""
     from ipykeep.api import methods as api
     from ipykeep.api.spec import bind
-    from ipykeep.core.rpc import RpcServer
     from ipykeep.core.errors import ProbeFailedError
+    from ipykeep.core.rpc import RpcServer
 
     async def ping() -> None:
         raise ProbeFailedError("the dataflow probe sent garbage", hint="restart the kernel")

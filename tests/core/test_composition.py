@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ipykeep.api import names
 from ipykeep.composition import compose, compose_for_daemon
 from ipykeep.core.config import Config
-from ipykeep.api import names
 from ipykeep.core.daemon import Daemon
 from ipykeep.core.inspection_service import InspectionService
 from ipykeep.core.observer import SessionObserver

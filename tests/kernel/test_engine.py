@@ -10,12 +10,11 @@ import nbformat
 import pytest
 import pytest_asyncio
 
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.errors import KernelBusyError, UnknownCellError, UnknownKernelError, UsageError
 from ipykeep.composition import compose
-from ipykeep.core.staleness_service import StalenessService
+from ipykeep.core.config import Config
+from ipykeep.core.errors import KernelBusyError, UnknownCellError, UnknownKernelError, UsageError
 from ipykeep.core.project import ProjectPaths
+from ipykeep.core.staleness_service import StalenessService
 from tests.conftest import make_project
 
 

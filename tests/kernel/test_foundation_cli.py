@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ipykeep.core.client import pid_alive, find_daemon
+from ipykeep.core.client import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
 
 

@@ -16,18 +16,19 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import nbformat
 import pytest
 import pytest_asyncio
 
+from ipykeep.composition import compose
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.composition import compose
-from ipykeep.core.staleness_service import StalenessService
 from ipykeep.core.project import ProjectPaths
+from ipykeep.core.staleness_service import StalenessService
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

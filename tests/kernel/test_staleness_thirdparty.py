@@ -22,7 +22,6 @@ from typing import Any
 
 import nbformat
 import pytest
-
 from test_staleness_acceptance import (  # noqa: F401  (fixtures)
     MODES,
     Nb,

@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
-from ipykeep.core.client import DaemonClient, pid_alive, find_daemon
+from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
 
 NOTEBOOK = "analysis.ipynb"
 CSV = "data.csv"

@@ -17,7 +17,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from .harness import McpSession, channel_sizes, HostView, make_project, shutdown_daemon, stdio_params, text_of
+from .harness import HostView, McpSession, channel_sizes, make_project, shutdown_daemon, stdio_params, text_of
 
 pytestmark = pytest.mark.kernel
 

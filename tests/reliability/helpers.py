@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
-from ipykeep.core.client import DaemonClient, find_daemon
+from ipykeep.core.client import (
+    DaemonClient,
+    find_daemon,
+    pid_alive,  # noqa: F401 (re-exported for the tests)
+)
 from ipykeep.core.errors import IpykeepError
-from ipykeep.core.client import pid_alive  # noqa: F401 (re-exported for the tests)
 from tests.conftest import cli_env, make_project, run_cli
 
 STATIC = cli_env(IPYKEEP_DATAFLOW="static")

@@ -19,7 +19,7 @@ from ipykeep.core.client import DaemonClient
 from ipykeep.core.rpc import _request
 from tests.conftest import run_cli, stop_daemon
 
-from .helpers import STATIC, error_of, kernel_pid, notebook_outputs, pid_alive, start_project, wait_until, write_notebook
+from .helpers import STATIC, error_of, kernel_pid, notebook_outputs, start_project, wait_until, write_notebook
 
 CELLS = [
     "x = 1",  # c0

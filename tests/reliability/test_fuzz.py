@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ipykeep.core.client import DaemonClient
 from ipykeep.api import methods as api
+from ipykeep.core.client import DaemonClient
 from ipykeep.core.rpc import _request
 from ipykeep.mcp_server.catalog import TOOLS
 from tests.conftest import stop_daemon

@@ -74,7 +74,7 @@ def _closed(sock: socket.socket, timeout: float) -> bool:
         return sock.recv(1 << 16) == b""
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import nbformat
 
+from ipykeep.composition import compose
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
-from ipykeep.composition import compose
 from ipykeep.core.project import ProjectPaths
 from tests.conftest import make_project
 

@@ -22,7 +22,7 @@ class Gateway:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTER_DATA_DIR=str(tmp / "data"))
-        self.log = open(tmp / "gateway.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.log = open(tmp / "gateway.log", "wb")
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "kernel_gateway",

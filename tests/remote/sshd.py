@@ -54,7 +54,7 @@ class LoopbackSshd:
         (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
         self.config = tmp / "ssh_config"
         self.config.write_text(self.client_config(tmp / "client_key"))
-        self.log = open(tmp / "sshd.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.log = open(tmp / "sshd.log", "wb")
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 15
         while True:

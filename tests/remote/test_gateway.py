@@ -12,20 +12,25 @@ import logging
 import secrets
 import signal
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import pytest_asyncio
 
+from ipykeep.core.errors import (
+    KernelDiedError,
+    KernelStartError,
+    RemoteAuthError,
+    RemoteNotSupportedError,
+    RemoteUnreachableError,
+)
 from ipykeep.core.providers import wschannels
-from ipykeep.core.errors import KernelDiedError, KernelStartError, RemoteAuthError, RemoteNotSupportedError, RemoteUnreachableError
 from tests.conftest import cli_env, run_cli, stop_daemon
 
-from .gateway_server import Gateway
 from .checks import (
     check_inspect,
-    check_restart,
     check_interrupt,
+    check_restart,
     check_run_and_cwd,
     check_files_are_stat_through_the_kernel,
     check_run_stale_after_data_edit,
@@ -35,6 +40,7 @@ from .checks import (
     make_remote_project,
     method,
 )
+from .gateway_server import Gateway
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,8 +23,8 @@ from ipykeep.core.providers.ssh import SshTarget
 
 from .checks import (
     check_inspect,
-    check_restart,
     check_interrupt,
+    check_restart,
     check_run_and_cwd,
     check_files_are_stat_through_the_kernel,
     check_run_stale_after_data_edit,

@@ -281,7 +281,7 @@ def test_ipykeep_toml_loads_and_lists_every_setting(tmp_path: Path, notebook: st
         for line in text.splitlines()
     )
     (tmp_path / "ipykeep.toml").write_text(uncommented + "\n")
-    assert load_config(tmp_path, environ={}) == Config(notebook=notebook or "")
+    assert load_config(tmp_path, environ={}) == Config(notebook=notebook)
 
 
 def test_missing_notebook_is_a_usage_error(app, runner, project: Path) -> None:

@@ -7,9 +7,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import nbformat
@@ -83,7 +84,7 @@ def start_daemon(root: Path) -> int:
 
 
 def stop_daemon(root: Path, pid: int) -> None:
-    from ipykeep.core.client import DaemonClient, pid_alive, find_daemon
+    from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
 
     desc = find_daemon(root)
     if desc is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .conftest import ARTIFACTS, Served, run_cli, cli_env
+from .conftest import ARTIFACTS, Served, cli_env, run_cli
 from .test_serve_api import http
 
 pytestmark = pytest.mark.timeout(300)

@@ -12,8 +12,8 @@ import pytest
 from ipykeep.core.errors import MissingExtraError, UnknownCellError, UsageError
 from ipykeep.serve.adoption import AdoptedKernel, AdoptionSpec, read_spec, write_spec
 from ipykeep.serve.commands import parse_captions
-from ipykeep.serve.service import require_serve_extra
 from ipykeep.serve.publish import CAPTION_TAG, HIGHLIGHT_TAG, highlight
+from ipykeep.serve.service import require_serve_extra
 
 
 def test_missing_serve_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:

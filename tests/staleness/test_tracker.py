@@ -4,7 +4,7 @@ exact set of planned cells and their reason kinds."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -6,7 +6,7 @@ cell the plan without it holds."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ipykeep.staleness.models import DynamicCellInfo, NotebookCell, Observed, Plan
 from ipykeep.staleness.tracker import StalenessTracker

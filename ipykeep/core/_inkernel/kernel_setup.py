@@ -21,8 +21,10 @@ def install_interrupt_patch():
     from IPython.core.getipython import get_ipython
 
     kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:
+        return
     cls = type(kernel)
-    if kernel is None or getattr(cls, "_ipykeep_sigint_patch", False) or not hasattr(cls, "_cancel_on_sigint"):
+    if getattr(cls, "_ipykeep_sigint_patch", False) or not hasattr(cls, "_cancel_on_sigint"):
         return
 
     @contextmanager
@@ -79,6 +81,7 @@ def _warm_cancelled_traceback():
     from IPython.core.getipython import get_ipython
 
     shell = get_ipython()
+    assert shell is not None, "warming runs inside the kernel's shell"  # caught by _warm
     loop = asyncio.new_event_loop()
     try:
         task = loop.create_task(asyncio.sleep(10))
@@ -99,8 +102,9 @@ def _warm_sources():
 
     for name in ("IPython.core.interactiveshell", "pyccolo.tracer", "ipyflow.tracing.ipyflow_tracer"):
         module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            Source.for_filename(module.__file__)
+        filename = getattr(module, "__file__", None) if module is not None else None
+        if filename:
+            Source.for_filename(filename)
 
 
 def install_orphan_guard():
@@ -115,7 +119,7 @@ def install_orphan_guard():
     parent = os.getppid()
     if getattr(sys, "_ipykeep_orphan_guard", False) or os.getpgrp() != os.getpid():
         return
-    sys._ipykeep_orphan_guard = True
+    vars(sys)["_ipykeep_orphan_guard"] = True  # a marker of ours, so not a declared attribute
 
     def watch():
         import time
@@ -143,7 +147,8 @@ def install_orphan_guard():
             finally:
                 os._exit(code)
 
-    poller.os = _GroupExit()
+    # Set through the module's namespace: the stand-in is not a module, only used like one.
+    vars(poller)["os"] = _GroupExit()
 
 
 install_interrupt_patch()
@@ -190,6 +195,7 @@ def run_untraced(source):
     global _scratch_runs
     _scratch_runs += 1
     shell = get_ipython()
+    assert shell is not None, "run_untraced is called from a user expression, inside the shell"
     filename = f"<scratch-{_scratch_runs}>"
     try:
         code = shell.transform_cell(source)
@@ -208,9 +214,9 @@ def run_untraced(source):
             value = eval(compile(last, filename, "eval"), namespace)
             if value is not None:
                 _publish_result(shell, value)
-    except BaseException:
+    except BaseException as exc:
         # Shown as the execution's error output (its state is taken from it), without this
         # frame; the request itself ends normally.
-        etype, value, tb = sys.exc_info()
-        shell.showtraceback((etype, value, tb.tb_next if tb is not None else None))
+        tb = exc.__traceback__
+        shell.showtraceback((type(exc), exc, tb.tb_next if tb is not None else None))
     return None

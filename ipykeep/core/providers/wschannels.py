@@ -19,7 +19,8 @@ import queue
 import secrets
 import socket
 import struct
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from jupyter_client.jsonutil import extract_dates, json_default
 from jupyter_client.session import Session

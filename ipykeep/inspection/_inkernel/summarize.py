@@ -139,7 +139,7 @@ def _run_in_worker(fn, timeout_s: float):
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the waiting thread
+        except BaseException as exc:
             box["error"] = exc
 
     worker = threading.Thread(target=target, name="ipykeep-inspect", daemon=True)
@@ -418,7 +418,7 @@ def _summarize_dataframe(df, out: dict, ctx) -> None:
     if sampled:
         out["sample_rows"] = int(len(sample))
         ctx.note(out, f"stats from a {len(sample):,}-row strided sample of {n_rows:,} rows")
-    columns = []
+    columns: list[dict] = []
     out["columns"] = columns
     numeric_budget = FULL_SCAN_NUMERIC_CELLS
     estimated_nulls = 0
@@ -503,7 +503,7 @@ def _summarize_ndarray(a, out: dict, ctx) -> None:
         sample, sampled = _array_sample(a, 1_000_000)
         if sampled:
             ctx.note(out, f"stats from a {sample.size:,}-element sample of {a.size:,}")
-        stats = {}
+        stats: dict = {}
         flat = np.asarray(sample, dtype=float).ravel()
         finite = flat[np.isfinite(flat)]
         if kind == "f":
@@ -529,7 +529,7 @@ def _summarize_polars(df, out: dict, ctx) -> None:
     except Exception as exc:
         ctx.note(out, f"estimated_size() failed: {_err(exc)}")
     nulls = df.null_count().row(0) if n_cols else ()
-    columns = []
+    columns: list[dict] = []
     out["columns"] = columns
     step = max(1, -(-n_rows // SAMPLE_ROWS))
     if step > 1:
@@ -714,7 +714,7 @@ def _summarize_callable(f, out: dict, ctx) -> None:
     if doc:
         out["doc"] = doc
     code = getattr(f, "__code__", None)
-    if _is(code, types.CodeType):
+    if code is not None and _is(code, types.CodeType):
         out["file"] = _short(code.co_filename, 200)
         out["line"] = int(code.co_firstlineno)
     if _is(f, type):
@@ -929,7 +929,7 @@ def _candidates(obj, configured: list, notes: list) -> list:
             continue
         chain.append((spec, getattr(fn, "__ipykeep_match__", None), fn))
         seen.add(id(fn))
-    for entry in list(_USER_SUMMARIZERS):
+    for entry in _USER_SUMMARIZERS:
         if id(entry.fn) not in seen:
             chain.append((entry.label, entry.match, entry.fn))
     picked = []
@@ -1209,7 +1209,7 @@ def _answer(payload: dict) -> str:
 
 
 def _error(code: str, message: str, matches: list | None = None, **extra) -> str:
-    err = {"code": code, "message": message}
+    err: dict = {"code": code, "message": message}
     if matches:
         err["matches"] = matches
     err.update(extra)
@@ -1345,7 +1345,7 @@ def namespace_json(
                 continue
             partial: dict = dict(entry)
             try:
-                run_bounded(lambda: _brief(value, partial), min(per_var, remaining), mode)
+                run_bounded(lambda: _brief(value, partial), min(per_var, remaining), mode)  # noqa: B023 (called at once)
                 entry.update(partial)
             except BudgetExceeded:
                 entry.update(partial)

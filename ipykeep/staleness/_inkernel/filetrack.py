@@ -16,6 +16,7 @@ Standard library only; every public function returns a JSON string.
 import json
 import os
 import sys
+import types
 
 PROTOCOL_VERSION = 1
 MAX_PATHS = 2000
@@ -47,7 +48,7 @@ def listing_stamp(path):
 
 
 def _in_import():
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     for _ in range(12):
         if frame is None:
             return False

@@ -56,7 +56,8 @@ def _names(syms):
 
 def _cell_record(cell, flow_):
     fake = getattr(flow_, "fake_edge_sym", None)
-    defined, mutated = set(), set()
+    defined: set[str] = set()
+    mutated: set[str] = set()
     for sym in list(cell.dynamic_writes):
         base, member = _split(sym)
         if base:

@@ -31,14 +31,20 @@ import re
 import sys
 import time
 import types
+import weakref
+from typing import Any
 
 PROTOCOL_VERSION = 1
-MAX_ITEMS = 64
+DATAHASH_MODULE = "_ipykeep_datahash"
+_datahash = sys.modules[DATAHASH_MODULE]  # installed just before this module (see the engine)
+MAX_ITEMS, MAX_BYTES, SAMPLE = _datahash.MAX_ITEMS, _datahash.MAX_BYTES, _datahash.SAMPLE
 MAX_DEPTH = 3
-MAX_BYTES = 1 << 16
-SAMPLE = 2048
 MAX_REPORT = 500
 _STATE_KEY = "_ipykeep_statemon_state"
+REACH_MODULE = "_ipykeep_reach"
+#: below this much hashing of big values per look, looking at everything is cheaper than
+#: finding what the code could reach (object graph walks of ~1 µs per object)
+WALK_WORTH_S = 0.002
 _HISTORY = re.compile(r"_i?\d+\Z")
 _SKIP = frozenset(
     {"_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
@@ -49,26 +55,90 @@ _SEQ = (list, tuple)
 _SETS = (set, frozenset)
 
 _state = sys.__dict__.setdefault(_STATE_KEY, {"ns": None, "prev": None})
+_state.setdefault("cache", {})
 
 
 def _skip(name):
     return (
         name in _SKIP
-        or name.startswith("__")
-        or name.startswith("_ipykeep")
+        or name.startswith(("__", "_ipykeep"))
         or bool(_HISTORY.match(name))
     )
 
 
-class _Fp:
-    """One snapshot pass: fingerprints memoised by object id (aliases are hashed once)."""
+_DataHash: Any = _datahash._DataHash  # a class of the module installed before this one
 
-    __slots__ = ("memo", "np", "pd")
 
-    def __init__(self):
+class _Fp(_DataHash):
+    """One snapshot pass: fingerprints memoised by object id (aliases are hashed once).
+
+    ``touched``: what ``reach`` says the code run since the last pass could have changed (ids,
+    and ``("root", id)`` memory owners), or None (it cannot say: hash everything). A big value
+    (numpy array, pandas frame, series, index) outside it keeps the fingerprint cached from an
+    earlier pass, if it is the same object (weak reference) with the same structure (shape,
+    data pointer, blocks) and shares no memory with a touched array.
+    """
+
+    __slots__ = ("memo", "np", "pd", "touched", "cache", "ns", "hits", "hashed")
+
+    def __init__(self, touched=None, cache=None, ns=None):
         self.memo = {}
-        self.np = sys.modules.get("numpy")
-        self.pd = sys.modules.get("pandas")
+        self.np: Any = sys.modules.get("numpy")
+        self.pd: Any = sys.modules.get("pandas")
+        self.touched = touched
+        self.cache = cache if cache is not None else {}
+        self.ns = ns
+        self.hits = 0
+        self.hashed = 0
+
+    def _big(self, obj, compute):
+        """``compute()``, or the cached result when ``obj`` cannot have changed (see class doc)."""
+        key = id(obj)
+        try:
+            signal = self._signal(obj)
+        except Exception:
+            return compute()
+        entry = self.cache.get(key)
+        touched = self.touched
+        if (
+            entry is not None
+            and touched is not None
+            and entry[0]() is obj
+            and entry[1] == signal
+            and key not in touched
+            and not (entry[3] & touched)
+            # the memory's owner itself reached (a ``bytearray`` under ``np.frombuffer``)
+            and not any(root[1] in touched for root in entry[3])
+        ):
+            self.hits += 1
+            return entry[2]
+        began = time.perf_counter()
+        out = compute()
+        cost = time.perf_counter() - began
+        self.hashed += 1
+        reach = sys.modules.get(REACH_MODULE)
+        try:
+            if reach is None:
+                raise LookupError("no reach module: values are not cached")
+            roots = frozenset(reach.owners(obj, self.ns))
+            self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
+        except Exception:  # no weak references, or memory that cannot be bounded: no caching
+            self.cache.pop(key, None)
+        return out
+
+    def _signal(self, obj):
+        """Cheap structure of a big value: changes when pandas or numpy swap what is under it."""
+        np = self.np
+        if np is not None and isinstance(obj, np.ndarray):
+            return ("nd", obj.shape, obj.strides, obj.dtype.str, obj.__array_interface__["data"][0])
+        mgr = getattr(obj, "_mgr", None)
+        if mgr is not None:
+            blocks = tuple((id(b), id(b.values)) for b in mgr.blocks)
+            cols = id(obj.columns) if isinstance(obj, self.pd.DataFrame) else repr(obj.name)
+            return ("pd", obj.shape, id(mgr), blocks, id(obj.index), cols)
+        if isinstance(obj, self.pd.RangeIndex):
+            return ("range", obj.start, obj.stop, obj.step)
+        return ("idx", len(obj), id(obj._values))
 
     def of(self, obj, depth):
         """(fingerprint, exact, opaque)"""
@@ -127,7 +197,9 @@ class _Fp:
         np = self.np
         if np is not None:
             if isinstance(obj, np.ndarray):
-                return self._array(obj)
+                if obj.nbytes <= MAX_BYTES:  # hashed whole, cheaper than the bookkeeping
+                    return self._array(obj)
+                return self._big(obj, lambda: self._array(obj))
             if isinstance(obj, (np.random.Generator, np.random.RandomState)) and depth < MAX_DEPTH:
                 # a generator held inside another object (scipy distributions hold the global
                 # one): its draws are not a change of the holder
@@ -142,15 +214,11 @@ class _Fp:
         pd = self.pd
         if pd is not None:
             if isinstance(obj, pd.DataFrame):
-                return self._frame(obj)
+                return self._big(obj, lambda: self._frame(obj))
             if isinstance(obj, pd.Series):
-                vals = self._values(obj._values)
-                idx = self._index(obj.index)
-                exact = vals[1] and idx[1]
-                return ("series", obj.shape, repr(obj.name), vals[0], idx[0]), exact, not exact
+                return self._big(obj, lambda: self._series(obj))
             if isinstance(obj, pd.Index):
-                fp, exact = self._index(obj)
-                return fp, exact, not exact
+                return self._big(obj, lambda: self._index_fp(obj))
         if isinstance(obj, _random_type()) and depth < MAX_DEPTH:
             return ("rng-id", id(obj)), False, False
         if isinstance(obj, _random_type()):
@@ -168,10 +236,10 @@ class _Fp:
         if callable(obj) and attrs is None:  # builtins, ufuncs: identity is all
             return ("callable", id(obj)), False, False
         if isinstance(attrs, dict):
-            n = len(attrs)
-            keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
-            h, ex = self._items([attrs[k] for k in keys], depth)
-            return ("obj", id(t), n, tuple(keys), h), False, False
+            count = len(attrs)
+            attr_keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
+            h, ex = self._items([attrs[k] for k in attr_keys], depth)
+            return ("obj", id(t), count, tuple(attr_keys), h), False, False
         return ("id", id(obj)), False, True
 
     def _function(self, obj):
@@ -187,62 +255,6 @@ class _Fp:
         # (tracers such as ipyflow rewrite a function's code in place)
         return ("fn", _code_key(code), dh), True, False
 
-    def _array(self, a):
-        head = ("nd", a.shape, a.dtype.str)
-        if a.dtype.hasobject:
-            return head + (id(a),), False, True
-        if a.nbytes <= MAX_BYTES:
-            return head + (hash(a.tobytes()),), True, False
-        flat = a.reshape(-1) if a.flags.c_contiguous else a.flat
-        step = a.size // SAMPLE + 1
-        sample = flat[::step]
-        import numpy
-
-        sample = numpy.asarray(sample)
-        return head + (hash(sample.tobytes()), hash(numpy.asarray(flat[-1:]).tobytes())), False, True
-
-    def _values(self, values):
-        np = self.np
-        if np is not None and isinstance(values, np.ndarray):
-            fp, ex, _ = self._array(values)
-            return fp, ex
-        try:  # extension arrays: sample into numpy
-            n = len(values)
-            step = n // SAMPLE + 1
-            arr = np.asarray(values[::step]) if np is not None else list(values[::step])
-            if np is not None and not arr.dtype.hasobject:
-                return ("ext", n, hash(arr.tobytes())), step == 1
-            return ("ext", n, hash(tuple(map(repr, arr)))), step == 1
-        except Exception:
-            return ("id", id(values)), False
-
-    def _index(self, idx):
-        pd = self.pd
-        if isinstance(idx, pd.RangeIndex):
-            return ("range", idx.start, idx.stop, idx.step), True
-        fp, ex = self._values(idx._values)
-        return ("index", len(idx), fp), ex
-
-    def _frame(self, df):
-        parts = [("frame", df.shape)]
-        exact = True
-        cols = list(df.columns[:MAX_ITEMS])
-        parts.append(hash(tuple(repr(c) for c in cols)))
-        exact = exact and len(df.columns) <= MAX_ITEMS
-        idx, ex = self._index(df.index)
-        parts.append(idx)
-        exact = exact and ex
-        try:
-            blocks = df._mgr.blocks
-            for blk in blocks[:MAX_ITEMS]:
-                fp, ex = self._values(blk.values)
-                parts.append(fp)
-                exact = exact and ex
-            exact = exact and len(blocks) <= MAX_ITEMS
-        except Exception:
-            parts.append(id(df))
-            exact = False
-        return tuple(parts), exact, not exact
 
 
 def _code_key(code):
@@ -264,7 +276,7 @@ RNG_NAMES = ("<numpy.random>", "<random>")
 
 
 def _global_rngs():
-    out = {}
+    out: dict[str, Any] = {}
     np = sys.modules.get("numpy")
     if np is not None:
         try:
@@ -281,9 +293,13 @@ def _global_rngs():
     return out
 
 
-def _snapshot(ns):
-    fp = _Fp()
-    out = {}
+def _snapshot(ns, touched=None):
+    cache = _state["cache"]
+    for key in [k for k, entry in cache.items() if entry[0]() is None]:
+        del cache[key]
+    fp = _Fp(touched, cache, ns)
+    _state["last"] = fp
+    out: dict[str, Any] = {}
     for name, state in _global_rngs().items():
         out[name] = (0, state, True, False, state)
     for name in list(ns):
@@ -303,7 +319,11 @@ def install(ns=None):
     if ns is None:
         ip = sys.modules["IPython"].get_ipython()
         ns = ip.user_ns
+        reach = sys.modules.get(REACH_MODULE)
+        if reach is not None:
+            reach.install(ip, ns)
     _state["ns"] = ns
+    _state["cache"].clear()
     _state["prev"] = _snapshot(ns)
     return json.dumps({"protocol": PROTOCOL_VERSION, "names": len(_state["prev"])})
 
@@ -316,7 +336,12 @@ def collect():
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False})
     try:
         prev = _state["prev"] or {}
-        cur = _snapshot(ns)
+        reach = sys.modules.get(REACH_MODULE)
+        touched = reach.reached(ns) if reach is not None else None
+        cur = _snapshot(ns, touched)
+        if reach is not None:
+            # walking what code reaches pays off only when re-hashing the big values costs more
+            reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
     except Exception as exc:  # never break the user's code
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
     bound, mutated, opaque = [], [], []
@@ -348,5 +373,9 @@ def collect():
             # the hidden generators' state, so equal states are recognised as the same value
             "states": {n: str(hash(cur[n][1])) for n in RNG_NAMES if n in cur},
             "ms": round((time.perf_counter() - start) * 1000, 3),
+            # big values re-hashed / reused from the cache (``reach``); scan: everything looked at
+            "hashed": _state["last"].hashed,
+            "reused": _state["last"].hits,
+            "scan": "full" if touched is None else "reached",
         }
     )
