@@ -22,11 +22,11 @@ from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreacha
 from ipykeep.core.providers.ssh import SshTarget
 
 from .checks import (
+    check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
     check_restart,
     check_run_and_cwd,
-    check_files_are_stat_through_the_kernel,
     check_run_stale_after_data_edit,
     free_port,
     make_engine,

@@ -48,26 +48,36 @@ def stop(kernel):
     signal_group(kernel.pid, signal.SIGKILL)
 
 
-def supervise(listener, info, cwd, module, orphan_s, runtime):
+class Attached:
+    """The relays connected now, and since when nobody is."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.clients = []
+        self.since = time.time()
+
+
+def launch(module, cwd, runtime):
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    return subprocess.Popen(
+        [sys.executable, "-m", module, "-f", os.path.join(runtime, "kernel.json")],
+        cwd=cwd, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def supervise(listener, info, cwd, module, orphan_s, runtime):
+    kernel = None
     try:
-        kernel = subprocess.Popen(
-            [sys.executable, "-m", module, "-f", os.path.join(runtime, "kernel.json")],
-            cwd=cwd, env=env, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
+        kernel = launch(module, cwd, runtime)
+        info = dict(info, pid=kernel.pid)
     except OSError as exc:
         info = {"error": "cannot start %s: %s" % (sys.executable, exc)}
-        kernel = None
-    else:
-        info = dict(info, pid=kernel.pid)
-    lock = threading.Lock()
-    state = {"attached": 0, "since": time.time(), "clients": []}
+    attached = Attached()
 
     def serve(conn):
-        with lock:
-            state["attached"] += 1
-            state["clients"].append(conn)
+        with attached.lock:
+            attached.clients.append(conn)
         try:
             conn.sendall((json.dumps(info) + "\n").encode())
             for line in conn.makefile("rb"):
@@ -79,10 +89,9 @@ def supervise(listener, info, cwd, module, orphan_s, runtime):
         except OSError:
             pass
         finally:
-            with lock:
-                state["attached"] -= 1
-                state["since"] = time.time()
-                state["clients"].remove(conn)
+            with attached.lock:
+                attached.clients.remove(conn)
+                attached.since = time.time()
 
     def accept():
         while True:
@@ -99,16 +108,16 @@ def supervise(listener, info, cwd, module, orphan_s, runtime):
     else:
         while kernel.poll() is None:
             time.sleep(0.5)
-            with lock:
-                orphaned = state["attached"] == 0 and time.time() - state["since"] > orphan_s
+            with attached.lock:
+                orphaned = not attached.clients and time.time() - attached.since > orphan_s
             if orphaned:
                 stop(kernel)
                 break
         code = kernel.wait()
     listener.close()
     shutil.rmtree(runtime, ignore_errors=True)
-    with lock:
-        for conn in state["clients"]:
+    with attached.lock:
+        for conn in attached.clients:
             try:
                 conn.sendall(b"EXIT %d\n" % code)
                 conn.shutdown(socket.SHUT_RDWR)
