@@ -82,6 +82,12 @@ class Config:
     remote_python: str = "python3"
     #: An ssh config file used instead of ~/.ssh/config (``ssh -F``); None: the user's own.
     ssh_config: str | None = None
+    #: Seconds a kernel on an SSH host keeps running with no ipykeep attached (the link dropped
+    #: and never came back); then its supervisor on the host stops it.
+    ssh_orphan_timeout_s: float = 600.0
+    #: Seconds between two stat polls of a remote kernel's data files (through the kernel,
+    #: skipped while its main shell is busy and no subshell is free); 0 turns polling off.
+    remote_watch_interval_s: float = 5.0
 
     def with_overrides(self, **overrides: Any) -> Config:
         clean = {k: v for k, v in overrides.items() if v is not None}
