@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 
 from ipykeep.composition import compose
-from ipykeep.core.client import DaemonClient, _pid_alive, ensure_daemon, find_daemon
+from ipykeep.core.client import DaemonClient, ensure_daemon, find_daemon, pid_alive
 from ipykeep.core.config import Config
 from ipykeep.core.engine import Engine
 from ipykeep.core.project import ProjectPaths
@@ -53,9 +53,9 @@ def stop_daemon(root: Path, timeout: float = 20.0) -> None:
     with contextlib.suppress(Exception):
         DaemonClient(desc).call("shutdown")
     deadline = time.monotonic() + timeout
-    while _pid_alive(desc.pid) and time.monotonic() < deadline:
+    while pid_alive(desc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _pid_alive(desc.pid):
+    if pid_alive(desc.pid):
         with contextlib.suppress(OSError):
             os.kill(desc.pid, signal.SIGKILL)
 
