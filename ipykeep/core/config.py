@@ -100,6 +100,12 @@ class Config:
     checkpoint_exclude_types: list[str] = field(default_factory=list)
     #: Seconds a restore may take before the values not loaded yet are re-run instead.
     restore_timeout: float = 120.0
+    #: Seconds a kernel on an SSH host keeps running with no ipykeep attached (the link dropped
+    #: and never came back); then its supervisor on the host stops it.
+    ssh_orphan_timeout_s: float = 600.0
+    #: Seconds between two stat polls of a remote kernel's data files (through the kernel,
+    #: skipped while its main shell is busy and no subshell is free); 0 turns polling off.
+    remote_watch_interval_s: float = 5.0
 
     def with_overrides(self, **overrides: Any) -> Config:
         clean = {k: v for k, v in overrides.items() if v is not None}

@@ -235,6 +235,7 @@ class Engine:
         self.kernels[kernel_id] = session
         process.on_death = lambda p, s=session: self._on_death(s)
         process.on_foreign = lambda msg, s=session: self._on_foreign(s, msg)
+        process.on_notice = session.notice_once
         try:
             await process.start()
             for observer in self.observers:

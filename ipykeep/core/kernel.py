@@ -74,6 +74,7 @@ class KernelProcess:
         self.installed_helpers: set[str] = set()
         self.on_death: Any = None  # callback(process) set by the owner
         self.on_foreign: Any = None  # callback(msg) for iopub from other clients (browser)
+        self.on_notice: Any = None  # callback(text): something the user should be told
         self.subshells = SubshellPool(name, self._send_control)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -159,6 +160,14 @@ class KernelProcess:
         self._fail_pending("kernel restarted")
         await self.start()
 
+    def _fail_one(self, msg_id: str, why: str) -> None:
+        if (ex := self._pending.pop(msg_id, None)) is not None:
+            ex.finish("lost", note=why)
+        for futures in (self._replies, self._idle):
+            fut = futures.pop(msg_id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
+
     def _fail_pending(self, why: str) -> None:
         for ex in list(self._pending.values()):
             ex.finish("lost", note=why)
@@ -174,10 +183,20 @@ class KernelProcess:
     async def _watch_alive(self) -> None:
         while True:
             await asyncio.sleep(0.5)
+            before = set(self._pending)
             try:
                 alive = await self.provider.is_alive()
             except Exception:
                 alive = False
+            note = getattr(self.provider, "notice", None)
+            if alive and note:
+                # A remote kernel's link dropped and came back: what the kernel sent meanwhile is
+                # lost, so executions under way then cannot be followed (later ones were queued).
+                self.provider.notice = None  # type: ignore[attr-defined]
+                for msg_id in before & set(self._pending):
+                    self._fail_one(msg_id, note + "; this execution's output and outcome after the drop are unknown")
+                if self.on_notice:
+                    self.on_notice(note)
             if not alive:
                 self.alive = False
                 self._fail_pending(self.provider.lost_reason or "kernel died")

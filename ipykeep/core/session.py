@@ -59,10 +59,14 @@ class StalenessState:
 
     tracker: StalenessTracker = field(default_factory=StalenessTracker)
     watch_task: asyncio.Task[Any] | None = None
+    #: a remote kernel's stat poll (``core/remote_stat.py``), in place of watched directories
+    poll_task: asyncio.Task[Any] | None = None
     #: set to restart the watcher with a directory it does not watch yet
     watch_restart: asyncio.Event | None = None
     #: directories of the files cells read (watched besides the notebook's directory)
     read_dirs: set[str] = field(default_factory=set)
+    #: a remote kernel's file stamps as last stat'ed through it, by the path asked for
+    remote_stamps: dict[str, Any] = field(default_factory=dict)
     #: warm-up runs untraced under ipyflow (``warm_tracing = false``)
     untraced: bool = False
 

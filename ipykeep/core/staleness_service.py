@@ -9,6 +9,7 @@ at the moment of the request (re-read, re-stat), never from what a watcher last 
 A watcher (watchfiles, non-recursive, on the notebook's directory and the directories of the
 files cells read) only adds a notice to the next result, saying what changed and how many
 cells are stale now; it is blind to ipykeep's own notebook writes (recognised by content hash).
+A remote kernel's files are stat'ed and polled through the kernel instead (``remote_stat``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker, probes
 from ..staleness.errors import StalenessError
-from . import ipyflow_adapter, plan_runs
+from . import ipyflow_adapter, plan_runs, remote_stat
 from .errors import IpykeepError, UsageError
 from .execution import Execution
 from .notebook import Cell, NotebookSnapshot, content_hash, read_notebook
@@ -41,6 +42,8 @@ _OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost"
 
 
 def stat_for(session: KernelSession):
+    if remote_stat.is_remote(session):
+        return remote_stat.cached(session)
     base = session.cwd
 
     def stat(path: str) -> FileStamp | None:
@@ -100,7 +103,9 @@ class StalenessService(SessionObserver):
     async def _install_probes(self, session: KernelSession) -> None:
         proc = session.process
         await proc.install_helper(probes.FILETRACK_MODULE, probes.filetrack_source())
-        await proc.eval_silent(probes.filetrack_install_expr(str(self.engine.paths.root)))
+        # a remote kernel's files live under its own working directory, not this project's
+        root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
+        await proc.eval_silent(probes.filetrack_install_expr(root))
         await proc.eval_silent(probes.filetrack_begin_expr())
         await proc.install_helper(probes.REACH_MODULE, probes.reach_source())
         await proc.install_helper(probes.DATAHASH_MODULE, probes.datahash_source())
@@ -115,6 +120,10 @@ class StalenessService(SessionObserver):
         await self._install_probes(session)
         if session.notebook is not None:
             session.staleness.watch_task = asyncio.create_task(self._watch(session))
+            if remote_stat.is_remote(session) and session.staleness.poll_task is None:
+                session.staleness.poll_task = asyncio.create_task(
+                    remote_stat.poll(session, lambda: self._needed_paths(session), lambda moved: self._notice(session, moved))
+                )
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         self.tracker(session).kernel_restarted()
@@ -124,9 +133,10 @@ class StalenessService(SessionObserver):
         self.tracker(session).kernel_restarted()
 
     async def kernel_closing(self, session: KernelSession) -> None:
-        task, session.staleness.watch_task = session.staleness.watch_task, None
-        if task is not None:
-            task.cancel()
+        for task in (session.staleness.watch_task, session.staleness.poll_task):
+            if task is not None:
+                task.cancel()
+        session.staleness.watch_task = session.staleness.poll_task = None
 
     @staticmethod
     def _traced(session: KernelSession) -> bool:
@@ -151,6 +161,8 @@ class StalenessService(SessionObserver):
         }
         if self._traced(session):
             exprs["ipykeep_flow"] = ipyflow_adapter.cell_expr(cell.cell_id)
+        if remote_stat.is_remote(session):
+            exprs[remote_stat.STAT_KEY] = remote_stat.cell_stat_expr(session, cell.source)
         return exprs
 
     def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
@@ -175,6 +187,7 @@ class StalenessService(SessionObserver):
         written: tuple[str, ...] = ()
         dynamic = None
         observed = None
+        stat = stat_for(session)
         if session.process.alive:
             try:
                 reply = await self._probe_result(session, ex, "ipykeep_files", probes.filetrack_collect_expr())
@@ -185,6 +198,11 @@ class StalenessService(SessionObserver):
                 if self._traced(session):
                     flow = await self._probe_result(session, ex, "ipykeep_flow", ipyflow_adapter.cell_expr(cell.cell_id))
                     dynamic = ipyflow_adapter.parse_cell(flow)
+                if remote_stat.is_remote(session):
+                    expr = remote_stat.cell_stat_expr(session, cell.source)
+                    stamps = probes.parse_filetrack_stamps(await self._probe_result(session, ex, remote_stat.STAT_KEY, expr))
+                    stat = remote_stat.KernelStat(remote_stat.remember(session, remote_stat.cell_paths(session, cell.source), stamps))
+                    remote_stat.remember(session, (f.path for f in files), files)
             except (IpykeepError, StalenessError) as exc:
                 log.warning("probe after %s failed: %s", cell.cell_id, exc.message)
         self.tracker(session).record_cell_run(
@@ -194,11 +212,11 @@ class StalenessService(SessionObserver):
             _OUTCOME.get(ex.state, "failed"),  # type: ignore[arg-type]
             files_read=files,
             dynamic=dynamic,
-            stat=stat_for(session),
+            stat=stat,
             files_written=written,
             observed=observed,
         )
-        if files:
+        if files and not remote_stat.is_remote(session):
             self._watch_dirs(session, {str(Path(f.path).parent) for f in files})
 
     async def after_scratch(self, session: KernelSession, ex: Execution, origin: Origin = "scratch") -> None:
@@ -216,6 +234,20 @@ class StalenessService(SessionObserver):
 
     def plan(self, session: KernelSession, snap: NotebookSnapshot) -> Plan:
         return self.tracker(session).plan(notebook_cells(snap), stat_for(session))
+
+    async def _fresh_stat(self, session: KernelSession, snap: NotebookSnapshot):
+        """The stat a plan made now should use: a remote kernel's stamps fetched for it."""
+        if not remote_stat.is_remote(session) or not session.process.alive:
+            return stat_for(session)
+        cells = notebook_cells(snap)
+        return await remote_stat.prefetched(session, lambda stat: self.tracker(session).plan(cells, stat))
+
+    def _needed_paths(self, session: KernelSession) -> set[str]:
+        """The files a plan of the notebook stats now (what a remote kernel's poll re-stats)."""
+        assert session.notebook is not None
+        probe = remote_stat.KernelStat({})
+        self.tracker(session).plan(notebook_cells(read_notebook(session.notebook)), probe)
+        return probe.missed | set(self.tracker(session).watched)
 
     # -- RPC methods (registered by the daemon) -----------------------------------------------
     async def plan_progress(self, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
@@ -239,7 +271,8 @@ class StalenessService(SessionObserver):
         if session.notebook is None:
             raise UsageError(f"kernel {session.kernel_id} has no notebook", hint="run_stale works on a notebook's kernel")
         snap = read_notebook(session.notebook)
-        plan = self.plan(session, snap)
+        stat = await self._fresh_stat(session, snap)
+        plan = self.tracker(session).plan(notebook_cells(snap), stat)
         plan_json = plan.to_json()
         cost = plan_runs.annotate(session, snap, plan.cell_ids, plan_json)
         batch = None
@@ -252,7 +285,6 @@ class StalenessService(SessionObserver):
             cells = notebook_cells(snap)
             expected = {c.cell_id for c in cells if c.expects_failure}
             tracker = self.tracker(session)
-            stat = stat_for(session)
             first = plan.stale[0].cell_id
 
             def skip_if(cell_id: str, failed: set[str]) -> str | None:
@@ -263,7 +295,7 @@ class StalenessService(SessionObserver):
                 # The plan was made before anything ran. Re-plan with what the cells above
                 # just did: a reader planned because an edited cell might change its input is
                 # dropped when the kernel saw that input keep its value (a print-only edit).
-                if cell_id != first and cell_id not in tracker.plan(cells, stat).cell_ids:
+                if cell_id != first and cell_id not in tracker.plan(cells, stat_for(session)).cell_ids:
                     return "no longer stale: the values it reads kept their value when the cells above re-ran"
                 return None
 
@@ -305,6 +337,12 @@ class StalenessService(SessionObserver):
     async def watch_file(self, path: str, kernel_id: str | None = None, notebook: str | None = None) -> dict[str, Any]:
         """Register ``path`` as an input of the notebook (a read the detection missed)."""
         session = self.engine.session(kernel_id, notebook)
+        if remote_stat.is_remote(session):
+            # the path is the kernel's (relative to its working directory), stat'ed there
+            fetched = await remote_stat.fetch(self.engine.live(kernel_id, notebook), [path])
+            found = (fetched or {})[path]
+            self.tracker(session).watch(found.path, found if found.exists else None)
+            return {"kernel_id": session.kernel_id, "path": found.path, "exists": found.exists, "watched": list(self.tracker(session).watched)}
         p = Path(path).expanduser()
         if not p.is_absolute():
             p = (session.cwd / p).resolve()
@@ -359,7 +397,13 @@ class StalenessService(SessionObserver):
             for p in paths
             if p != nb and str(p.parent) in tracked and p.suffix != ".ipynb" and not p.name.startswith(".")
         )
-        if not relevant:
+        self._notice(session, relevant)
+
+    def _notice(self, session: KernelSession, relevant: list[str]) -> None:
+        """Leave a notice on the next result: what changed, how many cells are stale now."""
+        nb = session.notebook
+        relevant = [Path(r).name for r in relevant]
+        if nb is None or not relevant:
             return
         try:
             plan = self.plan(session, read_notebook(nb))

@@ -103,6 +103,18 @@ def parse_filetrack_written(payload: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(p) for p in payload.get("written", []))
 
 
+def filetrack_stat_expr(paths: Iterable[str]) -> str:
+    """Stamps of ``paths`` as the kernel sees them (see ``filetrack.stat_many``)."""
+    return call_expr(FILETRACK_MODULE, "stat_many", list(paths))
+
+
+def parse_filetrack_stamps(payload: Mapping[str, Any]) -> tuple[FileStamp, ...]:
+    """The stamps of ``stat_many``, in the order asked (missing files have no mtime)."""
+    check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
+    stamps: Iterable[Mapping[str, Any]] = payload.get("stamps", [])
+    return tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in stamps)
+
+
 # ----------------------------------------------------------------------------- statemon
 
 STATEMON_MODULE = "_ipykeep_statemon"

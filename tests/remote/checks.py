@@ -100,3 +100,50 @@ async def check_restart(engine: Engine, kid: str) -> None:
     assert engine.kernels[kid].process.generation == old + 1
     rec = await engine.execute("print('total' in globals())", kernel_id=kid)
     assert rec.state == "ok" and rec.output.text.strip() == "False"
+
+
+def make_kernel_side_dir(base: Path) -> Path:
+    """The kernel's own working directory, apart from the notebook's: its ``data.csv`` is the
+    one the notebook reads there, while this machine's copy beside the notebook stays as it is."""
+    kernel_dir = base / "kernel-side"
+    kernel_dir.mkdir()
+    (kernel_dir / "data.csv").write_text(CSV)
+    (kernel_dir / "watched.txt").write_text("v1\n")
+    return kernel_dir
+
+
+async def check_files_are_stat_through_the_kernel(engine: Engine, kid: str, root: Path, kernel_dir: Path) -> None:
+    run_stale = method(engine, "run_stale")
+    rec = await engine.execute("print(total)", kernel_id=kid)
+    assert rec.output.text.strip() == "3", rec
+    assert not (await run_stale(kernel_id=kid)).stale
+    host_copy = (root / "data.csv").read_text()
+
+    # the kernel's file changes; the path "data.csv" means this one only in the kernel
+    (kernel_dir / "data.csv").write_text(CSV + "c,4\n")
+    plan = await run_stale(kernel_id=kid)
+    reader, user = (e for e in plan.stale)
+    assert [r["kind"] for r in reader["reasons"]] == ["file_changed"], plan
+    assert reader["reasons"][0]["path"] == str(kernel_dir / "data.csv")
+    assert all(r["kind"] != "file_changed" for r in user["reasons"]), plan  # stale through `rows`
+
+    done = await run_stale(kernel_id=kid, execute=True)
+    assert [r.cell_id for r in done.batch.results] == [reader["cell_id"], user["cell_id"]]
+    fresh = "import csv\nprint(total, sum(int(r['value']) for r in csv.DictReader(open('data.csv'))))"
+    rec = await engine.execute(fresh, kernel_id=kid)
+    assert rec.output.text.split() == ["7", "7"], rec
+    assert not (await run_stale(kernel_id=kid)).stale
+    assert (root / "data.csv").read_text() == host_copy  # nothing here was touched
+
+    # a watched file only the kernel's machine has, polled through the kernel
+    assert not (root / "watched.txt").exists()
+    watched = await method(engine, "watch_file")("watched.txt", kernel_id=kid)
+    assert watched["exists"] and watched["path"] == str(kernel_dir / "watched.txt"), watched
+    session = engine.kernels[kid]
+    session.notices.clear()
+    (kernel_dir / "watched.txt").write_text("v2, longer\n")
+    for _ in range(100):
+        if any("watched.txt" in n for n in session.notices):
+            break
+        await asyncio.sleep(0.1)
+    assert any(n.startswith("changed on disk: watched.txt") for n in session.notices), session.notices

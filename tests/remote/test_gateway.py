@@ -28,6 +28,7 @@ from ipykeep.core.providers import wschannels
 from tests.conftest import cli_env, run_cli, stop_daemon
 
 from .checks import (
+    check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
     check_restart,
@@ -35,6 +36,7 @@ from .checks import (
     check_run_stale_after_data_edit,
     free_port,
     make_engine,
+    make_kernel_side_dir,
     make_remote_project,
     method,
 )
@@ -225,5 +227,18 @@ async def test_a_kernel_dying_on_the_gateway_is_reported_as_died(gateway, tmp_pa
         await engine.restart(kernel_id=rec.kernel_id)
         again = await engine.execute("print('kept' in globals())", kernel_id=rec.kernel_id)
         assert again.output.text.strip() == "False"
+    finally:
+        await engine.shutdown()
+
+
+async def test_data_files_are_stat_and_watched_through_the_kernel(gateway, tmp_path):
+    """The kernel works in its own directory: "data.csv" there is not the copy beside the
+    notebook, and only the kernel's stat can see its edit."""
+    root = make_remote_project(tmp_path / "nb")
+    kernel_dir = make_kernel_side_dir(tmp_path)
+    engine = make_engine(root, kernel_cwd=str(kernel_dir), remote_watch_interval_s=0.5)
+    try:
+        rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), gateway=gateway.url)
+        await check_files_are_stat_through_the_kernel(engine, rec.kernel_id, root, kernel_dir)
     finally:
         await engine.shutdown()

@@ -7,6 +7,7 @@ process, its working directory and the ports it listens on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreacha
 from ipykeep.core.providers.ssh import SshTarget
 
 from .checks import (
+    check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
     check_restart,
@@ -28,6 +30,7 @@ from .checks import (
     check_run_stale_after_data_edit,
     free_port,
     make_engine,
+    make_kernel_side_dir,
     make_remote_project,
 )
 from .sshd import LoopbackSshd, unavailable
@@ -135,24 +138,82 @@ async def test_an_unreachable_host_and_a_missing_directory_are_reported(sshd, tm
         await engine.shutdown()
 
 
-async def test_a_lost_connection_is_reported_and_the_remote_kernel_stops(sshd, tmp_path):
+async def _wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert condition()
+
+
+async def test_a_dropped_link_is_re_established_to_the_same_kernel(sshd, tmp_path):
     root = make_remote_project(tmp_path)
     engine = ssh_engine(root, sshd)
     try:
         rec = await engine.create_kernel(cwd=sshd.url(root), warm=False)
-        kernel = remote_kernel(engine, rec.kernel_id)
-        running = await engine.execute("import time; time.sleep(30)", kernel_id=rec.kernel_id, yield_time_ms=0)
-        os.kill(engine.kernels[rec.kernel_id].process.provider.master.pid, signal.SIGKILL)  # the link drops
-        deadline = time.monotonic() + 10
-        while engine.kernels[rec.kernel_id].state != "dead" and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        assert engine.kernels[rec.kernel_id].state == "dead"
-        lost = await engine.read_execution(running.handle, kernel_id=rec.kernel_id)
+        kid = rec.kernel_id
+        kernel = remote_kernel(engine, kid)
+        assert (await engine.execute("x = 41", kernel_id=kid)).state == "ok"
+        provider = engine.kernels[kid].process.provider
+        old_master, ports = provider.master.pid, list(provider.local_ports)
+        os.kill(old_master, signal.SIGKILL)  # the link drops
+        await _wait_for(lambda: provider.reconnects == 1)
+        session = engine.kernels[kid]
+        assert any("was lost and was re-established" in n for n in session.notices), session.notices
+        after = await engine.execute("print(x + 1)", kernel_id=kid)
+        assert after.state == "ok" and after.output.text.strip() == "42", after  # same kernel, same state
+        assert provider.master.pid != old_master and provider.local_ports == ports
+        assert remote_kernel(engine, kid).pid == kernel.pid and session.state != "dead"
+        # the interrupt line reaches the kernel through the new link too
+        await check_interrupt_after_reconnect(engine, kid)
+    finally:
+        await engine.shutdown()
+    gone, alive = psutil.wait_procs([kernel], timeout=8)
+    assert not alive, "closing still stops the kernel on the host"
+
+
+async def check_interrupt_after_reconnect(engine, kid) -> None:
+    slow = await engine.execute("import time\nfor _ in range(600): time.sleep(0.1)", kernel_id=kid, yield_time_ms=0)
+    await asyncio.sleep(0.5)
+    assert (await engine.interrupt(kernel_id=kid, handle=slow.handle)).action == "interrupted"
+
+
+async def test_a_kernel_that_died_with_the_link_takes_the_restart_path(sshd, tmp_path):
+    root = make_remote_project(tmp_path)
+    engine = ssh_engine(root, sshd)
+    try:
+        rec = await engine.create_kernel(cwd=sshd.url(root), warm=False)
+        kid = rec.kernel_id
+        await engine.execute("x = 41", kernel_id=kid)
+        kernel = remote_kernel(engine, kid)
+        os.kill(engine.kernels[kid].process.provider.master.pid, signal.SIGKILL)
+        kernel.kill()
+        await _wait_for(lambda: engine.kernels[kid].state == "dead")
+        assert any("died; its state is gone" in n for n in engine.kernels[kid].notices)
+        await engine.restart(kernel_id=kid)
+        again = await engine.execute("print('x' in globals())", kernel_id=kid)
+        assert again.output.text.strip() == "False"
+    finally:
+        await engine.shutdown()
+
+
+async def test_an_unreachable_host_after_a_drop_is_reported_and_the_orphan_stops(sshd, tmp_path):
+    root = make_remote_project(tmp_path)
+    engine = ssh_engine(root, sshd, ssh_orphan_timeout_s=2)
+    try:
+        rec = await engine.create_kernel(cwd=sshd.url(root), warm=False)
+        kid = rec.kernel_id
+        kernel = remote_kernel(engine, kid)
+        running = await engine.execute("import time; time.sleep(30)", kernel_id=kid, yield_time_ms=0)
+        provider = engine.kernels[kid].process.provider
+        provider.target = dataclasses.replace(provider.target, port=free_port())  # nothing listens there
+        os.kill(provider.master.pid, signal.SIGKILL)  # the link drops and cannot come back
+        await _wait_for(lambda: engine.kernels[kid].state == "dead")
+        lost = await engine.read_execution(running.handle, kernel_id=kid)
         assert lost.state == "lost" and "ssh connection" in lost.output.text
-        with pytest.raises(KernelDiedError, match="the ssh connection to ipykeep-test-host was lost"):
-            await engine.execute("1", kernel_id=rec.kernel_id)
-        gone, alive = psutil.wait_procs([kernel], timeout=8)
-        assert not alive, "the kernel must not be left running on the host"
+        with pytest.raises(KernelDiedError, match="was lost and could not be re-established: cannot reach"):
+            await engine.execute("1", kernel_id=kid)
+        gone, alive = psutil.wait_procs([kernel], timeout=15)
+        assert not alive, "a kernel nobody re-attaches to must stop after ssh_orphan_timeout_s"
     finally:
         await engine.shutdown()
 
@@ -173,5 +234,18 @@ async def test_an_ipyflow_kernel_over_ssh(sshd, tmp_path):
         assert rec.dataflow == "ipyflow" and engine.kernels[rec.kernel_id].warm.failed == []
         assert "ipyflow" in " ".join(remote_kernel(engine, rec.kernel_id).cmdline())
         await check_run_stale_after_data_edit(engine, rec.kernel_id, root)
+    finally:
+        await engine.shutdown()
+
+
+async def test_data_files_are_stat_and_watched_through_the_kernel(sshd, tmp_path):
+    """The kernel works in its own directory: "data.csv" there is not the copy beside the
+    notebook, and only the kernel's stat can see its edit."""
+    root = make_remote_project(tmp_path / "nb")
+    kernel_dir = make_kernel_side_dir(tmp_path)
+    engine = ssh_engine(root, sshd, remote_watch_interval_s=0.5)
+    try:
+        rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), cwd=sshd.url(kernel_dir))
+        await check_files_are_stat_through_the_kernel(engine, rec.kernel_id, root, kernel_dir)
     finally:
         await engine.shutdown()

@@ -57,5 +57,11 @@ def make_provider(spec: LaunchSpec, config: Any, *, location: str | None = None)
                 'kernel_provider = "ssh" needs ssh_url',
                 hint="set ssh_url = \"ssh://user@host/path\" in ipykeep.toml, or pass cwd=\"ssh://user@host/path\"",
             )
-        return SshProvider(spec, SshTarget.parse(url), python=config.remote_python, ssh_config=config.ssh_config)
+        return SshProvider(
+            spec,
+            SshTarget.parse(url),
+            python=config.remote_python,
+            ssh_config=config.ssh_config,
+            orphan_timeout=config.ssh_orphan_timeout_s,
+        )
     raise UsageError(f"unknown kernel_provider {kind!r}", hint="use 'local', 'gateway' or 'ssh'")

@@ -59,6 +59,9 @@ class KernelProvider(Protocol):
     """Starts, signals and stops one kernel; ``start`` returns a ready client."""
 
     kind: ProviderKind
+    #: The kernel sees another filesystem than ipykeep (gateway, ssh): files are stat'ed and
+    #: watched through the kernel (``core/remote_stat.py``), never on this machine.
+    remote: bool
     #: Where the kernel runs, for messages ("local", "gateway https://…", "ssh://user@host/path").
     location: str
     #: Why ``is_alive`` turned False when the kernel itself may be fine (a lost connection).

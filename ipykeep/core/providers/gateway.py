@@ -115,6 +115,7 @@ class GatewayProvider:
     """One kernel on a Jupyter server reached over HTTP(S)."""
 
     kind: ProviderKind = "gateway"
+    remote: bool = True
     pid = None
     connection_file = None
 

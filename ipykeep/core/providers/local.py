@@ -85,6 +85,7 @@ class LocalProvider:
     """A kernel process on this machine, started by jupyter_client's local provisioner."""
 
     kind: ProviderKind = "local"
+    remote: bool = False
     location = "local"
     kernel_cwd: str | None = None
 

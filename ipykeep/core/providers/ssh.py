@@ -8,8 +8,11 @@ tunnels from local loopback ports to the kernel's ports on the host's loopback. 
 opened on the host beyond its loopback, and none locally beyond ours.
 
 Interrupts are SIGINT to the kernel's process group on the host (a line to the launcher).
-Ending the connection ends the kernel (the launcher sees end of input): a dropped link is
-reported as such, and nothing is left running on the host.
+The kernel outlives the connection: its supervisor on the host is detached from the SSH session.
+When the link drops, ``is_alive`` opens a new master, re-attaches to the same kernel and
+forwards the same local ports to its same ports, so the client's sockets reconnect by
+themselves; if the kernel ended meanwhile, it is reported dead as any kernel would be. A kernel
+nobody re-attaches to within ``orphan_timeout`` seconds is stopped by its supervisor.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import queue
 import shlex
 import shutil
@@ -33,6 +37,8 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from ..errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from .base import KernelChannels, LaunchSpec, ProviderKind, kernel_module
 from .local import short_runtime_dir
+
+log = logging.getLogger("ipykeep.ssh")
 
 LAUNCHER = (Path(__file__).parent / "ssh_launcher.py").read_text()
 #: Seconds the master connection may take (DNS, TCP, key exchange, authentication).
@@ -104,12 +110,30 @@ class SshProvider:
     """One kernel on an SSH host, driven through forwarded loopback ports."""
 
     kind: ProviderKind = "ssh"
+    remote: bool = True
     pid = None
     connection_file = None
     kernel_cwd: str | None = None  # the launcher starts the kernel in the right directory
 
-    def __init__(self, spec: LaunchSpec, target: SshTarget, *, python: str = "python3", ssh_config: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        target: SshTarget,
+        *,
+        python: str = "python3",
+        ssh_config: str | None = None,
+        orphan_timeout: float = 600.0,
+    ) -> None:
         self.spec = spec
+        self.orphan_timeout = orphan_timeout
+        #: the kernel's private directory on the host (its supervisor's address)
+        self.remote_runtime: str | None = None
+        self.local_ports: list[int] = []
+        self.remote_info: dict[str, Any] = {}
+        #: times the link was re-established to the same kernel
+        self.reconnects = 0
+        #: what the owner should tell the user about the link (taken by ``take_notice``)
+        self.notice: str | None = None
         self.target = target
         self.python = python
         self.ssh_config = ssh_config
@@ -188,15 +212,8 @@ class SshProvider:
             await self._open_master()
             info = await self._launch(timeout)
             local = free_local_ports(len(PORT_NAMES))
-            forwards: list[str] = []
-            for name, port in zip(PORT_NAMES, local):
-                forwards += ["-L", f"127.0.0.1:{port}:127.0.0.1:{info[name]}"]
-            code, out = await self._run("-O", "forward", *forwards, self.target.destination)
-            if code != 0:
-                raise KernelStartError(
-                    f"ssh to {self.target.destination} could not forward the kernel's ports: {out.strip()}",
-                    hint="the host's sshd must allow TCP forwarding (AllowTcpForwarding yes)",
-                )
+            self.local_ports, self.remote_info = local, info
+            await self._forward()
             conn = {k: v for k, v in info.items() if k in ("key", "signature_scheme", "transport")}
             conn.update(dict(zip(PORT_NAMES, local)), ip="127.0.0.1")
             context = zmq.asyncio.Context()
@@ -220,6 +237,18 @@ class SshProvider:
             raise
         return kc
 
+    async def _forward(self) -> None:
+        """Tunnel the local ports to the kernel's ports on the host's loopback."""
+        forwards: list[str] = []
+        for name, port in zip(PORT_NAMES, self.local_ports):
+            forwards += ["-L", f"127.0.0.1:{port}:127.0.0.1:{self.remote_info[name]}"]
+        code, out = await self._run("-O", "forward", *forwards, self.target.destination)
+        if code != 0:
+            raise KernelStartError(
+                f"ssh to {self.target.destination} could not forward the kernel's ports: {out.strip()}",
+                hint="the host's sshd must allow TCP forwarding (AllowTcpForwarding yes)",
+            )
+
     async def _wait_ready(self, kc: Any, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -238,10 +267,15 @@ class SshProvider:
             if loop.time() > deadline:
                 raise TimeoutError(f"no answer within {timeout:g} s")
 
-    async def _launch(self, timeout: float) -> dict[str, Any]:
-        remote = " ".join(
-            shlex.quote(a) for a in (self.python, "-c", LAUNCHER, self.target.path, kernel_module(self.spec.dataflow))
-        )
+    async def _launch(self, timeout: float, *, attach: bool = False) -> dict[str, Any]:
+        """Start the kernel (or re-attach to it); its connection info, ``{"gone": True}`` when
+        the kernel to re-attach to has ended."""
+        if attach:
+            assert self.remote_runtime is not None
+            args: tuple[str, ...] = ("attach", self.remote_runtime)
+        else:
+            args = ("start", self.target.path, kernel_module(self.spec.dataflow), str(self.orphan_timeout))
+        remote = " ".join(shlex.quote(a) for a in (self.python, "-c", LAUNCHER, *args))
         self.launcher = await asyncio.create_subprocess_exec(
             *self._base(), self.target.destination, remote,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -263,23 +297,56 @@ class SshProvider:
                 + (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1],
                 hint="remote_python in the configuration must name a Python 3 on the host with ipykernel",
             ) from None
+        if attach and info.get("gone"):
+            return dict(info)
         if "error" in info:
             raise KernelStartError(
                 f"could not start a kernel on {self.target.destination}: {info['error']}",
                 hint="fix the path in the ssh:// URL (ssh://host/~/dir is relative to the home directory)",
             )
         self.remote_pid = int(info["pid"])
+        self.remote_runtime = str(info["runtime"])
         return dict(info)
 
     async def is_alive(self) -> bool:
         if self.master is None or self.launcher is None:
             return False
-        if self.master.returncode is not None:
-            self.lost_reason = f"the ssh connection to {self.target.destination} was lost; the kernel on the host was stopped"
-            return False
+        # ssh exits 255 when its connection ends; the launcher's own exit (0) means the kernel's
+        if self.master.returncode is not None or self.launcher.returncode == 255:
+            return await self._reconnect()
         if self.launcher.returncode is not None:
-            return False  # the kernel exited on the host (the launcher waits for it)
+            return False  # the kernel exited on the host (the launcher relays its end)
         return True
+
+    async def _reconnect(self) -> bool:
+        """A new master and launcher attached to the same kernel, the same ports forwarded."""
+        lost = f"the ssh connection to {self.target.destination} was lost"
+        log.warning("%s: %s; reconnecting", self.spec.name, lost)
+        await self._drop_link()
+        try:
+            await self._open_master()
+            info = await self._launch(CONNECT_TIMEOUT, attach=True)
+            if info.get("gone"):
+                self.lost_reason = None  # the kernel itself ended: reported as a dead kernel
+                return False
+            await self._forward()
+        except KernelStartError as exc:
+            self.lost_reason = f"{lost} and could not be re-established: {exc.message}"
+            return False
+        self.reconnects += 1
+        self.notice = f"{lost} and was re-established; the kernel on the host kept running with its state"
+        return True
+
+    async def _drop_link(self) -> None:
+        for proc in (self.launcher, self.master):
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await self._wait_exit(proc, 2)
+        if self.runtime_dir is not None:
+            # a master killed outright leaves its socket behind; a new one would not bind to it
+            with contextlib.suppress(OSError):
+                (self.runtime_dir / "cm").unlink()
 
     def _tell(self, word: str) -> None:
         if self.launcher is not None and self.launcher.stdin is not None and self.launcher.returncode is None:

@@ -173,3 +173,26 @@ def end():
             "truncated": len(paths) >= MAX_PATHS,
         }
     )
+
+
+def stat_many(paths):
+    """Stamps of ``paths`` as this process sees them, for a host that cannot stat the kernel's
+    files itself (a remote kernel): relative paths against the kernel's cwd, normalized like
+    the read hook; files by mtime and size, directories by ``listing_stamp`` (the rule
+    ``end()`` and the host's own stat use); a missing path with None."""
+    import stat as stat_module
+
+    stamps = []
+    for path in paths:
+        full = os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(path)))
+        try:
+            st = os.stat(full)
+            if stat_module.S_ISDIR(st.st_mode):
+                digest, count = listing_stamp(full)
+                stamps.append({"path": full, "mtime_ns": digest, "size": count})
+                continue
+        except OSError:
+            stamps.append({"path": full, "mtime_ns": None, "size": None})
+            continue
+        stamps.append({"path": full, "mtime_ns": st.st_mtime_ns, "size": st.st_size})
+    return json.dumps({"protocol": PROTOCOL_VERSION, "stamps": stamps})
