@@ -6,6 +6,7 @@ import typer
 
 
 def register_all(app: typer.Typer) -> None:
+    from .checkpoints.commands import register as register_checkpoints
     from .mcp_server.commands import register as register_mcp
     from .scaffold.commands import register as register_scaffold
     from .serve.commands import register as register_serve
@@ -13,3 +14,4 @@ def register_all(app: typer.Typer) -> None:
     register_mcp(app)
     register_serve(app)
     register_scaffold(app)
+    register_checkpoints(app)

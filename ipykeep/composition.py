@@ -1,9 +1,9 @@
 """The composition root: builds the engine and its collaborators, in the order they observe.
 
 Nothing is discovered or installed by magic: the daemon (and in-process users such as tests
-and benchmarks) call ``compose``, which attaches the staleness, inspection and serving
-services to the engine as observers in that order (staleness records a cell before anything
-reads the record), and ``rpc_methods`` lists every service method the daemon serves beside the
+and benchmarks) call ``compose``, which attaches the staleness, checkpoint, inspection and
+serving services to the engine as observers in that order (staleness records a cell before
+anything reads the record: checkpoints read it to know what a cell wrote), and ``rpc_methods`` lists every service method the daemon serves beside the
 engine's own.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .checkpoints.service import CheckpointService
 from .core.config import Config
 from .core.engine import Engine
 from .core.inspection_service import InspectionService
@@ -25,6 +26,7 @@ from .serve.service import ServeService
 class Composition:
     engine: Engine
     staleness: StalenessService
+    checkpoints: CheckpointService
     inspection: InspectionService
     serve: ServeService
 
@@ -39,16 +41,20 @@ class Composition:
             "serve": self.serve.serve,
             "unserve": self.serve.unserve,
             "publish": self.serve.publish,
+            "checkpoint": self.checkpoints.checkpoint,
+            "restore": self.checkpoints.restore,
+            "checkpoints": self.checkpoints.checkpoints,
         }
 
 
 def compose(paths: ProjectPaths, config: Config) -> Composition:
     engine = Engine(paths, config)
     staleness = StalenessService(engine)
+    checkpoints = CheckpointService(engine)
     inspection = InspectionService(engine)
     serve = ServeService(engine)
-    engine.attach(staleness, inspection, serve)
-    return Composition(engine, staleness, inspection, serve)
+    engine.attach(staleness, checkpoints, inspection, serve)
+    return Composition(engine, staleness, checkpoints, inspection, serve)
 
 
 def compose_for_daemon(paths: ProjectPaths, config: Config) -> tuple[Engine, dict[str, Callable[..., Any]]]:

@@ -14,6 +14,7 @@ from . import (
     s11_big_edit,
     s12_mcp_startup,
     s13_remote,
+    s14_checkpoints,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -31,5 +32,6 @@ ALL = (
     s11_big_edit,
     s12_mcp_startup,
     s13_remote,
+    s14_checkpoints,
     s6_output_volume,
 )

@@ -43,6 +43,9 @@ SERVE_FAILED: Final = "serve_failed"
 TUNNEL_FAILED: Final = "tunnel_failed"
 REMOTE_AUTH_FAILED: Final = "remote_auth_failed"
 REMOTE_UNREACHABLE: Final = "remote_unreachable"
+CHECKPOINT_ERROR: Final = "checkpoint_error"
+CHECKPOINT_TAMPERED: Final = "checkpoint_tampered"
+UNKNOWN_CHECKPOINT: Final = "unknown_checkpoint"
 
 #: code -> "module:Class" of the error that carries it (imported only to rebuild one).
 ERROR_CLASSES: Final[Mapping[str, str]] = {
@@ -69,6 +72,9 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     TUNNEL_FAILED: "ipykeep.serve.errors:TunnelError",
     REMOTE_AUTH_FAILED: "ipykeep.core.errors:RemoteAuthError",
     REMOTE_UNREACHABLE: "ipykeep.core.errors:RemoteUnreachableError",
+    CHECKPOINT_ERROR: "ipykeep.checkpoints.store:CheckpointError",
+    CHECKPOINT_TAMPERED: "ipykeep.checkpoints.store:TamperedCheckpointError",
+    UNKNOWN_CHECKPOINT: "ipykeep.checkpoints.store:UnknownCheckpointError",
 }
 
 #: Codes any call may get: its arguments are checked, the token too, and bugs happen.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
 from .execution import EXECUTE, INTERRUPT, LIST_CELLS, MARKDOWN, READ_ARTIFACT, READ_EXECUTION, RUN_CELLS
 from .inspection import INSPECT, NAMESPACE
 from .kernels import CLOSE_KERNEL, CREATE_KERNEL, LIST_KERNELS, PING, RESTART, SHUTDOWN, STATUS, WAIT_WARM
@@ -16,6 +17,7 @@ __all__ = [
     "ALL", "BY_NAME", "CLOSE_KERNEL", "CREATE_KERNEL", "EXECUTE", "INSPECT", "INTERRUPT", "LIST_CELLS", "LIST_KERNELS",
     "MARKDOWN", "NAMESPACE", "PING", "PLAN_PROGRESS", "PUBLISH", "READ_ARTIFACT", "READ_EXECUTION", "RESTART",
     "RUN_CELLS", "RUN_STALE", "SERVE", "SHUTDOWN", "STATUS", "UNSERVE", "WAIT_WARM", "WATCH_FILE",
+    "CHECKPOINT", "RESTORE", "CHECKPOINTS",
 ]
 
 ALL: Final[tuple[Method[Any, Any], ...]] = (
@@ -24,6 +26,7 @@ ALL: Final[tuple[Method[Any, Any], ...]] = (
     RUN_STALE, PLAN_PROGRESS, WATCH_FILE,
     INSPECT, NAMESPACE,
     SERVE, UNSERVE, PUBLISH,
+    CHECKPOINT, RESTORE, CHECKPOINTS,
 )
 
 BY_NAME: Final[Mapping[str, Method[Any, Any]]] = {m.name: m for m in ALL}

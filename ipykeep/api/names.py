@@ -36,11 +36,16 @@ NAMESPACE: Final = "namespace"
 SERVE: Final = "serve"
 UNSERVE: Final = "unserve"
 PUBLISH: Final = "publish"
+# checkpoints
+CHECKPOINT: Final = "checkpoint"
+RESTORE: Final = "restore"
+CHECKPOINTS: Final = "checkpoints"
 
 ALL: Final = frozenset(
     {
         PING, STATUS, LIST_KERNELS, CREATE_KERNEL, WAIT_WARM, CLOSE_KERNEL, RESTART, SHUTDOWN,
         EXECUTE, READ_EXECUTION, INTERRUPT, RUN_CELLS, LIST_CELLS, MARKDOWN, READ_ARTIFACT,
         RUN_STALE, PLAN_PROGRESS, WATCH_FILE, INSPECT, NAMESPACE, SERVE, UNSERVE, PUBLISH,
+        CHECKPOINT, RESTORE, CHECKPOINTS,
     }
 )

@@ -199,13 +199,28 @@ async def run_batch(
     )
 
 
+async def start_warm(engine: Engine, session: KernelSession, snap: NotebookSnapshot, wait: bool) -> None:
+    """Start warming a kernel that just started (or started again after it died)."""
+    if snap.code_cells:
+        session.state = "warming"
+        session.warm = WarmProgress(done=0, total=len(snap.code_cells))
+        session.warm_task = asyncio.create_task(run_warm(engine, session))
+        if wait:
+            await asyncio.shield(session.warm_task)
+
+
 async def run_warm(engine: Engine, session: KernelSession) -> BatchResult:
     """Warm-up: every code cell of the notebook, in order, right after the kernel started."""
     try:
         snap = read_notebook(session.notebook)  # type: ignore[arg-type]
         for observer in engine.observers:
             await observer.warm_starting(session)
-        return await run_batch(engine, session, snap, [c.cell_id for c in snap.code_cells], progress=session.warm)
+        cell_ids = [c.cell_id for c in snap.code_cells]
+        for observer in engine.observers:  # checkpoints restore what is fresh; the rest runs
+            cell_ids = await observer.warm_cells(session, snap, cell_ids)
+        if session.warm is not None:
+            session.warm.total = len(cell_ids)
+        return await run_batch(engine, session, snap, cell_ids, progress=session.warm)
     finally:
         for observer in engine.observers:
             with contextlib.suppress(Exception):

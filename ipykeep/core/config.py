@@ -82,6 +82,24 @@ class Config:
     remote_python: str = "python3"
     #: An ssh config file used instead of ~/.ssh/config (``ssh -F``); None: the user's own.
     ssh_config: str | None = None
+    #: Checkpoint each notebook cell's values in the background so a lost kernel comes back
+    #: without re-running fresh cells (README, "Checkpoints").
+    checkpoints: bool = True
+    checkpoint_max_value_mb: float = 512.0
+    checkpoint_max_cell_mb: float = 1024.0
+    checkpoint_max_project_mb: float = 4096.0
+    checkpoint_max_age_days: float = 14.0
+    #: Seconds the kernel may spend pickling one cell's values; the rest is not checkpointed.
+    checkpoint_snapshot_budget_s: float = 10.0
+    #: A cell's values are checkpointed only when re-running it (with the cheap cells it reads
+    #: from, which are not checkpointed either) takes at least this many seconds; cheaper cells
+    #: re-run on restore instead (storing them would cost more than recomputing them).
+    checkpoint_min_cell_s: float = 1.0
+    #: Variable names, and types as "module.QualName", never checkpointed (their cells re-run).
+    checkpoint_exclude_names: list[str] = field(default_factory=list)
+    checkpoint_exclude_types: list[str] = field(default_factory=list)
+    #: Seconds a restore may take before the values not loaded yet are re-run instead.
+    restore_timeout: float = 120.0
     #: Seconds a kernel on an SSH host keeps running with no ipykeep attached (the link dropped
     #: and never came back); then its supervisor on the host stops it.
     ssh_orphan_timeout_s: float = 600.0

@@ -84,6 +84,9 @@ def method_table(
         bind(api.SERVE, layer(api.SERVE)),
         bind(api.UNSERVE, layer(api.UNSERVE)),
         bind(api.PUBLISH, layer(api.PUBLISH)),
+        bind(api.CHECKPOINT, layer(api.CHECKPOINT)),
+        bind(api.RESTORE, layer(api.RESTORE)),
+        bind(api.CHECKPOINTS, layer(api.CHECKPOINTS)),
     ]
     served = {b.method.name: b for b in table}
     if served.keys() != api.BY_NAME.keys():

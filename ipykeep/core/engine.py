@@ -8,8 +8,8 @@ Scheduling, per kernel: notebook cells and stale plans take the main shell in or
 at a time, under the scheduler's ``main_lock``, see ``core.batch``); scratch code runs on the
 main shell when it is free and on a subshell when it is not (``core.scratch``).
 
-Collaborators (staleness, inspection, serving) are ``SessionObserver``s attached once, in
-order, by the composition root (``ipykeep.composition``).
+Collaborators (staleness, inspection, serving, checkpoints) are ``SessionObserver``s attached
+once, in order, by the composition root (``ipykeep.composition``).
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class Engine:
                 cells = states if with_cells else None
             except IpykeepError as exc:
                 session.notices.append(f"notebook unreadable: {exc.message}")
-        return kernel_record(session, cells, stale_count)
+        return kernel_record(session, cells, stale_count, next((t for o in self.observers if (t := o.kernel_summary(session))), None))
 
     # -- kernels -----------------------------------------------------------------------------
     async def ping(self) -> DaemonInfo:
@@ -202,6 +202,10 @@ class Engine:
             nb_path = notebook_path(notebook)
             for s in self.kernels.values():
                 if not s.closed and s.notebook == nb_path:
+                    if warm and s.state == "dead" and not s.process.alive:  # died: start it again, warm it
+                        await self.restart_kernel(s, reason="it had died; started again")
+                        s.state = "idle"
+                        await batch.start_warm(self, s, read_notebook(nb_path), wait)
                     return self.kernel_record(s)
             root = self.paths.root.resolve()
             if root not in nb_path.parents:
@@ -242,12 +246,8 @@ class Engine:
             raise
         session.state = "idle"
         self._ensure_expiry()
-        if snap is not None and warm and snap.code_cells:
-            session.state = "warming"
-            session.warm = WarmProgress(done=0, total=len(snap.code_cells))
-            session.warm_task = asyncio.create_task(batch.run_warm(self, session))
-            if wait:
-                await asyncio.shield(session.warm_task)
+        if snap is not None and warm:
+            await batch.start_warm(self, session, snap, wait)
         return self.kernel_record(session)
 
     async def wait_warm(self, kernel_id: str | None = None, notebook: str | None = None, timeout: float = 0.5) -> KernelRecord:

@@ -89,4 +89,7 @@ class InspectionService(SessionObserver):
         expr = probe.namespace_expression(session.config.inspect_timeout, self._cell_of(session))
         text = await self._call(session, expr)
         with _shared_errors():
-            return probe.parse_namespace_reply(text)
+            listing = probe.parse_namespace_reply(text)
+        for observer in self.engine.observers:  # checkpoints: what is saved, and its size
+            listing.notes.extend(observer.namespace_notes(session))
+        return listing

@@ -7,6 +7,8 @@ reads the record. The events:
 
 * ``kernel_started`` / ``kernel_restarted``: a new kernel process is up (install probes).
 * ``warm_starting`` / ``warm_finished``: around the warm-up batch.
+* ``warm_cells``: which cells the warm-up batch runs; each observer may narrow the list it is
+  given (checkpoints restore the fresh cells' values, and only the rest runs).
 * ``cell_expressions`` / ``scratch_expressions``: probe expressions evaluated with each
   execution (their results arrive in ``Execution.expression_results``).
 * ``after_cell`` / ``after_scratch``: an execution ended (``origin`` says who ran scratch code).
@@ -14,6 +16,8 @@ reads the record. The events:
 * ``foreign_message``: iopub traffic of another client of the kernel (a browser).
 * ``stale_reasons``: why each stale cell is stale, or None when the observer does not judge
   staleness (with no judge, a cell is stale when its source changed since it ran).
+* ``kernel_summary``: one line for the kernel's status record, or None (the first wins).
+* ``namespace_notes``: lines added to the ``namespace`` listing.
 * ``shutdown``: the daemon exits.
 """
 
@@ -38,6 +42,9 @@ class SessionObserver:
 
     async def warm_finished(self, session: KernelSession) -> None:
         return None
+
+    async def warm_cells(self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
+        return cell_ids
 
     def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
         return {}
@@ -65,6 +72,12 @@ class SessionObserver:
 
     def stale_reasons(self, session: KernelSession, snap: NotebookSnapshot) -> dict[str, list[dict[str, Any]]] | None:
         return None
+
+    def kernel_summary(self, session: KernelSession) -> str | None:
+        return None
+
+    def namespace_notes(self, session: KernelSession) -> list[str]:
+        return []
 
     async def shutdown(self) -> None:
         return None

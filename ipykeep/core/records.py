@@ -88,6 +88,8 @@ class KernelRecord(Record):
     cells: list[CellState] | None = None
     served_url: str | None = None
     notices: list[str] | None = None
+    #: what is checkpointed for this kernel's cells, and its size (see ``ipykeep checkpoints``)
+    checkpoints: str | None = None
 
 
 class WriteResult(Record):

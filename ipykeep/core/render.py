@@ -82,6 +82,8 @@ def render_kernel(k: KernelRecord) -> str:
         lines.append(f"  served at:\n{k.served_url}")
     if k.running:
         lines.append(f"  running: {', '.join(k.running)}")
+    if k.checkpoints:
+        lines.append(f"  checkpoints: {k.checkpoints}")
     for notice in k.notices or []:
         lines.append(f"  notice: {notice}")
     for c in k.cells or []:

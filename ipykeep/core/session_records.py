@@ -92,7 +92,9 @@ def kernel_state(session: KernelSession) -> KernelStateKind:
     return "busy" if session.running() else "idle"
 
 
-def kernel_record(session: KernelSession, cells: list[CellState] | None, stale_count: int | None) -> KernelRecord:
+def kernel_record(
+    session: KernelSession, cells: list[CellState] | None, stale_count: int | None, summary: str | None = None
+) -> KernelRecord:
     return KernelRecord(
         kernel_id=session.kernel_id,
         pid=session.process.pid,
@@ -107,6 +109,7 @@ def kernel_record(session: KernelSession, cells: list[CellState] | None, stale_c
         cells=cells,
         served_url=session.hosting.served_url,
         notices=list(session.notices) or None,
+        checkpoints=summary,
     )
 
 

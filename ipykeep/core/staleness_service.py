@@ -41,7 +41,7 @@ log = logging.getLogger("ipykeep.staleness")
 _OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
 
 
-def _stat_for(session: KernelSession):
+def stat_for(session: KernelSession):
     if remote_stat.is_remote(session):
         return remote_stat.cached(session)
     base = session.cwd
@@ -187,7 +187,7 @@ class StalenessService(SessionObserver):
         written: tuple[str, ...] = ()
         dynamic = None
         observed = None
-        stat = _stat_for(session)
+        stat = stat_for(session)
         if session.process.alive:
             try:
                 reply = await self._probe_result(session, ex, "ipykeep_files", probes.filetrack_collect_expr())
@@ -233,12 +233,12 @@ class StalenessService(SessionObserver):
         return {e.cell_id: [r.to_json() for r in e.reasons] for e in plan.stale + plan.blocked}
 
     def plan(self, session: KernelSession, snap: NotebookSnapshot) -> Plan:
-        return self.tracker(session).plan(notebook_cells(snap), _stat_for(session))
+        return self.tracker(session).plan(notebook_cells(snap), stat_for(session))
 
     async def _fresh_stat(self, session: KernelSession, snap: NotebookSnapshot):
         """The stat a plan made now should use: a remote kernel's stamps fetched for it."""
         if not remote_stat.is_remote(session) or not session.process.alive:
-            return _stat_for(session)
+            return stat_for(session)
         cells = notebook_cells(snap)
         return await remote_stat.prefetched(session, lambda stat: self.tracker(session).plan(cells, stat))
 
@@ -295,7 +295,7 @@ class StalenessService(SessionObserver):
                 # The plan was made before anything ran. Re-plan with what the cells above
                 # just did: a reader planned because an edited cell might change its input is
                 # dropped when the kernel saw that input keep its value (a print-only edit).
-                if cell_id != first and cell_id not in tracker.plan(cells, _stat_for(session)).cell_ids:
+                if cell_id != first and cell_id not in tracker.plan(cells, stat_for(session)).cell_ids:
                     return "no longer stale: the values it reads kept their value when the cells above re-ran"
                 return None
 
@@ -346,7 +346,7 @@ class StalenessService(SessionObserver):
         p = Path(path).expanduser()
         if not p.is_absolute():
             p = (session.cwd / p).resolve()
-        stamp = _stat_for(session)(str(p))
+        stamp = stat_for(session)(str(p))
         self.tracker(session).watch(str(p), stamp)
         self._watch_dirs(session, {str(p.parent)})
         return {"kernel_id": session.kernel_id, "path": str(p), "exists": stamp is not None, "watched": list(self.tracker(session).watched)}

@@ -109,6 +109,16 @@ class PublishArgs(Args):
     tunnel: bool = Field(False, description="public cloudflared quick tunnel instead of a local URL (default false)")
 
 
+class CheckpointArgs(Args):
+    kernel_id: str = KernelId
+    name: str | None = Field(None, description="name (default: a timestamp)")
+
+
+class RestoreArgs(Args):
+    kernel_id: str = KernelId
+    name: str = Field(description="a name given to checkpoint")
+
+
 @dataclass(frozen=True)
 class Hints:
     """MCP tool annotations, each set on purpose: hosts decide approval from them (Codex
@@ -215,6 +225,18 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, names.WATCH_FILE, "json",
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
+    ),
+    ToolSpec(
+        "checkpoint", "Checkpoint variables",
+        "Save every variable under a name (default: a timestamp) to roll back to with restore, e.g. before a risky cell.",
+        CheckpointArgs, "checkpoint", "json",
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+    ),
+    ToolSpec(
+        "restore", "Roll back variables",
+        "Roll the variables back to a named checkpoint; variables made since are deleted.",
+        RestoreArgs, "restore", "json",
+        Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "publish",

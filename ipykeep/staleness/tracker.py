@@ -209,6 +209,22 @@ class StalenessTracker(PlanRestores):
         """Name -> id of the notebook cell that last wrote it (scratch writes are left out)."""
         return {name: w.cell_id for name, w in self._writers.items() if w.cell_id is not None}
 
+    def run_inputs(self, cell_id: str) -> dict[str, str | None]:
+        """Name the cell's last run read -> the notebook cell whose write it saw (None: scratch
+        code, or nothing had written it)."""
+        run = self._runs.get(cell_id)
+        return {n: (w.cell_id if w is not None else None) for n, w in run.reads.items()} if run is not None else {}
+
+    def run_imports(self, cell_id: str) -> dict[str, str]:
+        """Names the cell's last run bound by import statements -> what they import."""
+        run = self._runs.get(cell_id)
+        return dict(run.imports) if run is not None else {}
+
+    def run_files(self, cell_id: str) -> tuple[tuple[FileStamp, ...], tuple[str, ...]]:
+        """The files the cell's last run depended on (stamped then) and the paths it wrote."""
+        run = self._runs.get(cell_id)
+        return (tuple(run.files.values()), tuple(sorted(run.written))) if run is not None else ((), ())
+
     def last_outcome(self, cell_id: str) -> Outcome | None:
         run = self._runs.get(cell_id)
         return run.outcome if run is not None else None

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ipykeep.api import names
+from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.composition import compose, compose_for_daemon
 from ipykeep.core.config import Config
 from ipykeep.core.daemon import Daemon
@@ -25,12 +26,15 @@ SERVICE_METHODS = {
     "serve": (ServeService, "serve"),
     "unserve": (ServeService, "unserve"),
     "publish": (ServeService, "publish"),
+    "checkpoint": (CheckpointService, "checkpoint"),
+    "restore": (CheckpointService, "restore"),
+    "checkpoints": (CheckpointService, "checkpoints"),
 }
 
 
 def test_observers_are_attached_once_in_order(tmp_path: Path) -> None:
     comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
-    assert comp.engine.observers == (comp.staleness, comp.inspection, comp.serve)
+    assert comp.engine.observers == (comp.staleness, comp.checkpoints, comp.inspection, comp.serve)
     assert all(isinstance(o, SessionObserver) for o in comp.engine.observers)
     with pytest.raises(RuntimeError, match="already attached"):
         comp.engine.attach(SessionObserver())

@@ -15,6 +15,7 @@ from ipykeep.mcp_server.server import IpykeepMcp
 CATALOG = {
     "create_kernel", "list_kernels", "close_kernel", "restart_kernel", "ipython", "read_cell", "interrupt", "list_cells",
     "markdown", "run_stale", "run_cells", "inspect", "namespace", "watch_file", "publish",
+    "checkpoint", "restore",
 }
 
 

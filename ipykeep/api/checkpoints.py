@@ -1,0 +1,126 @@
+"""Checkpoints: named checkpoints of a kernel's variables, rollback, and what is saved.
+
+The result models live here (not in ``ipykeep.checkpoints``) so that the daemon's method
+table, in core, can declare them without importing the checkpoints package (core never does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from ..core.records import Record
+from . import errors as e
+from . import names
+from .kernels import KERNEL_LOOKUP
+from .spec import KernelParams, Method
+
+
+class CellCheckpointInfo(Record):
+    cell_id: str
+    index: int
+    #: False: a value did not pickle, was over a limit or excluded; the cell re-runs after a restart
+    restorable: bool
+    bytes: int = 0
+    values: list[str] = Field(default_factory=list)
+    #: name -> bytes of its pickled value
+    sizes: dict[str, int] = Field(default_factory=dict)
+    failed: dict[str, str] = Field(default_factory=dict)
+    #: seconds the kernel was held to pickle the values (writing happens on a thread)
+    snapshot_s: float | None = None
+    #: not checkpointed on purpose: re-running it (and the cheap cells it reads from) takes less
+    #: than ``checkpoint_min_cell_s``, so restore re-runs it instead of loading values
+    cheap: bool = False
+    #: seconds re-running it would take, with the cheap cells it reads from
+    recompute_s: float | None = None
+
+
+class RestoreReport(Record):
+    """What a restore into a new kernel did."""
+
+    kernel_id: str
+    restored: list[dict[str, Any]] = Field(default_factory=list)
+    #: cheap cells (not checkpointed on purpose) re-run before the values were loaded
+    recomputed: list[dict[str, Any]] = Field(default_factory=list)
+    #: the cells that must re-run, with the plan's reasons
+    rerun: list[dict[str, Any]] = Field(default_factory=list)
+    blocked: list[dict[str, Any]] = Field(default_factory=list)
+    not_restorable: dict[str, str] = Field(default_factory=dict)
+    restore_s: float = 0.0
+    #: the restored cells' last run time minus the restore time
+    saved_s: float = 0.0
+    errors: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        ran = sum(float(c.get("run_s", 0)) for c in self.restored)
+        head = (
+            f"restored {len(self.restored)} cell(s) from checkpoints in {self.restore_s:.2f} s "
+            f"(their runs took {ran:.2f} s; {max(self.saved_s, 0):.2f} s saved)"
+        )
+        if self.restored:
+            head += ": " + ", ".join(str(c["index"]) for c in self.restored)
+        if self.recomputed:
+            head += f"; {len(self.recomputed)} cheap cell(s) re-ran: " + ", ".join(str(c["index"]) for c in self.recomputed)
+        rerun = f"; {len(self.rerun)} cell(s) must re-run"
+        if self.rerun:
+            rerun += ": " + ", ".join(
+                f"{e['index']} ({', '.join(sorted({r['kind'] for r in e['reasons']}))})" for e in self.rerun
+            )
+        tail = "".join(f"; {e}" for e in self.errors[:3])
+        return head + rerun + tail
+
+
+class NamedCheckpointResult(Record):
+    kernel_id: str
+    name: str
+    values: list[str] = Field(default_factory=list)
+    bytes: int = 0
+    #: names that could not be saved (rollback leaves them as they are)
+    failed: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class RollbackResult(Record):
+    kernel_id: str
+    name: str
+    restored: list[str] = Field(default_factory=list)
+    #: names made after the checkpoint, removed
+    deleted: list[str] = Field(default_factory=list)
+    not_rolled_back: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class CheckpointListing(Record):
+    kernel_id: str
+    enabled: bool
+    reason: str | None = None
+    cells: list[CellCheckpointInfo] = Field(default_factory=list)
+    named: list[dict[str, Any]] = Field(default_factory=list)
+    #: bytes of every blob in the project's store
+    store_bytes: int = 0
+    last_restore: RestoreReport | None = None
+
+
+class CheckpointParams(KernelParams):
+    name: str | None = Field(None, description="checkpoint name (default: a timestamp)")
+
+
+class RestoreParams(KernelParams):
+    name: str = Field(description="a name given to checkpoint")
+
+
+_CALLS = KERNEL_LOOKUP + (e.KERNEL_BUSY, e.KERNEL_DIED, e.TIMEOUT, e.CHECKPOINT_ERROR)
+
+CHECKPOINT: Method[CheckpointParams, NamedCheckpointResult] = Method(
+    names.CHECKPOINT, CheckpointParams, NamedCheckpointResult, _CALLS,
+    "Save every user variable of the kernel under a name, to roll back to with restore.",
+)
+RESTORE: Method[RestoreParams, RollbackResult] = Method(
+    names.RESTORE, RestoreParams, RollbackResult, _CALLS + (e.CHECKPOINT_TAMPERED, e.UNKNOWN_CHECKPOINT),
+    "Roll the kernel's variables back to a named checkpoint; variables made since are deleted.",
+)
+CHECKPOINTS: Method[KernelParams, CheckpointListing] = Method(
+    names.CHECKPOINTS, KernelParams, CheckpointListing, KERNEL_LOOKUP,
+    "What is checkpointed for the kernel's notebook (per cell and named), and its size.",
+)

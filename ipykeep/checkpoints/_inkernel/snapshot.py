@@ -1,0 +1,389 @@
+"""In-kernel checkpoint writer and loader (standard library + cloudpickle; never imports ipykeep).
+
+Installed once per kernel as ``sys.modules["_ipykeep_ckpt"]`` and called through silent
+``user_expressions``. ``snapshot`` is the only step that holds the kernel: it pickles the
+named values into memory (each bounded by the per-value limit, all of them by the per-cell
+limit and a time budget) and queues them; one writer thread hashes, authenticates and writes
+the blobs, then the cell's signed manifest, in order. ``restore`` authenticates each blob
+before unpickling it, and stops at its deadline.
+
+Format (shared with ``ipykeep/checkpoints/store.py``): a blob's file name is
+HMAC-SHA256(key, bytes) in hex under ``blobs/<2>/<62>``; its bytes are a pickle-5 stream and
+its out-of-band buffers (see ``_Blob``); a manifest is JSON with ``mac`` = HMAC-SHA256(key,
+canonical JSON without ``mac``).
+"""
+
+import contextlib
+import hashlib
+import hmac
+import io
+import json
+import mmap
+import os
+import queue
+import re
+import secrets
+import sys
+import threading
+import time
+from typing import Any
+
+PROTOCOL = 1
+_BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
+# hidden state the staleness tracker treats as a value (see statemon): saved and restored too
+_HIDDEN = ("<numpy.random>", "<random>")
+_IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+
+_cfg: dict = {}
+_jobs: Any = None
+_pending = [0]
+_lock = threading.Lock()
+_written: list = []  # (label, ok, message) of finished jobs, read by ``status``
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _TooSlow(Exception):
+    pass
+
+
+class _Bounded(io.BytesIO):
+    """A buffer that refuses to grow past ``limit`` or past ``deadline``: pickling a huge or
+    slow value stops early instead of holding the kernel."""
+
+    def __init__(self, limit, deadline):
+        super().__init__()
+        self.limit = limit
+        self.deadline = deadline
+
+    def write(self, b):
+        if self.tell() + memoryview(b).nbytes > self.limit:
+            raise _TooLarge()
+        if time.perf_counter() > self.deadline:
+            raise _TooSlow()
+        return super().write(b)
+
+
+def _ns():
+    ip = sys.modules["IPython"].get_ipython()
+    return ip.user_ns, ip
+
+
+def configure(root, key_path, max_value, max_cell, max_pending, budget, exclude_names, exclude_types):
+    try:
+        import cloudpickle  # noqa: F401
+    except Exception as exc:
+        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"cloudpickle is not importable: {exc}"})
+    global _jobs
+    _cfg.update(
+        root=root, key=_read_key(key_path), max_value=int(max_value), max_cell=int(max_cell),
+        max_pending=int(max_pending), budget=float(budget), exclude_names=set(exclude_names),
+        exclude_types=set(exclude_types),
+    )
+    if _jobs is None:
+        _jobs = queue.Queue()
+        threading.Thread(target=_writer, name="ipykeep-checkpoint-writer", daemon=True).start()
+    return json.dumps({"protocol": PROTOCOL, "available": True})
+
+
+def _read_key(path):
+    # read here rather than sent in a message: the key never leaves the files it lives in
+    with open(path, "rb") as fh:
+        key = fh.read()
+    if len(key) != 32:
+        raise ValueError(f"checkpoint key {path} is damaged")
+    return key
+
+
+def _type_name(obj):
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _get(ns, name):
+    if name == "<numpy.random>":
+        np_random = sys.modules.get("numpy.random")
+        return ("state", np_random.get_state()) if np_random is not None else None
+    if name == "<random>":
+        rnd = sys.modules.get("random")
+        return ("state", rnd.getstate()) if rnd is not None else None
+    if name not in ns:
+        return None
+    return ("value", ns[name])
+
+
+class _Blob:
+    """One pickled value: the pickle stream and its out-of-band buffers, copied.
+
+    Protocol 5 hands large contiguous buffers (numpy arrays, pandas blocks) to a callback
+    instead of copying them through the pickler: one ``memcpy`` each here, none when loading
+    (the arrays are built over the file's bytes). The file is ``MAGIC``, the part count and
+    lengths, then the parts; its name is the HMAC of all of it.
+    """
+
+    def __init__(self, stream, buffers):
+        self.parts = [stream.getbuffer()] + buffers
+        lengths = [memoryview(p).nbytes for p in self.parts]
+        header = MAGIC + len(lengths).to_bytes(4, "little") + b"".join(n.to_bytes(8, "little") for n in lengths)
+        self.parts.insert(0, header)
+        self.size = sum(lengths) + len(header)
+
+    def mac(self, key):
+        m = hmac.new(key, digestmod=hashlib.sha256)
+        for part in self.parts:
+            m.update(part)
+        return m.hexdigest()
+
+
+MAGIC = b"IPKCKPT1"
+
+
+def _pickle(obj, limit, deadline):
+    import cloudpickle
+
+    stream = _Bounded(limit, deadline)
+    found: list = []
+    cloudpickle.Pickler(stream, protocol=5, buffer_callback=found.append).dump(obj)
+    used = stream.tell()
+    buffers = []
+    for pb in found:
+        raw = pb.raw()
+        used += raw.nbytes
+        if used > limit:
+            raise _TooLarge()
+        if time.perf_counter() > deadline:
+            raise _TooSlow()
+        buffers.append(bytearray(raw))  # a copy: the cell's next code may change the array
+    return _Blob(stream, buffers)
+
+
+def _load(data):
+    """A value from a blob's bytes (authenticated by the caller); arrays share ``data``."""
+    import pickle
+
+    view = memoryview(data)
+    if view[: len(MAGIC)] != MAGIC:
+        raise ValueError("not a checkpoint blob")
+    count = int.from_bytes(view[len(MAGIC): len(MAGIC) + 4], "little")
+    at = len(MAGIC) + 4
+    lengths = [int.from_bytes(view[at + 8 * i: at + 8 * i + 8], "little") for i in range(count)]
+    at += 8 * count
+    parts = []
+    for n in lengths:
+        parts.append(view[at: at + n])
+        at += n
+    return pickle.loads(parts[0], buffers=parts[1:])
+
+
+def snapshot(meta_json, names):
+    """Pickle ``names`` now; a thread writes them and the manifest. Returns what was taken."""
+    if not _cfg:
+        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": "not configured"})
+    meta = json.loads(meta_json)
+    ns, _ = _ns()
+    started = time.perf_counter()
+    taken, failed, sizes = [], {}, {}
+    total = 0
+    for name in sorted(set(names)):
+        if name in _cfg["exclude_names"]:
+            failed[name] = "excluded by the checkpoint_exclude_names setting"
+            continue
+        got = _get(ns, name)
+        if got is None:
+            continue  # deleted since, or a hidden state whose module is not loaded
+        kind, obj = got
+        if kind == "value" and _type_name(obj) in _cfg["exclude_types"]:
+            failed[name] = f"its type {_type_name(obj)} is excluded by the checkpoint_exclude_types setting"
+            continue
+        if time.perf_counter() - started > _cfg["budget"]:
+            failed[name] = f"skipped: the snapshot time budget ({_cfg['budget']:g} s) was spent"
+            continue
+        limit = min(_cfg["max_value"], _cfg["max_cell"] - total)
+        try:
+            buf = _pickle(obj, limit + 1, started + _cfg["budget"])
+        except _TooSlow:
+            failed[name] = f"skipped: pickling it took longer than the snapshot time budget ({_cfg['budget']:g} s)"
+            continue
+        except _TooLarge:
+            which = "per-value" if limit == _cfg["max_value"] else "per-cell"
+            failed[name] = f"larger than the {which} checkpoint limit ({limit / 2**20:.0f} MB)"
+            continue
+        except BaseException as exc:  # any pickling failure: the cell is re-run instead
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            failed[name] = f"cannot be pickled: {type(exc).__name__}: {str(exc)[:160]}"
+            continue
+        size = buf.size
+        total += size
+        sizes[name] = size
+        taken.append((name, kind, buf))
+    queued = True
+    with _lock:
+        if taken and _pending[0] + total > _cfg["max_pending"]:
+            queued = False
+        else:
+            _pending[0] += total
+    if not queued:
+        failed.update({n: "skipped: the checkpoint writer is behind" for n, _, _ in taken})
+        taken, sizes = [], {}
+    _jobs.put((meta, taken, failed, total))
+    return json.dumps({
+        "protocol": PROTOCOL, "available": True, "sizes": sizes, "failed": failed,
+        "seconds": round(time.perf_counter() - started, 6),
+    })
+
+
+def _write_private(path, data):
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for part in data if isinstance(data, list) else [data]:
+                fh.write(part)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _canonical(payload):
+    body = {k: v for k, v in payload.items() if k != "mac"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _blob_path(blob_id):
+    return os.path.join(_cfg["root"], "blobs", blob_id[:2], blob_id[2:])
+
+
+def _writer():
+    while True:
+        meta, taken, failed, total = _jobs.get()
+        try:
+            values = {}
+            for name, kind, blob in taken:
+                blob_id = blob.mac(_cfg["key"])
+                path = _blob_path(blob_id)
+                if os.path.exists(path):
+                    os.utime(path)
+                else:
+                    _write_private(path, blob.parts)
+                values[name] = {"blob": blob_id, "size": blob.size, "kind": kind}
+            manifest = dict(meta.get("manifest") or {})
+            manifest.update(values=values, failed=failed, restorable=not failed, created=time.time())
+            manifest["mac"] = hmac.new(_cfg["key"], _canonical(manifest), hashlib.sha256).hexdigest()
+            _write_private(meta["path"], json.dumps(manifest).encode())
+            _written.append((meta["path"], True, ""))
+        except Exception as exc:  # a full disk costs the checkpoint, never the kernel
+            _written.append((meta.get("path"), False, f"{type(exc).__name__}: {exc}"))
+        finally:
+            del taken
+            with _lock:
+                _pending[0] -= total
+            del _written[:-50]
+            _jobs.task_done()
+
+
+def flush(timeout):
+    """Wait up to ``timeout`` s until every queued snapshot is written; True when done."""
+    if _jobs is None:
+        return json.dumps(True)
+    deadline = time.monotonic() + float(timeout)
+    while _jobs.unfinished_tasks and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return json.dumps(not _jobs.unfinished_tasks)
+
+
+def status():
+    return json.dumps({
+        "protocol": PROTOCOL, "pending_bytes": _pending[0],
+        "queued": _jobs.unfinished_tasks if _jobs is not None else 0,
+        "errors": [m for _, ok, m in _written if not ok][-5:],
+    })
+
+
+def user_names():
+    """Every user variable (for named checkpoints): IPython's and private names left out."""
+    ns, ip = _ns()
+    hidden = getattr(ip, "user_ns_hidden", {})
+    names = [
+        n for n in ns
+        if not n.startswith("_") and n not in _IPYTHON_NAMES and (n not in hidden or ns[n] is not hidden[n])
+    ]
+    names += [h for h in _HIDDEN if _get(ns, h) is not None]
+    return json.dumps(sorted(names))
+
+
+def restore(items, deadline_s, delete=()):
+    """Load ``items`` (``[name, blob_id]``), authenticated, until the deadline; drop ``delete``.
+
+    Returns per name "ok" or the reason it was not loaded; "tampered:" and "load_failed:"
+    reasons poison the blob on the host side.
+    """
+    ns, _ = _ns()
+    deadline = time.monotonic() + float(deadline_s)
+    out = {}
+    for name, blob_id in items:
+        if time.monotonic() > deadline:
+            out[name] = "deadline: the restore deadline passed before this value was loaded"
+            continue
+        if not _BLOB_ID.match(blob_id):
+            out[name] = f"tampered: {blob_id!r} is not a blob id"
+            continue
+        try:
+            with open(_blob_path(blob_id), "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                # mapped, not read: no copy of a large value; ACCESS_COPY keeps the arrays built
+                # over it writable without ever writing to the file (blobs are replaced by
+                # rename, never rewritten in place)
+                data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
+        except (OSError, ValueError) as exc:
+            out[name] = f"missing: {getattr(exc, 'strerror', None) or exc}"
+            continue
+        if not hmac.compare_digest(hmac.new(_cfg["key"], data, hashlib.sha256).hexdigest(), blob_id):
+            out[name] = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
+            continue
+        try:
+            value = _load(data)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            out[name] = f"load_failed: {type(exc).__name__}: {str(exc)[:160]}"
+            continue
+        finally:
+            del data
+        if name == "<numpy.random>":
+            __import__("numpy.random").random.set_state(value)
+        elif name == "<random>":
+            __import__("random").setstate(value)
+        else:
+            ns[name] = value
+        with contextlib.suppress(OSError):
+            os.utime(_blob_path(blob_id))
+        out[name] = "ok"
+    for name in delete:
+        ns.pop(name, None)
+    return json.dumps({"protocol": PROTOCOL, "results": out})
+
+
+def verify(blob_ids):
+    """Blob id -> why it cannot be loaded, for every blob that does not authenticate (none: {})."""
+    bad = {}
+    for blob_id in blob_ids:
+        if not _BLOB_ID.match(blob_id):
+            bad[blob_id] = "tampered: not a blob id"
+            continue
+        try:
+            mac = hmac.new(_cfg["key"], digestmod=hashlib.sha256)
+            with open(_blob_path(blob_id), "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    mac.update(chunk)
+        except OSError as exc:
+            bad[blob_id] = f"missing: {exc.strerror or exc}"
+            continue
+        if not hmac.compare_digest(mac.hexdigest(), blob_id):
+            bad[blob_id] = "tampered: the blob does not authenticate under this project's key"
+    return json.dumps(bad)

@@ -1,0 +1,142 @@
+"""Which checkpointed values to restore into a new kernel, and what must re-run (pure logic).
+
+The idea: a checkpoint of each cell's latest run holds what the run bound or mutated, plus the
+staleness evidence of that run (source, files read with their stamps, observed namespace
+changes). Replaying those runs, in the order they happened, into a staleness tracker rebuilds
+what the tracker knew when the kernel was lost; loading, for each name, the value its *last*
+writer left makes the new kernel hold what the lost one held. The tracker's ordinary plan then
+says what must re-run (source edits, changed files, upstream…) with its usual reasons, so
+"fresh" here means exactly what it means for a live kernel.
+
+A cheap cell (see ``cost``) has a manifest without values: it is replayed like the others, but
+re-runs, before any value is loaded (it reads only from other cheap cells).
+
+A cell that cannot be restored (a value that did not pickle, was over a limit, failed to load)
+is not replayed, so it is ``never_run`` and re-runs; every cell that wrote one of its names is
+dropped with it (its value would be half of a history), transitively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..staleness import FileStamp, NotebookCell, StalenessTracker
+from ..staleness.models import Observed
+
+
+@dataclass(frozen=True)
+class CellCheckpoint:
+    cell_id: str
+    seq: int
+    index: int
+    source: str
+    duration: float
+    files: tuple[FileStamp, ...]
+    written: tuple[str, ...]
+    observed: Observed | None
+    #: names the run wrote (bound, mutated, or guessed statically where evidence is partial)
+    writes: frozenset[str]
+    deleted: frozenset[str]
+    #: name -> blob id of the value after the run
+    values: Mapping[str, str] = field(default_factory=dict)
+    sizes: Mapping[str, int] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    restorable: bool = True
+    #: not checkpointed on purpose (see ``cost``): no values; restore re-runs it first
+    cheap: bool = False
+
+    @classmethod
+    def from_manifest(cls, data: Mapping[str, Any]) -> CellCheckpoint:
+        obs = data.get("observed")
+        observed = None
+        if isinstance(obs, dict):
+            observed = Observed(
+                bound=frozenset(obs.get("bound", ())),
+                mutated=frozenset(obs.get("mutated", ())),
+                deleted=frozenset(obs.get("deleted", ())),
+                opaque=frozenset(obs.get("opaque", ())),
+                states={str(k): str(v) for k, v in (obs.get("states") or {}).items()},
+            )
+        values = data.get("values") or {}
+        return cls(
+            cell_id=str(data["cell_id"]),
+            seq=int(data["seq"]),
+            index=int(data.get("index", 0)),
+            source=str(data["source"]),
+            duration=float(data.get("duration") or 0.0),
+            files=tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in data.get("files", ())),
+            written=tuple(map(str, data.get("written", ()))),
+            observed=observed,
+            writes=frozenset(map(str, data.get("writes", ()))),
+            deleted=frozenset(observed.deleted) if observed else frozenset(),
+            values={n: str(v["blob"]) for n, v in values.items()},
+            sizes={n: int(v.get("size", 0)) for n, v in values.items()},
+            failed={str(k): str(v) for k, v in (data.get("failed") or {}).items()},
+            restorable=bool(data.get("restorable")) and observed is not None,
+            cheap=bool(data.get("cheap")),
+        )
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes.values())
+
+
+def observed_json(observed: Observed) -> dict[str, Any]:
+    return {
+        "bound": sorted(observed.bound),
+        "mutated": sorted(observed.mutated),
+        "deleted": sorted(observed.deleted),
+        "opaque": sorted(observed.opaque),
+        "states": dict(observed.states),
+    }
+
+
+def candidates(checkpoints: Iterable[CellCheckpoint], cells: Sequence[NotebookCell]) -> list[CellCheckpoint]:
+    """Restorable checkpoints of code cells still in the notebook, in the order they ran."""
+    code = {c.cell_id for c in cells if c.cell_type == "code"}
+    return sorted((cp for cp in checkpoints if cp.cell_id in code and cp.restorable), key=lambda cp: cp.seq)
+
+
+def drop_with_cowriters(cps: Sequence[CellCheckpoint], dropped: set[str]) -> list[CellCheckpoint]:
+    """``cps`` without ``dropped`` cells and, transitively, every cell writing one of their names."""
+    dropped = set(dropped)
+    changed = True
+    while changed:
+        changed = False
+        names = set().union(*(cp.writes for cp in cps if cp.cell_id in dropped)) if dropped else set()
+        for cp in cps:
+            if cp.cell_id not in dropped and cp.writes & names:
+                dropped.add(cp.cell_id)
+                changed = True
+    return [cp for cp in cps if cp.cell_id not in dropped]
+
+
+def final_values(cps: Sequence[CellCheckpoint]) -> dict[str, tuple[str, str]]:
+    """name -> (cell id, blob id): the value each name held after the last run that wrote it."""
+    out: dict[str, tuple[str, str]] = {}
+    for cp in cps:  # in run order: a later writer wins
+        for name in cp.deleted | (cp.writes if cp.cheap else frozenset()):
+            out.pop(name, None)  # a cheap cell's value comes from its re-run
+        for name, blob in cp.values.items():
+            out[name] = (cp.cell_id, blob)
+    return out
+
+
+def replay(tracker: StalenessTracker, cps: Sequence[CellCheckpoint]) -> None:
+    """Record the checkpointed runs in ``tracker`` as if the kernel had just run them.
+
+    No ``stat``: the files are stamped as they were when the cell ran, so a file edited since
+    shows as ``file_changed`` in the next plan.
+    """
+    for cp in cps:
+        tracker.record_cell_run(
+            cp.cell_id,
+            cp.index,
+            cp.source,
+            "ok",
+            files_read=cp.files,
+            files_written=cp.written,
+            observed=cp.observed,
+        )

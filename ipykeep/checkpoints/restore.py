@@ -1,0 +1,144 @@
+"""Restore into a new kernel: load the values of the cells still fresh, plan the rest.
+
+See ``planning`` for the idea (replay the checkpointed runs into a staleness tracker, load each
+name's last value). This module does the talking: it reads the manifests, asks the kernel to
+load (authenticating every blob first), drops what failed, and tells the tracker and the engine
+which cells now count as run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+
+from ..api.checkpoints import RestoreReport
+from ..core.errors import IpykeepError
+from ..core.notebook import NotebookSnapshot
+from ..core.session import CellRun, KernelSession
+from ..core.staleness_service import notebook_cells, stat_for
+from ..staleness import StalenessTracker, probes
+from . import planning
+from .state import SMALL_VALUE, KernelCheckpoints
+from .state import call as _call
+from .store import CheckpointStore
+
+#: runs notebook cells in the kernel (the engine's batch); True when every one succeeded
+RunCells = Callable[[list[str]], Awaitable[bool]]
+
+
+async def restore_lost(
+    store: CheckpointStore, state: KernelCheckpoints, session: KernelSession, snap: NotebookSnapshot, run: RunCells
+) -> RestoreReport | None:
+    """Re-run the cheap cells, load the values of the checkpointed cells still fresh; the
+    staleness tracker learns they ran.
+
+    Returns None when there is nothing to restore. The report lists restored cells, the
+    cells that must re-run (with the plan's reasons) and those that could not be restored.
+    """
+    assert session.notebook is not None
+    started = time.monotonic()
+    manifests, bad = await asyncio.to_thread(store.cell_manifests, session.notebook)
+    cells = notebook_cells(snap)
+    all_cps = [planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"]
+    cps = planning.candidates(all_cps, cells)
+    if not cps:
+        return None
+    not_restorable: dict[str, str] = {
+        cp.cell_id: "; ".join(f"{n}: {why}" for n, why in sorted(cp.failed.items())) or "no namespace evidence"
+        for cp in all_cps
+        if not cp.restorable
+    }
+    stat = stat_for(session)
+    scout = StalenessTracker()
+    planning.replay(scout, cps)
+    first = scout.plan(cells, stat)
+    stale = set(first.cell_ids) | {e.cell_id for e in first.blocked}
+    finals = planning.final_values(cps)
+    poisoned = store.poisoned()
+    dropped: set[str] = set()
+    for name, (cid, blob) in finals.items():
+        if blob in poisoned:
+            dropped.add(cid)
+            not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
+    # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
+    # mutated one of their values then has the last word when its values are loaded.
+    cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
+    state.keep_seq = {cp.cell_id: cp.seq for cp in cheap}
+    try:
+        if cheap and not await run([cp.cell_id for cp in cheap]):
+            return None  # a cheap cell failed to re-run: warm-up runs every cell instead
+    finally:
+        state.keep_seq = {}
+    cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
+    sizes = {cp.cell_id: cp.sizes for cp in cps}
+    # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
+    # name to the same object (``import time``) then leaves that name's readers fresh, as
+    # in a kernel that was never lost. Large ones are skipped: their readers re-run anyway.
+    load = [
+        [n, blob]
+        for n, (cid, blob) in finals.items()
+        if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
+    ]
+    deadline = session.config.restore_timeout
+    results: dict[str, str] = {}
+    if load:
+        reply = await session.process.eval_silent(_call("restore", load, deadline), timeout=deadline + 60)
+        results = {str(k): str(v) for k, v in reply["results"].items()}
+    errors: list[str] = list(bad)
+    for name, outcome in results.items():
+        if outcome == "ok":
+            continue
+        cid, blob = finals[name]
+        dropped.add(cid)
+        not_restorable[cid] = f"{name}: {outcome}"
+        if outcome.startswith(("tampered:", "load_failed:")):
+            if outcome.startswith("tampered:"):
+                store.quarantine(blob)
+            else:
+                store.mark_poisoned(blob, outcome)
+            errors.append(f"checkpoint of {name} (cell {cid}) refused: {outcome}")
+    survivors = planning.drop_with_cowriters(cps, dropped)
+    kept = {cp.cell_id for cp in survivors}
+    for cp in cps:
+        if cp.cell_id not in kept and cp.cell_id not in not_restorable:
+            not_restorable[cp.cell_id] = "wrote a name whose checkpoint could not be restored"
+    orphans = [n for n, (cid, _) in finals.items() if cid not in kept and results.get(n) == "ok"]
+    if orphans:
+        await session.process.eval_silent(_call("restore", [], 1, orphans))
+    if load:
+        # the namespace monitor's baseline takes the loaded values in: a re-run rebinding one
+        # to the same object is then no change (its readers stay fresh)
+        with contextlib.suppress(IpykeepError):
+            await session.process.eval_silent(probes.statemon_collect_expr())
+    tracker = session.staleness.tracker
+    planning.replay(tracker, survivors)
+    index = {c.cell_id: c.index for c in cells}
+    for cp in survivors:
+        session.cell_runs[cp.cell_id] = CellRun("restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index))
+    plan = tracker.plan(cells, stat)
+    rerun_ids = set(plan.cell_ids)
+    restored = [cp for cp in survivors if cp.cell_id not in rerun_ids]
+    elapsed = time.monotonic() - started
+    report = RestoreReport(
+        kernel_id=session.kernel_id,
+        recomputed=[{"cell_id": cp.cell_id, "index": index.get(cp.cell_id, cp.index), "run_s": round(cp.duration, 3)} for cp in cheap],
+        restored=[
+            {"cell_id": cp.cell_id, "index": index[cp.cell_id], "run_s": round(cp.duration, 3), "bytes": cp.bytes}
+            for cp in sorted(restored, key=lambda cp: index[cp.cell_id])
+        ],
+        rerun=[e.to_json() for e in plan.stale],
+        blocked=[e.to_json() for e in plan.blocked],
+        not_restorable=not_restorable,
+        restore_s=round(elapsed, 3),
+        saved_s=round(sum(cp.duration for cp in restored) - elapsed, 3),
+        errors=errors,
+    )
+    state.last_restore = report
+    if session.state == "warming":
+        # results of the warm-up batch would take the notice; it is shown when warm-up ends
+        state.pending_notice = report.summary()
+    else:
+        session.notices.append(report.summary())
+    return report

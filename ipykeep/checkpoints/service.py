@@ -1,0 +1,420 @@
+"""Checkpoints as an engine collaborator: background snapshots after each notebook cell, restore
+of a lost kernel's fresh cells at start, and named checkpoints with rollback.
+
+A ``SessionObserver`` (``kernel_started``, ``after_cell``, ``kernel_restarted``,
+``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``, ``namespace_notes``)
+with three RPC methods (``checkpoint``, ``restore``, ``checkpoints``) that the composition root
+lists. It is attached after the staleness service: it reads the staleness tracker's record of
+the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` it keeps by kernel id.
+
+When restore happens: on ``start`` of a notebook that has cell checkpoints — a new kernel after
+``stop``, after the daemon was killed or the machine rebooted, or the same kernel id when its
+kernel process died — warm-up restores the fresh cells' values and runs only the plan. An
+explicit ``restart`` drops the state as it always did (the user asked for a clean kernel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from ..api.checkpoints import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
+from ..core.engine import Engine
+from ..core.errors import IpykeepError, KernelBusyError
+from ..core.execution import Execution
+from ..core.notebook import Cell, NotebookSnapshot
+from ..core.observer import SessionObserver
+from ..core.session import KernelSession
+from ..staleness import probes
+from ..staleness.models import Observed
+from . import cost, planning
+from .limits import Limits, collect
+from .restore import restore_lost
+from .state import FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
+from .state import call as _call
+from .state import human as _human
+from .state import inkernel_source as _source
+from .store import CheckpointError, CheckpointStore, TamperedCheckpointError, UnknownCheckpointError
+
+COLLECT_EVERY = 25
+
+log = logging.getLogger("ipykeep.checkpoints")
+
+class CheckpointService(SessionObserver):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.store = CheckpointStore(engine.paths.state)
+        #: kernel id -> what checkpoints do in that kernel (kept after close: status reads it)
+        self.kernels: dict[str, KernelCheckpoints] = {}
+
+    # -- per-kernel state --------------------------------------------------------------------
+    def state(self, session: KernelSession) -> KernelCheckpoints:
+        return self.kernels.setdefault(session.kernel_id, KernelCheckpoints())
+
+    def _scope(self, session: KernelSession) -> Path:
+        """Checkpoints are kept per notebook (scratch kernels: per working directory)."""
+        return session.notebook if session.notebook is not None else session.cwd / "<scratch>"
+
+    async def _install(self, session: KernelSession) -> None:
+        st = self.state(session)
+        if not session.config.checkpoints:
+            st.available, st.reason = False, "checkpoints are off (checkpoints = false)"
+            return
+        kind = getattr(getattr(session.process, "provider", None), "kind", "local")
+        if kind != "local":
+            # the kernel writes and reads the store itself: it must share the project's disk
+            st.available, st.reason = False, f"checkpoints need a local kernel (this one runs on {kind})"
+            return
+        limits = Limits.from_config(session.config)
+        try:
+            _ = self.store.key  # created (0600) before the kernel reads it
+            await session.process.install_helper(MODULE, _source())
+            reply = await session.process.eval_silent(
+                _call(
+                    "configure", str(self.store.root), str(self.store.key_path), limits.max_value_bytes,
+                    limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
+                    list(session.config.checkpoint_exclude_names), list(session.config.checkpoint_exclude_types),
+                )
+            )
+        except IpykeepError as exc:
+            st.available, st.reason = False, exc.message
+            log.warning("checkpoints unavailable in %s: %s", session.kernel_id, exc.message)
+            return
+        st.available = bool(reply.get("available"))
+        st.reason = str(reply.get("reason") or "")
+
+    # -- engine hooks ------------------------------------------------------------------------
+    async def kernel_started(self, session: KernelSession) -> None:
+        await self._install(session)
+        if self.state(session).available:
+            self._collect_soon(session)
+
+    async def kernel_restarted(self, session: KernelSession) -> None:
+        # No restore here: ``restart`` drops the state on purpose. ``start`` of a notebook whose
+        # kernel died restarts it and warms it, and warm-up restores (``warm_cells``).
+        self.state(session).named.clear()  # their tracker copies describe the old process
+        await self._install(session)
+
+    async def kernel_closing(self, session: KernelSession) -> None:
+        """``stop``, ``close`` or idle expiry: let the writers finish the last snapshots first."""
+        pending = self.state(session).manifest_write
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(pending), FLUSH_ON_CLOSE_S)
+        if self.state(session).available and session.process.alive:
+            with contextlib.suppress(IpykeepError):
+                await session.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
+
+    async def warm_cells(self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
+        """At start: restore what is still fresh; warm-up then runs only the plan."""
+        if not self.state(session).available or session.notebook is None:
+            return cell_ids
+        try:
+            report = await self.restore_lost(session, snap)
+        except IpykeepError as exc:
+            session.notices.append(f"checkpoints not restored: {exc.message}")
+            return cell_ids
+        if report is None:
+            return cell_ids
+        return [c["cell_id"] for c in report.rerun]
+
+    def kernel_summary(self, session: KernelSession) -> str | None:
+        """One line for ``status``: cells checkpointed, restorable, their size."""
+        st = self.state(session)
+        if not st.available:
+            return None  # why: `ipykeep checkpoints`
+        cells = list(st.cells.values())
+        if not cells and st.last_restore is None:
+            return None
+        size = sum(c.bytes for c in cells)
+        bad = [str(c.index) for c in cells if not c.restorable]
+        cheap = sorted(c.index for c in cells if c.cheap)
+        text = f"{len(cells) - len(cheap)} cell(s) checkpointed, {_human(size)}"
+        if cheap:
+            text += f"; cheap, re-run on restore: cell(s) {', '.join(map(str, cheap))}"
+        if bad:
+            text += f"; not restorable: cell(s) {', '.join(sorted(bad, key=int))} (they re-run after a restart)"
+        if st.last_restore is not None:
+            text += f"; at start {len(st.last_restore.restored)} cell(s) were restored ({max(st.last_restore.saved_s, 0):.1f} s saved)"
+        return text
+
+    def namespace_notes(self, session: KernelSession) -> list[str]:
+        """For ``namespace``: each checkpointed variable's size, and what could not be saved."""
+        st = self.state(session)
+        if not st.available or not st.cells:
+            return []
+        sizes: dict[str, int] = {}
+        failed: list[str] = []
+        for c in st.cells.values():  # in run order: the latest checkpoint of a name wins
+            sizes.update(c.sizes)
+            failed += [f"{n} (cell {c.index}: {why})" for n, why in sorted(c.failed.items())]
+        shown = ", ".join(f"{n} {_human(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<"))
+        notes = [f"checkpointed: {shown} — {_human(sum(c.bytes for c in st.cells.values()))} in all"]
+        if failed:
+            notes.append("not checkpointed: " + "; ".join(failed)[:400])
+        return notes
+
+    async def warm_finished(self, session: KernelSession) -> None:
+        st = self.state(session)
+        if st.pending_notice:
+            session.notices.append(st.pending_notice)
+            st.pending_notice = None
+
+    async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
+        st = self.state(session)
+        if not st.available or session.notebook is None or not session.process.alive:
+            return
+        path = self.store.cell_manifest_path(session.notebook, cell.cell_id)
+        observed = self._observed(ex)
+        tracker = session.staleness.tracker
+        if ex.state != "ok" or observed is None or tracker is None:
+            # the last checkpoint no longer describes this cell's values
+            with contextlib.suppress(OSError):
+                path.unlink()
+            st.cells.pop(cell.cell_id, None)
+            st.cheap.pop(cell.cell_id, None)
+            return
+        writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
+        imports_only = bool(writes) and set(writes) <= set(tracker.run_imports(cell.cell_id))
+        decision = cost.decide(
+            cell.cell_id, ex.duration or 0.0, tracker.run_inputs(cell.cell_id).values(), st.cheap,
+            session.config.checkpoint_min_cell_s, st.snapshot_s.get(cell.cell_id), imports_only,
+        )
+        files, written = tracker.run_files(cell.cell_id)
+        meta: dict[str, Any] = {
+            "path": str(path),
+            "manifest": {
+                "v": 1,
+                "kind": "cell",
+                "notebook": str(session.notebook),
+                "cell_id": cell.cell_id,
+                "index": cell.index,
+                "source": cell.source,
+                "seq": st.keep_seq.pop(cell.cell_id, None) or time.time_ns(),
+                "duration": ex.duration or 0.0,
+                "files": [f.to_json() for f in files],
+                "written": list(written),
+                "observed": planning.observed_json(observed),
+                "writes": writes,
+                "kernel_id": session.kernel_id,
+                "cheap": decision.cheap,
+                "recompute_s": decision.recompute_s,
+            },
+        }
+        st.cheap.pop(cell.cell_id, None)
+        previous = st.cells.get(cell.cell_id)
+        if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
+            # an import-only cell costs restore the same either way: nothing for its readers
+            st.cheap[cell.cell_id] = cost.CheapCell(0.0 if imports_only else ex.duration or 0.0, decision.chain)
+        try:
+            if decision.cheap and (previous is None or previous.cheap):
+                # written here, not by the kernel: no round trip, the kernel is not held at all
+                # (when the kernel's writer may still hold an older snapshot of this cell, the
+                # manifest goes through it instead, so the newer one is written last)
+                manifest = {**meta["manifest"], "values": {}, "failed": {}, "restorable": True, "created": time.time()}
+                self._write_later(session, path, manifest)
+                reply: dict[str, Any] = {}
+            else:
+                reply = await session.process.eval_silent(
+                    _call("snapshot", json.dumps(meta), [] if decision.cheap else writes),
+                    timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30,
+                )
+        except (IpykeepError, OSError) as exc:
+            log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
+            return
+        if not decision.cheap and "seconds" in reply:
+            st.snapshot_s[cell.cell_id] = float(reply["seconds"])
+        sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
+        failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
+        st.cells.pop(cell.cell_id, None)  # kept in run order: the latest writer of a name last
+        st.cells[cell.cell_id] = CellCheckpointInfo(
+            cell_id=cell.cell_id, index=cell.index, restorable=not failed, bytes=sum(sizes.values()),
+            values=sorted(sizes), sizes=sizes, failed=failed, snapshot_s=float(reply.get("seconds") or 0.0),
+            cheap=decision.cheap, recompute_s=decision.recompute_s,
+        )
+        st.snapshots += 1
+        if st.snapshots % COLLECT_EVERY == 0:
+            self._collect_soon(session)
+
+    def _write_later(self, session: KernelSession, path: Path, manifest: dict[str, Any]) -> None:
+        """Write a cheap cell's manifest off the batch's path (the cell's run returns without
+        waiting for the disk), one write after the other so the newest lands last."""
+        st = self.state(session)
+        previous = st.manifest_write
+
+        async def write() -> None:
+            if previous is not None:
+                with contextlib.suppress(Exception):
+                    await previous
+            try:
+                await asyncio.to_thread(self.store.write_manifest, path, manifest)
+            except OSError as exc:
+                log.warning("checkpoint manifest %s not written: %s", path, exc)
+
+        st.manifest_write = session.scheduler.spawn(write())
+
+    @staticmethod
+    def _observed(ex: Execution) -> Observed | None:
+        result = (ex.expression_results or {}).get("ipykeep_state")
+        if result is None:
+            return None
+        with contextlib.suppress(IpykeepError, ValueError, TypeError):
+            return probes.parse_statemon(probes.decode_expression_value(result))
+        return None
+
+    def _collect_soon(self, session: KernelSession) -> None:
+        limits = Limits.from_config(session.config)
+
+        async def run() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(collect, self.store, limits)
+
+        session.scheduler.spawn(run())
+
+    async def restore_lost(self, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
+        pending = self.state(session).manifest_write
+        if pending is not None:  # the manifests written last are read now
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+
+        async def run(cell_ids: list[str]) -> bool:
+            return (await self.engine.run_batch(session, snap, cell_ids)).ok
+
+        return await restore_lost(self.store, self.state(session), session, snap, run)
+
+    # -- RPC methods -------------------------------------------------------------------------
+    def _ready(self, kernel_id: str | None, notebook: str | None) -> KernelSession:
+        session = self.engine.live(kernel_id, notebook)
+        st = self.state(session)
+        if not st.available:
+            raise CheckpointError(
+                f"checkpoints are not available in kernel {session.kernel_id}: {st.reason or 'not set up'}",
+                hint="set checkpoints = true and install cloudpickle in the kernel's environment",
+            )
+        if session.scheduler.main_lock.locked() or session.running():
+            raise KernelBusyError(
+                f"kernel {session.kernel_id} is running code; a checkpoint now would be half of one",
+                hint="wait for the running cell to finish (or interrupt it), then retry",
+            )
+        return session
+
+    async def checkpoint(self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None) -> NamedCheckpointResult:
+        """Save every user variable of the kernel under ``name`` (default: a timestamp)."""
+        session = self._ready(kernel_id, notebook)
+        name = name or time.strftime("ckpt-%Y%m%d-%H%M%S")
+        path = self.store.named_manifest_path(self._scope(session), name)
+        async with session.scheduler.main_lock:
+            names = await session.process.eval_silent(_call("user_names"))
+            meta = {
+                "path": str(path),
+                "manifest": {"v": 1, "kind": "named", "name": name, "names": names, "kernel_id": session.kernel_id,
+                             "notebook": str(session.notebook) if session.notebook else None},
+            }
+            budget = session.config.restore_timeout
+            reply = await session.process.eval_silent(_call("snapshot", json.dumps(meta), names), timeout=budget + 60)
+            done = await session.process.eval_silent(_call("flush", budget), timeout=budget + 30)
+        if not done:
+            raise CheckpointError(f"checkpoint {name!r} was not written within {budget:g} s", hint="retry; see `ipykeep status`")
+        tracker = session.staleness.tracker
+        with contextlib.suppress(Exception):  # a tracker that cannot be copied: rollback records a change instead
+            self.state(session).named[name] = (session.process.generation, copy.deepcopy(tracker), dict(session.cell_runs))
+        sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
+        return NamedCheckpointResult(
+            kernel_id=session.kernel_id, name=name, values=sorted(sizes), bytes=sum(sizes.values()),
+            failed=reply.get("failed") or {}, seconds=float(reply.get("seconds") or 0.0),
+        )
+
+    async def restore(self, name: str, kernel_id: str | None = None, notebook: str | None = None) -> RollbackResult:
+        """Roll the kernel's variables back to checkpoint ``name``; names made since are deleted."""
+        session = self._ready(kernel_id, notebook)
+        path = self.store.named_manifest_path(self._scope(session), name)
+        try:
+            manifest = self.store.read_manifest(path)
+        except UnknownCheckpointError:
+            known = sorted(m.get("name", "?") for m in self.store.named_manifests(self._scope(session))[0])
+            raise UnknownCheckpointError(
+                f"no checkpoint named {name!r} for {self._scope(session).name}",
+                hint=f"known: {', '.join(known) or 'none'}; make one with `ipykeep checkpoint NAME`",
+            ) from None
+        values = {n: v["blob"] for n, v in (manifest.get("values") or {}).items()}
+        for blob in values.values():
+            if self.store.is_poisoned(blob):
+                raise TamperedCheckpointError(
+                    f"checkpoint {name!r} holds a poisoned value; nothing was changed",
+                    hint="make a new checkpoint; this one cannot be loaded",
+                )
+        started = time.monotonic()
+        async with session.scheduler.main_lock:
+            current = await session.process.eval_silent(_call("user_names"))
+            keep = set(manifest.get("names") or []) 
+            delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
+            # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
+            check = await session.process.eval_silent(_call("verify", list(values.values())), timeout=session.config.restore_timeout + 60)
+            if check:
+                for blob in check:
+                    self.store.quarantine(blob)
+                raise TamperedCheckpointError(
+                    f"checkpoint {name!r} refused: {len(check)} value(s) do not authenticate under this project's key "
+                    "(modified, or not written by this project); nothing was changed",
+                    hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
+                )
+            reply = await session.process.eval_silent(
+                _call("restore", [[n, b] for n, b in values.items()], session.config.restore_timeout, delete),
+                timeout=session.config.restore_timeout + 60,
+            )
+            # the next cell must not be charged with the rollback's changes
+            with contextlib.suppress(IpykeepError):
+                await session.process.eval_silent(probes.statemon_collect_expr())
+        results = {str(k): str(v) for k, v in reply["results"].items()}
+        loaded = sorted(n for n, r in results.items() if r == "ok")
+        failed = {n: r for n, r in results.items() if r != "ok"}
+        saved = self.state(session).named.get(name)
+        if saved is not None and saved[0] == session.process.generation and saved[1] is not None and not failed:
+            session.staleness.tracker = copy.deepcopy(saved[1])
+            session.cell_runs.clear()
+            session.cell_runs.update(saved[2])
+        else:
+            tracker = session.staleness.tracker
+            if tracker is not None:
+                tracker.record_scratch(
+                    f"# restore checkpoint {name}",
+                    observed=Observed(bound=frozenset(n for n in loaded if n.isidentifier()), deleted=frozenset(delete)),
+                )
+        return RollbackResult(
+            kernel_id=session.kernel_id, name=name, restored=loaded, deleted=delete,
+            not_rolled_back={**(manifest.get("failed") or {}), **failed}, seconds=round(time.monotonic() - started, 3),
+        )
+
+    async def checkpoints(self, kernel_id: str | None = None, notebook: str | None = None) -> CheckpointListing:
+        """What is checkpointed for the kernel's notebook, and how big it is."""
+        session = self.engine.session(kernel_id, notebook)
+        st = self.state(session)
+        scope = self._scope(session)
+        named, _ = await asyncio.to_thread(self.store.named_manifests, scope)
+        cells: list[CellCheckpointInfo] = list(st.cells.values())
+        if session.notebook is not None and not cells:
+            manifests, _ = await asyncio.to_thread(self.store.cell_manifests, session.notebook)
+            for m in manifests:
+                cp = planning.CellCheckpoint.from_manifest(m)
+                cells.append(CellCheckpointInfo(cell_id=cp.cell_id, index=cp.index, restorable=cp.restorable,
+                                                bytes=cp.bytes, values=sorted(cp.values), sizes=dict(cp.sizes),
+                                                failed=dict(cp.failed)))
+        return CheckpointListing(
+            kernel_id=session.kernel_id,
+            enabled=st.available,
+            reason=st.reason or None,
+            cells=sorted(cells, key=lambda c: c.index),
+            named=[
+                {"name": m.get("name"), "created": m.get("created"), "values": len(m.get("values") or {}),
+                 "bytes": sum(int(v.get("size", 0)) for v in (m.get("values") or {}).values())}
+                for m in sorted(named, key=lambda m: m.get("created", 0))
+            ],
+            store_bytes=await asyncio.to_thread(self.store.usage),
+            last_restore=st.last_restore,
+        )

@@ -1,0 +1,60 @@
+"""Shared by the checkpoint service's modules: the in-kernel module's name and source, how to
+call it, and what the service keeps per kernel."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from ..api.checkpoints import CellCheckpointInfo, RestoreReport
+from ..core.session import CellRun
+from ..staleness import probes
+from .cost import CheapCell
+
+MODULE = "_ipykeep_ckpt"
+HIDDEN = ("<numpy.random>", "<random>")
+SMALL_VALUE = 1 << 20
+#: seconds a closing kernel waits for its checkpoint writer
+FLUSH_ON_CLOSE_S = 15.0
+
+
+def human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def inkernel_source() -> str:
+    return resources.files(__package__).joinpath("_inkernel").joinpath("snapshot.py").read_text("utf-8")
+
+
+def call(function: str, *args: Any) -> str:
+    return probes.call_expr(MODULE, function, *args)
+
+
+@dataclass
+class KernelCheckpoints:
+    """Per kernel: whether checkpoints work there, and what the last ones did."""
+
+    available: bool = False
+    reason: str = ""
+    cells: dict[str, CellCheckpointInfo] = field(default_factory=dict)
+    last_restore: RestoreReport | None = None
+    #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
+    named: dict[str, tuple[int, Any, dict[str, CellRun]]] = field(default_factory=dict)
+    snapshots: int = 0
+    #: cells not checkpointed on purpose (see ``cost``), by id
+    cheap: dict[str, CheapCell] = field(default_factory=dict)
+    #: cell id -> seconds the kernel was held the last time its values were saved
+    snapshot_s: dict[str, float] = field(default_factory=dict)
+    #: cheap cells re-running during a restore -> the run order (``seq``) of the run they
+    #: repeat: their new manifests keep it, so the next restore replays runs in the order they
+    #: first happened (a re-run cheap cell is not "after" the cells restored from its values)
+    keep_seq: dict[str, int] = field(default_factory=dict)
+    #: the latest write of a cheap cell's manifest (each waits for the one before)
+    manifest_write: asyncio.Task[None] | None = None
+    pending_notice: str | None = None

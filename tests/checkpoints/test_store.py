@@ -1,0 +1,232 @@
+"""The checkpoint store: authentication, poisoning, limits and collection (pure, no kernel)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from ipykeep.checkpoints import planning
+from ipykeep.checkpoints.limits import GRACE_S, Limits, collect
+from ipykeep.checkpoints.store import CheckpointError, CheckpointStore, TamperedCheckpointError
+from ipykeep.staleness.models import Observed
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> CheckpointStore:
+    return CheckpointStore(tmp_path / ".ipykeep")
+
+
+def test_key_and_blobs_are_private(store: CheckpointStore) -> None:
+    blob = store.put_blob(b"hello")
+    assert mode(store.key_path) == 0o600
+    assert mode(store.root) == 0o700
+    assert mode(store.blob_path(blob)) == 0o600
+    assert mode(store.blob_path(blob).parent) == 0o700
+    assert store.get_blob(blob) == b"hello"
+    assert store.put_blob(b"hello") == blob  # content-addressed: written once
+
+
+def test_tampered_blob_is_refused_and_quarantined(store: CheckpointStore) -> None:
+    blob = store.put_blob(b"payload")
+    store.blob_path(blob).write_bytes(b"paylOad")
+    with pytest.raises(TamperedCheckpointError, match="does not authenticate.*refusing to unpickle"):
+        store.get_blob(blob)
+    assert not store.blob_path(blob).exists() and (store.root / "quarantine" / blob).exists()
+    assert store.put_blob(b"payload") == blob  # the true bytes, written again, load
+    assert store.get_blob(blob) == b"payload"
+
+
+def test_poisoned_blob_is_never_loaded_again(store: CheckpointStore) -> None:
+    blob = store.put_blob(b"authentic but unloadable")
+    store.mark_poisoned(blob, "load_failed: ModuleNotFoundError")
+    with pytest.raises(TamperedCheckpointError, match="poisoned"):
+        store.get_blob(blob)
+
+
+def test_blob_from_another_project_is_refused(tmp_path: Path, store: CheckpointStore) -> None:
+    other = CheckpointStore(tmp_path / "other" / ".ipykeep")
+    foreign = other.put_blob(b"not ours")
+    target = store.blob_path(foreign)
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"not ours")
+    with pytest.raises(TamperedCheckpointError):
+        store.get_blob(foreign)
+
+
+def test_bad_blob_id_and_name(store: CheckpointStore) -> None:
+    with pytest.raises(TamperedCheckpointError, match="not a checkpoint blob id"):
+        store.blob_path("../../etc/passwd")
+    with pytest.raises(CheckpointError, match="not a checkpoint name"):
+        store.named_manifest_path(Path("/nb.ipynb"), "../x")
+
+
+def test_manifest_mac(store: CheckpointStore, tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    store.write_manifest(path, {"cell_id": "a", "values": {}})
+    assert store.read_manifest(path)["cell_id"] == "a"
+    data = json.loads(path.read_text())
+    data["cell_id"] = "b"
+    path.write_text(json.dumps(data))
+    with pytest.raises(TamperedCheckpointError, match="does not authenticate"):
+        store.read_manifest(path)
+    good, bad = store.manifests(tmp_path)
+    assert good == [] and len(bad) == 1
+
+
+def test_key_readable_by_others_is_an_error(store: CheckpointStore) -> None:
+    store.put_blob(b"x")
+    os.chmod(store.key_path, 0o644)
+    with pytest.raises(CheckpointError, match="readable by other users"):
+        _ = CheckpointStore(store.root.parent).key
+
+
+def _limits(project: int = 10**9, age: float = 1e9) -> Limits:
+    return Limits(max_value_bytes=10**9, max_cell_bytes=10**9, max_project_bytes=project, max_age_s=age,
+                  snapshot_budget_s=10, max_pending_bytes=10**9)
+
+
+def _manifest(store: CheckpointStore, name: str, blobs: dict[str, str], created: float) -> Path:
+    path = store.root / "notebooks" / "nb" / "cells" / f"{name}.json"
+    store.write_manifest(path, {"cell_id": name, "created": created, "values": {n: {"blob": b, "size": 1} for n, b in blobs.items()}})
+    return path
+
+
+def _age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_collect_age_unreferenced_and_lru(store: CheckpointStore) -> None:
+    now = time.time()
+    old_blob = store.put_blob(b"o" * 100)
+    orphan = store.put_blob(b"u" * 100)
+    young_orphan = store.put_blob(b"y" * 100)
+    a = store.put_blob(b"a" * 1000)
+    b = store.put_blob(b"b" * 1000)
+    m_old = _manifest(store, "old", {"x": old_blob}, created=now - 100 * 86400)
+    m_a = _manifest(store, "a", {"x": a}, created=now)
+    m_b = _manifest(store, "b", {"y": b}, created=now)
+    for blob in (old_blob, orphan):
+        _age(store.blob_path(blob), GRACE_S + 10)
+    _age(store.blob_path(a), 50)  # a is the least recently used of the live blobs
+    rep = collect(store, _limits(project=1500, age=30 * 86400), now=now)
+    assert not m_old.exists()  # too old
+    assert not store.blob_path(old_blob).exists() and not store.blob_path(orphan).exists()
+    assert store.blob_path(young_orphan).exists()  # may belong to a manifest being written
+    assert not store.blob_path(a).exists() and not m_a.exists()  # evicted with its manifest
+    assert store.blob_path(b).exists() and m_b.exists()
+    assert rep.bytes_kept <= 1500
+
+
+def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Path) -> None:
+    """The in-kernel module (standard library + cloudpickle) writes what the store reads."""
+    src = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel" / "snapshot.py"
+    spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_test", src)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    import numpy as np
+
+    arr = np.arange(300, dtype="int64").reshape(30, 10)[:, ::2]  # not contiguous: pickled in-band
+    ns: dict = {"df": {"a": [1, 2]}, "gen": (i for i in range(3)), "big": b"x" * 5000, "f": lambda v: v + 1,
+                "arr": np.arange(400, dtype="int64"), "view": arr}
+    mod._ns = lambda: (ns, None)
+    _ = store.key  # created on first use
+    conf = json.loads(mod.configure(str(store.root), str(store.key_path), 4096, 10**6, 10**7, 10.0, [], []))
+    assert conf["available"]
+    path = store.cell_manifest_path(Path("/p/nb.ipynb"), "c1")
+    meta = {"path": str(path), "manifest": {"cell_id": "c1", "seq": 1, "source": "", "observed": {}}}
+    reply = json.loads(mod.snapshot(json.dumps(meta), ["df", "gen", "big", "f", "arr", "view"]))
+    assert set(reply["sizes"]) == {"df", "f", "arr", "view"}
+    assert "cannot be pickled" in reply["failed"]["gen"]
+    assert "per-value checkpoint limit" in reply["failed"]["big"]
+    assert reply["seconds"] < 10
+    assert json.loads(mod.flush(10))
+    manifest = store.read_manifest(path)
+    assert manifest["restorable"] is False and set(manifest["values"]) == {"df", "f", "arr", "view"}
+    for v in manifest["values"].values():
+        store.get_blob(v["blob"])  # authenticates on the host side
+    ns.clear()
+    out = json.loads(mod.restore([[n, v["blob"]] for n, v in manifest["values"].items()], 10))["results"]
+    assert set(out.values()) == {"ok"} and ns["df"] == {"a": [1, 2]} and ns["f"](1) == 2
+    assert (ns["arr"] == np.arange(400)).all() and (ns["view"] == arr).all()
+    ns["arr"][0] = 7  # arrays loaded over the blob's bytes are ordinary, writable arrays
+    blob = manifest["values"]["df"]["blob"]
+    store.blob_path(blob).write_bytes(b"\x80\x05N.")  # a valid pickle, but not ours
+    assert json.loads(mod.verify([blob]))[blob].startswith("tampered")
+    out = json.loads(mod.restore([["df", blob]], 10))["results"]
+    assert out["df"].startswith("tampered")
+
+
+def _cp(cid: str, seq: int, values: dict[str, str], writes: set[str] | None = None, deleted: set[str] = frozenset()) -> planning.CellCheckpoint:  # type: ignore[assignment]
+    return planning.CellCheckpoint(
+        cell_id=cid, seq=seq, index=seq, source="", duration=1.0, files=(), written=(),
+        observed=Observed(), writes=frozenset(writes if writes is not None else values), deleted=frozenset(deleted),
+        values=values,
+    )
+
+
+def test_final_values_and_cowriters() -> None:
+    a = _cp("a", 1, {"df": "1", "n": "2"})
+    b = _cp("b", 2, {"df": "3"})  # mutated df
+    c = _cp("c", 3, {"m": "4"}, deleted={"n"})
+    assert planning.final_values([a, b, c]) == {"df": ("b", "3"), "m": ("c", "4")}
+    assert [cp.cell_id for cp in planning.drop_with_cowriters([a, b, c], {"b"})] == ["c"]
+    assert [cp.cell_id for cp in planning.drop_with_cowriters([a, b, c], {"c"})] == ["a", "b"]
+
+
+def _inkernel_module(store: CheckpointStore, ns: dict, **conf: object):  # type: ignore[no-untyped-def]
+    src = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel" / "snapshot.py"
+    spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_test2", src)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    mod._ns = lambda: (ns, None)
+    _ = store.key
+    mod.configure(str(store.root), str(store.key_path), 10**6, 10**6, 10**7, 10.0,
+                  conf.get("names", []), conf.get("types", []))
+    return mod
+
+
+def test_excluded_names_and_types_are_not_saved(store: CheckpointStore) -> None:
+    import threading
+
+    ns = {"conn": object(), "lock": threading.Lock(), "x": 1}
+    mod = _inkernel_module(store, ns, names=["conn"], types=["_thread.lock"])
+    meta = {"path": str(store.root / "m.json"), "manifest": {}}
+    reply = json.loads(mod.snapshot(json.dumps(meta), ["conn", "lock", "x"]))
+    assert set(reply["sizes"]) == {"x"}
+    assert "checkpoint_exclude_names" in reply["failed"]["conn"]
+    assert "checkpoint_exclude_types" in reply["failed"]["lock"]
+
+
+def test_authentic_blob_that_fails_to_load_is_reported(store: CheckpointStore) -> None:
+    ns: dict = {}
+    mod = _inkernel_module(store, ns)
+    stream = b"\x80\x05cnonexistent_module_for_test\nThing\n."  # a class that is gone
+    data = mod.MAGIC + (1).to_bytes(4, "little") + len(stream).to_bytes(8, "little") + stream
+    blob = store.put_blob(data)  # written with the project's key: authentic
+    out = json.loads(mod.restore([["thing", blob]], 10))["results"]
+    assert out["thing"].startswith("load_failed: ModuleNotFoundError") and "thing" not in ns
+
+
+def test_restore_stops_at_its_deadline(store: CheckpointStore) -> None:
+    ns: dict = {"a": [1, 2, 3]}
+    mod = _inkernel_module(store, ns)
+    meta = {"path": str(store.root / "m.json"), "manifest": {}}
+    json.loads(mod.snapshot(json.dumps(meta), ["a"]))
+    assert json.loads(mod.flush(10))
+    blob = store.read_manifest(store.root / "m.json")["values"]["a"]["blob"]
+    ns.clear()
+    out = json.loads(mod.restore([["a", blob]], -1))["results"]
+    assert out["a"].startswith("deadline:") and "a" not in ns

@@ -1,0 +1,104 @@
+"""Store or recompute on real kernels: cheap cells are not checkpointed and re-run on restore,
+expensive ones are restored, and the kernel equals a fresh run of the notebook on disk.
+
+Default settings (``checkpoint_min_cell_s`` = 1 s). The fresh-run oracle is the staleness
+acceptance suite's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from test_staleness_acceptance import Nb, kinds
+
+from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.checkpoints.state import MODULE
+from ipykeep.composition import compose
+from ipykeep.core.config import Config
+from ipykeep.core.engine import Engine
+from ipykeep.core.project import ProjectPaths
+from ipykeep.staleness import probes
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
+
+CELLS = [
+    # cheap, read by an expensive cell that mutates its value
+    ("prep", "import time\nbase = list(range(10))"),
+    # expensive: checkpointed (base included: it mutated it)
+    ("slow", "time.sleep(1.2)\nbase.append(99)\ntotal = sum(base)"),
+    # fast, but reads a checkpointed value: checkpointed too (it could not re-run first)
+    ("after", "n = total + len(base)"),
+    # cheap and independent
+    ("label", "label = 'x' * 3"),
+    # two cheap cells whose chain is not cheap: the second is checkpointed
+    ("half1", "time.sleep(0.6)\nh = [1, 2]"),
+    ("half2", "time.sleep(0.6)\nh2 = h + [3]"),
+]
+EXPRS = ("base", "total", "n", "label", "h", "h2")
+
+
+@pytest_asyncio.fixture(scope="module")
+async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
+    root = tmp_path_factory.mktemp("checkpoint-cost")
+    (root / ".git").mkdir()
+    eng = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static")).engine
+    yield eng
+    await eng.shutdown()
+
+
+def service(engine: Engine) -> CheckpointService:
+    return next(o for o in engine.observers if isinstance(o, CheckpointService))
+
+
+async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engine) -> None:
+    directory = engine.paths.root / "chain"
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    nb.write_cells(CELLS)
+    await nb.start()
+    session = engine.kernels[nb.kernel_id]
+    assert await session.process.eval_silent(probes.call_expr(MODULE, "flush", 30), timeout=40)
+    listing = await service(engine).checkpoints(kernel_id=nb.kernel_id)
+    by_id = {c.cell_id: c for c in listing.cells}
+    assert {c for c, info in by_id.items() if info.cheap} == {"prep", "label", "half1"}
+    assert by_id["prep"].bytes == 0 and by_id["prep"].values == []
+    assert set(by_id["slow"].values) >= {"base", "total"} and by_id["slow"].bytes > 0
+    assert by_id["half2"].recompute_s is not None and by_id["half2"].recompute_s >= 1.0
+    status = engine.kernel_record(session).checkpoints or ""
+    assert "3 cell(s) checkpointed" in status and "cheap, re-run on restore: cell(s) 0, 3, 4" in status, status
+
+    # twice: the cheap cells' re-runs keep their place in the run order, so a second loss
+    # restores the same way
+    for _ in range(2):
+        os.kill(session.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        for _ in range(100):
+            if session.state == "dead":
+                break
+            await asyncio.sleep(0.1)
+        assert session.state == "dead"
+        before = len(session.executions)
+        rec = await engine.create_kernel(notebook=str(nb.path))  # `ipykeep start` again
+        assert rec.kernel_id == nb.kernel_id and rec.state == "idle"
+        report = service(engine).state(session).last_restore
+        assert report is not None
+        assert [c["cell_id"] for c in report.recomputed] == ["prep", "label", "half1"]
+        assert {c["cell_id"] for c in report.restored} == {"slow", "after", "half2"}
+        assert report.rerun == []
+        ran = [ex.cell_id for ex in list(session.executions.values())[before:] if ex.kind == "cell"]
+        assert ran == ["prep", "label", "half1"]  # only the cheap cells ran; the 1.2 s cell did not
+        assert kinds(await nb.plan()) == {}
+        await nb.scratch(_values_helper())
+        await nb.assert_fresh(*EXPRS)  # base holds the 99 the restored cell appended
+        assert await session.process.eval_silent(probes.call_expr(MODULE, "flush", 30), timeout=40)
+    await nb.close()
+
+
+def _values_helper() -> str:
+    from test_staleness_acceptance import _KERNEL_VALUES
+
+    return _KERNEL_VALUES
