@@ -220,7 +220,8 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
     def _adoption_specs(self) -> dict[str, KernelSpec]:
         ksm = self.kernel_spec_manager
         if not isinstance(ksm, AdoptionKernelSpecManager):
-            # The server hands its own spec manager over; wrap adoption specs around it.
+            # A spec manager of another class (a user's configuration, or none given): adoption
+            # needs one that knows the adoption specs; it only ever starts those.
             ksm = self.kernel_spec_manager = AdoptionKernelSpecManager(parent=self)
         specs: dict[str, KernelSpec] = ksm.adoption_specs
         return specs
