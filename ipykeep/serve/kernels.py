@@ -259,13 +259,17 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
     def adopted_connection_file(self, server_id: str) -> str | None:
         return self.get_kernel(server_id).connection_file if server_id in self else None
 
-    def detach(self, server_id: str) -> None:
+    async def detach(self, server_id: str) -> None:
         """Forget a kernel without touching its process."""
         if server_id not in self:
             return
         self.stop_watching_activity(server_id)
         self.stop_buffering(server_id)
+        km = self.adopted(server_id)
         self.remove_kernel(server_id)
+        # Closes the control socket the start path opened. The connection file stays: it is
+        # ipykeep's, and the manager only removes files it wrote itself.
+        await km.cleanup_resources()
         self.log.info("detached kernel %s", server_id)
 
     # -- what the browser may not do -------------------------------------------------------
@@ -294,7 +298,7 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
     async def shutdown_all(self, now: bool = False) -> None:  # type: ignore[override]
         """Server exit: disconnect from every kernel; the kernels stay with ipykeep."""
         for kid in self.list_kernel_ids():
-            self.detach(kid)
+            await self.detach(kid)
 
 
 def ws_msg_type(channel_msg: Any, subprotocol: str | None) -> str | None:

@@ -123,7 +123,7 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
             for s in sessions:
                 if s["kernel"]["id"] == kid:
                     sm.cursor.execute("DELETE FROM session WHERE session_id=?", (s["id"],))
-            km.detach(kid)
+            await km.detach(kid)
     sessions = await sm.list_sessions()
     bound = {(s["path"], s["kernel"]["id"]) for s in sessions}
     for kid, k in wanted.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,11 +46,23 @@ def kernel_pid(km: AsyncKernelManager) -> int:
     return pid
 
 
-async def test_provisioner_is_registered_as_an_entry_point() -> None:
-    from importlib.metadata import entry_points
+async def test_provisioner_is_registered_as_an_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tomlkit
+    from jupyter_client.provisioning import KernelProvisionerFactory
 
-    eps = entry_points(group="jupyter_client.kernel_provisioners", name=PROVISIONER_NAME)
-    assert [ep.value for ep in eps] == ["ipykeep.serve.kernels:AdoptedProvisioner"]
+    from ipykeep.serve import kernels
+    from ipykeep.serve.kernels import adoption_spec, ensure_provisioner_registered
+
+    pyproject = tomlkit.parse((Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8"))
+    group = pyproject["project"]["entry-points"]["jupyter_client.kernel_provisioners"]  # type: ignore[index]
+    assert dict(group) == {PROVISIONER_NAME: "ipykeep.serve.kernels:AdoptedProvisioner"}  # type: ignore[call-overload]
+    # Where the entry point is not installed (a source tree), adoption registers it itself.
+    monkeypatch.setattr(kernels, "entry_points", lambda **kw: [])
+    monkeypatch.setattr(KernelProvisionerFactory, "provisioners", {})
+    ensure_provisioner_registered()
+    spec = adoption_spec("/nonexistent.json", 0, "probe")
+    prov = KernelProvisionerFactory.instance().create_provisioner_instance("probe", spec, parent=None)
+    assert isinstance(prov, AdoptedProvisioner) and prov.connection_file == "/nonexistent.json"
 
 
 async def test_adoption_goes_through_start_kernel_and_the_provisioner(
@@ -117,7 +130,7 @@ async def test_adoption_goes_through_start_kernel_and_the_provisioner(
     # Re-adoption under the same id (ipykeep re-adopts a restarted kernel this way).
     await mkm.adopt(SERVER_ID, owner.connection_file, pid, "ipykeep k1")
     assert mkm.list_kernel_ids() == [SERVER_ID]
-    mkm.detach(SERVER_ID)
+    await mkm.detach(SERVER_ID)
     assert await owner.is_alive()
 
 
