@@ -100,7 +100,6 @@ class Execution:
     expression_results: dict[str, Any] = field(default_factory=dict)
     _clear_pending: bool = False
     _done: asyncio.Event = field(default_factory=asyncio.Event)
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -111,7 +110,6 @@ class Execution:
         if self.state == "queued":
             self.state = "running"
             self.started_at = time.time()
-            self._notify()
 
     def finish(self, state: ExecutionState, note: str | None = None) -> None:
         if self.finished:
@@ -121,7 +119,6 @@ class Execution:
         self.state = state
         self.finished_at = time.time()
         self._done.set()
-        self._notify()
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait until finished or ``timeout`` seconds (None = forever); True when finished."""
@@ -132,16 +129,6 @@ class Execution:
         except asyncio.TimeoutError:
             return False
         return True
-
-    async def wait_for_change(self, timeout: float) -> None:
-        self._changed.clear()
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-
-    def _notify(self) -> None:
-        self._changed.set()
 
     # -- output handling (called per iopub message) --------------------------------------
     def _admit(self, size: int) -> bool:
@@ -160,7 +147,6 @@ class Execution:
 
     def _log(self, kind: Any, text: str, data: dict[str, Any] | None = None) -> None:
         self.events.append(OutputEvent(len(self.events), kind, text, data))
-        self._notify()
 
     def _apply_pending_clear(self) -> None:
         if self._clear_pending:
