@@ -57,9 +57,12 @@ async def test_provisioner_is_registered_as_an_entry_point(monkeypatch: pytest.M
     group = pyproject["project"]["entry-points"]["jupyter_client.kernel_provisioners"]  # type: ignore[index]
     assert dict(group) == {PROVISIONER_NAME: "ipykeep.serve.kernels:AdoptedProvisioner"}  # type: ignore[call-overload]
     # Where the entry point is not installed (a source tree), adoption registers it itself.
+    KernelProvisionerFactory.instance()  # its cache of installed provisioners, filled once
+    cache = {k: v for k, v in KernelProvisionerFactory.provisioners.items() if k != PROVISIONER_NAME}
     monkeypatch.setattr(kernels, "entry_points", lambda **kw: [])
-    monkeypatch.setattr(KernelProvisionerFactory, "provisioners", {})
+    monkeypatch.setattr(KernelProvisionerFactory, "provisioners", cache)
     ensure_provisioner_registered()
+    assert cache[PROVISIONER_NAME].value == "ipykeep.serve.kernels:AdoptedProvisioner"
     spec = adoption_spec("/nonexistent.json", 0, "probe")
     prov = KernelProvisionerFactory.instance().create_provisioner_instance("probe", spec, parent=None)
     assert isinstance(prov, AdoptedProvisioner) and prov.connection_file == "/nonexistent.json"
