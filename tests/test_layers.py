@@ -71,3 +71,18 @@ def test_modules_stay_small() -> None:
     }
     over = {p: n for p, n in big.items() if p not in SIZE_EXEMPT | SIZE_PENDING}
     assert not over, f"modules over 500 lines (split them by job): {over}"
+
+
+#: the jupyter_client/jupyter_server internals the --serve kernel map once set by hand; adoption
+#: goes through the public start path instead (ipykeep/serve/kernels.py)
+PRIVATE_KERNEL_STATE = ("._kernel_spec", "._kernels[", "._kernel_connections", "._kernel_ports", "._ready")
+
+
+def test_no_private_kernel_manager_state_is_touched() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if any(name in line for name in PRIVATE_KERNEL_STATE)
+    ]
+    assert found == [], found

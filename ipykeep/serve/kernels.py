@@ -13,6 +13,12 @@ process. What the browser may do to an adopted kernel:
   behind ipykeep's back), with a warning in the server log;
 - starting a new kernel is refused with 403: this server lists exactly ipykeep's kernels;
 - auto-restart and culling are off, and stopping the server only disconnects.
+
+Adoption goes through the server's ordinary start path: :class:`AdoptionKernelSpecManager`
+knows one kernel spec per adopted kernel whose ``metadata.kernel_provisioner`` names
+:class:`AdoptedProvisioner` (registered under the ``jupyter_client.kernel_provisioners`` entry
+point group as ``ipykeep-adopted``) with the kernel's pid and connection file as its config; the
+provisioner's "launch" hands back the running kernel's connection info instead of starting one.
 """
 
 from __future__ import annotations
@@ -21,15 +27,16 @@ import asyncio
 import json
 import os
 import signal
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
-from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.provisioning import KernelProvisionerFactory
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
-from jupyter_server._tz import utcnow
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager, ServerKernelManager
 from tornado import web
-from traitlets import Bool, Integer, default
+from traitlets import Bool, Dict, Integer, Unicode, default
 
 if TYPE_CHECKING:  # older jupyter_client versions do not define it
     from jupyter_client.connect import KernelConnectionInfo
@@ -47,10 +54,21 @@ REFUSE_START = (
 )
 
 
-class AdoptedProvisioner(KernelProvisionerBase):
-    """Stands for a kernel process somebody else started: it can signal it, never end it."""
+#: the provisioner's entry point name (pyproject.toml, ``jupyter_client.kernel_provisioners``)
+PROVISIONER_NAME = "ipykeep-adopted"
+#: what the server reports as an adopted kernel's name (front ends write it into the notebook)
+REPORTED_KERNEL_NAME = "python3"
 
-    pid = Integer(0)
+
+class AdoptedProvisioner(KernelProvisionerBase):
+    """Stands for a kernel process somebody else started: it can signal it, never end it.
+
+    Its config (from the adoption kernel spec) is the kernel's pid and connection file; "launching"
+    loads that file into the kernel manager and returns it, and starts nothing.
+    """
+
+    pid = Integer(0, config=True)
+    connection_file = Unicode("", config=True)
 
     @property
     def has_process(self) -> bool:
@@ -82,8 +100,23 @@ class AdoptedProvisioner(KernelProvisionerBase):
     async def terminate(self, restart: bool = False) -> None:
         await self.kill(restart)
 
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs = await super().pre_launch(**kwargs)
+        kwargs["cmd"] = []  # nothing is launched
+        return kwargs
+
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
-        raise web.HTTPError(403, REFUSE_START)
+        # A spec naming this provisioner without a running kernel behind it starts nothing.
+        if self.pid <= 0 or not self.connection_file or not os.path.exists(self.connection_file):
+            raise web.HTTPError(403, REFUSE_START)
+        km = self.parent
+        assert km is not None
+        # The manager's connection file is the kernel's own: the start path then finds it with
+        # the same contents and writes no copy of the key anywhere else.
+        km.connection_file = self.connection_file
+        km.load_connection_file(self.connection_file)
+        info: KernelConnectionInfo = km.get_connection_info()
+        return info
 
     async def cleanup(self, restart: bool = False) -> None:
         return None
@@ -108,7 +141,10 @@ class AdoptedKernelManager(ServerKernelManager):
     autorestart = Bool(False)
 
     async def start_kernel(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        raise web.HTTPError(403, REFUSE_START)
+        # Only an adoption spec may be "started"; it hands over the running kernel.
+        if not is_adoption_spec(self.kernel_spec):
+            raise web.HTTPError(403, REFUSE_START)
+        await super().start_kernel(*args, **kwargs)
 
     async def shutdown_kernel(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         raise web.HTTPError(403, REFUSE_SHUTDOWN)
@@ -122,10 +158,48 @@ class AdoptedKernelManager(ServerKernelManager):
             interrupt_group(prov.pid)
 
 
-def _done_future() -> asyncio.Future[None]:
-    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    fut.set_result(None)
-    return fut
+def is_adoption_spec(spec: KernelSpec | None) -> bool:
+    meta = getattr(spec, "metadata", None) or {}
+    return meta.get("kernel_provisioner", {}).get("provisioner_name") == PROVISIONER_NAME
+
+
+def adoption_spec_name(server_id: str) -> str:
+    return f"ipykeep-adopted-{server_id}"
+
+
+def adoption_spec(connection_file: str, pid: int, display_name: str) -> KernelSpec:
+    return KernelSpec(
+        argv=[],
+        display_name=display_name,
+        language="python",
+        interrupt_mode="signal",
+        metadata={
+            "kernel_provisioner": {
+                "provisioner_name": PROVISIONER_NAME,
+                "config": {"pid": pid, "connection_file": connection_file},
+            }
+        },
+    )
+
+
+def ensure_provisioner_registered() -> None:
+    """Make ``ipykeep-adopted`` resolvable where ipykeep's entry points are not installed (run
+    from a source tree): ``provisioners`` is the factory's public cache of entry points."""
+    if not entry_points(group=KernelProvisionerFactory.GROUP_NAME, name=PROVISIONER_NAME):
+        KernelProvisionerFactory.provisioners.setdefault(
+            PROVISIONER_NAME,
+            EntryPoint(PROVISIONER_NAME, "ipykeep.serve.kernels:AdoptedProvisioner", KernelProvisionerFactory.GROUP_NAME),
+        )
+
+
+class AdoptionKernelSpecManager(KernelSpecManager):
+    """The installed kernel specs, plus one unlisted adoption spec per adopted kernel."""
+
+    adoption_specs = Dict()
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        spec = self.adoption_specs.get(kernel_name)
+        return spec if spec is not None else super().get_kernel_spec(kernel_name)
 
 
 class AdoptingKernelManager(AsyncMappingKernelManager):
@@ -143,56 +217,70 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
     def initialize_culler(self) -> None:
         self._initialized_culler = True
 
+    def _adoption_specs(self) -> dict[str, KernelSpec]:
+        ksm = self.kernel_spec_manager
+        if not isinstance(ksm, AdoptionKernelSpecManager):
+            # A spec manager of another class (a user's configuration, or none given): adoption
+            # needs one that knows the adoption specs; it only ever starts those.
+            ksm = self.kernel_spec_manager = AdoptionKernelSpecManager(parent=self)
+        specs: dict[str, KernelSpec] = ksm.adoption_specs
+        return specs
+
     # -- adoption ----------------------------------------------------------------------------
-    def adopt(self, server_id: str, connection_file: str, pid: int, display_name: str) -> None:
-        km = self.kernel_manager_factory(
-            connection_file=connection_file,
-            parent=self,
-            log=self.log,
-            kernel_name="python3",
-            owns_kernel=False,
-        )
-        km.load_connection_file(connection_file)
-        km._kernel_spec = KernelSpec(
-            argv=[], display_name=display_name, language="python", interrupt_mode="signal"
-        )
-        km.provisioner = AdoptedProvisioner(kernel_id=server_id, kernel_spec=km._kernel_spec, parent=km, pid=pid)
-        km.kernel_id = server_id
-        km._ready = _done_future()
+    async def adopt(self, server_id: str, connection_file: str, pid: int, display_name: str) -> None:
+        """Host a running kernel under ``server_id``, through the ordinary start path."""
+        ensure_provisioner_registered()
+        name = adoption_spec_name(server_id)
+        self._adoption_specs()[name] = adoption_spec(connection_file, pid, display_name)
+        try:
+            await self.start_kernel(kernel_name=name, kernel_id=server_id)
+        finally:
+            # The spec served its purpose; the provisioner keeps its own copy.
+            self._adoption_specs().pop(name, None)
+        km = self.adopted(server_id)
+        # Front ends write the kernel's name into the notebook's metadata: keep it the
+        # notebook's usual one rather than the per-kernel adoption spec's.
+        km.kernel_name = REPORTED_KERNEL_NAME
+        # The kernel is running already (the start path says "starting" until it hears a status).
         km.execution_state = "idle"
-        km.reason = ""
-        km.last_activity = utcnow()
-        self._kernels[server_id] = km
-        self._kernel_connections[server_id] = 0
-        self._kernel_ports[server_id] = km.ports
-        self.start_watching_activity(server_id)
         self.log.info("adopted ipykeep kernel %s (pid %d) as %s", display_name, pid, server_id)
 
+    def adopted(self, server_id: str) -> AdoptedKernelManager:
+        km = self.get_kernel(server_id)
+        assert isinstance(km, AdoptedKernelManager), km
+        return km
+
     def adopted_pid(self, server_id: str) -> int | None:
-        km = self._kernels.get(server_id)
-        prov = getattr(km, "provisioner", None)
+        if server_id not in self:
+            return None
+        prov = self.get_kernel(server_id).provisioner
         return prov.pid if isinstance(prov, AdoptedProvisioner) else None
 
     def adopted_connection_file(self, server_id: str) -> str | None:
-        km = self._kernels.get(server_id)
-        return km.connection_file if km is not None else None
+        return self.get_kernel(server_id).connection_file if server_id in self else None
 
-    def detach(self, server_id: str) -> None:
+    async def detach(self, server_id: str) -> None:
         """Forget a kernel without touching its process."""
-        if server_id not in self._kernels:
+        if server_id not in self:
             return
         self.stop_watching_activity(server_id)
         self.stop_buffering(server_id)
-        self._kernels.pop(server_id, None)
-        self._kernel_connections.pop(server_id, None)
-        self._kernel_ports.pop(server_id, None)
+        km = self.adopted(server_id)
+        self.remove_kernel(server_id)
+        # Closes the control socket the start path opened. The connection file stays: it is
+        # ipykeep's, and the manager only removes files it wrote itself.
+        await km.cleanup_resources()
         self.log.info("detached kernel %s", server_id)
 
     # -- what the browser may not do -------------------------------------------------------
     async def start_kernel(self, *, kernel_id: str | None = None, path: Any = None, **kwargs: Any) -> str:  # type: ignore[override]
         if kernel_id is not None and kernel_id in self:
             return kernel_id
-        raise web.HTTPError(403, REFUSE_START)
+        # Only ``adopt`` starts kernels: with the adoption spec made for exactly this id.
+        name = kwargs.get("kernel_name")
+        if kernel_id is None or name != adoption_spec_name(kernel_id) or name not in self._adoption_specs():
+            raise web.HTTPError(403, REFUSE_START)
+        return await super().start_kernel(kernel_id=kernel_id, path=path, **kwargs)
 
     async def shutdown_kernel(self, kernel_id: str, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
         self._check_kernel_id(kernel_id)
@@ -204,13 +292,13 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
 
     async def interrupt_kernel(self, kernel_id: str) -> None:  # type: ignore[override]
         self._check_kernel_id(kernel_id)
-        await self._kernels[kernel_id].interrupt_kernel()
+        await self.adopted(kernel_id).interrupt_kernel()
         self.log.info("interrupted kernel %s", kernel_id)
 
     async def shutdown_all(self, now: bool = False) -> None:  # type: ignore[override]
         """Server exit: disconnect from every kernel; the kernels stay with ipykeep."""
-        for kid in list(self._kernels):
-            self.detach(kid)
+        for kid in self.list_kernel_ids():
+            await self.detach(kid)
 
 
 def ws_msg_type(channel_msg: Any, subprotocol: str | None) -> str | None:

@@ -51,6 +51,7 @@ def server_config(settings: dict[str, Any]) -> Config:
     cfg.ServerApp.open_browser = False
     cfg.ServerApp.root_dir = settings["root_dir"]
     cfg.ServerApp.kernel_manager_class = "ipykeep.serve.kernels.AdoptingKernelManager"
+    cfg.ServerApp.kernel_spec_manager_class = "ipykeep.serve.kernels.AdoptionKernelSpecManager"
     cfg.ServerApp.contents_manager_class = "ipykeep.serve.contents.ReplacingFileManager"
     cfg.ServerApp.kernel_websocket_connection_class = "ipykeep.serve.kernels.GuardedChannelsConnection"
     cfg.ServerApp.shutdown_no_activity_timeout = 0
@@ -122,7 +123,7 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
             for s in sessions:
                 if s["kernel"]["id"] == kid:
                     sm.cursor.execute("DELETE FROM session WHERE session_id=?", (s["id"],))
-            km.detach(kid)
+            await km.detach(kid)
     sessions = await sm.list_sessions()
     bound = {(s["path"], s["kernel"]["id"]) for s in sessions}
     for kid, k in wanted.items():
@@ -130,7 +131,7 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
             if not Path(k.connection_file).exists():
                 serverapp.log.warning("kernel %s has no connection file any more; not adopted", k.kernel_id)
                 continue
-            km.adopt(kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}")
+            await km.adopt(kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}")
         for path in k.session_paths:
             if (path, kid) in bound:
                 continue
