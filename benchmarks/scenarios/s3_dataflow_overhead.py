@@ -77,7 +77,7 @@ async def _profile_ipyflow(n: int) -> dict[str, Any]:
 
 def _probe_ms(eng: Any, kid: str, handle: str) -> float:
     """The namespace probe's own time in the kernel for one cell (the runtime evidence)."""
-    ex = eng.entry(kid).executions.get(handle)
+    ex = eng.session(kid).executions.get(handle)
     result = (ex.expression_results or {}).get("ipykeep_state") if ex is not None else None
     if not result:
         return float("nan")
