@@ -93,6 +93,11 @@ class GatewaySettings:
             client_key=env.get("JUPYTER_GATEWAY_CLIENT_KEY") or None,
         )
 
+    def tls_options(self) -> dict[str, Any]:
+        """The TLS arguments of every request (REST and websocket alike)."""
+        return {"validate_cert": self.validate_cert, "ca_certs": self.ca_certs,
+                "client_cert": self.client_cert, "client_key": self.client_key}
+
     def request_headers(self) -> dict[str, str]:
         out = dict(self.headers)
         if self.token:
@@ -147,10 +152,7 @@ class GatewayProvider:
             body=json.dumps(body) if body is not None else (b"" if method == "POST" else None),
             connect_timeout=CONNECT_TIMEOUT,
             request_timeout=REQUEST_TIMEOUT,
-            validate_cert=s.validate_cert,
-            ca_certs=s.ca_certs,
-            client_cert=s.client_cert,
-            client_key=s.client_key,
+            **s.tls_options(),
         )
         try:
             resp = await self._http.fetch(req)
@@ -221,10 +223,7 @@ class GatewayProvider:
             headers=s.request_headers(),
             connect_timeout=CONNECT_TIMEOUT,
             request_timeout=CONNECT_TIMEOUT,
-            validate_cert=s.validate_cert,
-            ca_certs=s.ca_certs,
-            client_cert=s.client_cert,
-            client_key=s.client_key,
+            **s.tls_options(),
         )
         try:
             # Pings notice a silently dropped connection (a sleeping laptop, a NAT timeout).
