@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import stat as stat_module
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..staleness import FileStamp, NotebookCell, Plan, StalenessTracker, probes
+from ..staleness._inkernel.filetrack import listing_stamp  # the one rule, shared with the kernel
 from ..staleness.errors import StalenessError
 from . import ipyflow_adapter, plan_runs, remote_stat
 from .errors import IpykeepError, UsageError
@@ -53,26 +53,13 @@ def stat_for(session: KernelSession):
         try:
             st = os.stat(full)
             if stat_module.S_ISDIR(st.st_mode):
-                digest, count = _listing_stamp(full)
+                digest, count = listing_stamp(full)
                 return FileStamp(full, digest, count)
         except OSError:
             return None
         return FileStamp(full, st.st_mtime_ns, st.st_size)
 
     return stat
-
-
-def _listing_stamp(path: str) -> tuple[int, int]:
-    """A directory's stamp: its entries' names (same as ``filetrack.listing_stamp``)."""
-    names = sorted(
-        n
-        for n in os.listdir(path)
-        if not n.startswith((".", "~"))
-        and not n.endswith((".ipynb", ".tmp", ".ipykeep-tmp"))
-        and n != "__pycache__"
-    )
-    digest = hashlib.sha1("\n".join(names).encode("utf-8", "surrogateescape")).hexdigest()
-    return int(digest[:15], 16), len(names)
 
 
 def notebook_cells(snap: NotebookSnapshot) -> list[NotebookCell]:

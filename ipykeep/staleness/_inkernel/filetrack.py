@@ -34,8 +34,8 @@ _LIST_EVENTS = ("os.listdir", "os.scandir")
 
 def listing_stamp(path):
     """(a hash of the sorted entry names, their count) for a directory; hidden files, notebooks
-    and temporary files are left out so saving a notebook does not change it. The host computes
-    the same in ``core/staleness_service.py``; keep the two in step."""
+    and temporary files are left out so saving a notebook does not change it. The host stamps
+    local directories with this same function (``core/staleness_service.py`` imports it)."""
     import hashlib
 
     names = sorted(
