@@ -75,6 +75,11 @@ class _Run:
 
 
 @lru_cache(maxsize=4096)
+def writer_label(origin: str) -> str:
+    """Who changed a value outside the notebook's cells, as reasons name it."""
+    return "scratch code" if origin == "scratch" else "the browser"
+
+
 def _hash(source: str) -> str:
     return source_hash(source)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from .graph import Graph, GraphCell
 from .models import DynamicCellInfo, FileStamp, NotebookCell, Observed, Reason
-from .tracker_model import StatFn, TrackerState, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp
+from .tracker_model import StatFn, TrackerState, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp, writer_label
 
 
 class PlanReasons(TrackerState):
@@ -151,7 +151,7 @@ class PlanReasons(TrackerState):
         if write is None:
             return  # a builtin, or something no tracked code ever defined
         if write.origin != "cell":
-            source = "scratch code" if write.origin == "scratch" else "the browser"
+            source = writer_label(write.origin)
             message = f"uses {name}, which no cell defines (it came from {source})"
             cells: tuple[str, ...] = ()
         elif write.cell_id == gc.cell_id:
@@ -185,7 +185,7 @@ class PlanReasons(TrackerState):
                 # the cell ran on the producer's value; the scratch change is undone by the
                 # producer's restore, and the kernel saw that it touched nothing else
                 return
-            by = "scratch code" if latest.origin == "scratch" else "the browser"
+            by = writer_label(latest.origin)
             draft.add(
                 Reason("state_changed", f"{name} was changed by {by} after it ran", symbols=(name,))
             )
@@ -204,7 +204,7 @@ class PlanReasons(TrackerState):
                 )
             return
         if seen.origin != "cell":
-            by = "scratch code" if seen.origin == "scratch" else "the browser"
+            by = writer_label(seen.origin)
             draft.add(
                 Reason("state_changed", f"it read {name} as set by {by}", symbols=(name,))
             )

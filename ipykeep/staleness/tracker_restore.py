@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from .graph import Graph, GraphCell
 from .models import REASON_ORDER, FreshCell, Plan, PlanEntry, Reason
-from .tracker_model import _Draft, _Run
+from .tracker_model import _Draft, _Run, writer_label
 from .tracker_reasons import PlanReasons
 
 
@@ -187,7 +187,7 @@ class PlanRestores(PlanReasons):
         if latest is None:
             return Reason("restores", f"{name} is no longer defined in the kernel", symbols=(name,))
         if latest.origin != "cell":
-            by = "scratch code" if latest.origin == "scratch" else "the browser"
+            by = writer_label(latest.origin)
             return Reason("restores", f"{name} was overwritten by {by}", symbols=(name,))
         latest_id = latest.cell_id
         other = self._runs.get(latest_id or "")
