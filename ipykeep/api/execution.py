@@ -41,6 +41,9 @@ class InterruptParams(KernelParams):
 
 class RunCellsParams(KernelParams):
     cells: list[CellRef]
+    #: Reply once the outputs are in the notebook file (False: they are written within
+    #: ``write_delay_ms`` after the reply; the MCP tools pass False).
+    wait_for_write: bool = True
 
 
 class MarkdownParams(KernelParams):

@@ -17,6 +17,9 @@ class RunStaleParams(KernelParams):
     execute: bool = False
     #: With ``execute``: restart the kernel and run every code cell instead.
     fresh: bool = False
+    #: With ``execute``: reply once the outputs are in the notebook file (False: written within
+    #: ``write_delay_ms`` after the reply; the MCP tools pass False).
+    wait_for_write: bool = True
 
 
 class WatchFileParams(KernelParams):

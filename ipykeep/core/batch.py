@@ -1,5 +1,6 @@
 """Notebook cells on the main shell: a batch runs cells in order under the scheduler's main
-lock, then writes their outputs back to the notebook once.
+lock, then hands their outputs to the write-back once (``core.writeback``: written before the
+reply when the caller waits for it, else within ``write_delay_ms``).
 
 A batch stops running cells when the kernel dies, closes, is restarted under it, or a cell is
 interrupted; the cells it did not run are reported as skipped and keep pointing at their last
@@ -14,11 +15,12 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import writeback
 from .errors import IpykeepError
 from .execution import Execution
 from .kernel import WARM_TRACEBACKS
-from .notebook import Cell, CellOutputs, NotebookSnapshot, read_notebook, write_outputs
-from .records import BatchResult, ExecutionRecord, SkippedCell, WarmProgress, WriteResult
+from .notebook import Cell, NotebookSnapshot, read_notebook
+from .records import BatchResult, ExecutionRecord, SkippedCell, WarmProgress
 from .session import CellRun, KernelSession
 from .session_records import execution_record
 
@@ -76,31 +78,6 @@ async def _run_cell(engine: Engine, session: KernelSession, cell: Cell, ex: Exec
         await observer.after_cell(session, cell, ex)
 
 
-def write_back(session: KernelSession, ran: list[tuple[Execution, str]]) -> WriteResult | None:
-    if not ran or session.notebook is None or not session.config.write_outputs:
-        return None
-    updates = {
-        ex.cell_id: CellOutputs(source=src, outputs=ex.nbformat_outputs(), execution_count=ex.execution_count)
-        for ex, src in ran
-        if ex.cell_id
-    }
-    try:
-        rep = write_outputs(session.notebook, updates)
-    except IpykeepError as exc:
-        session.notices.append(f"outputs not written: {exc.message}")
-        return WriteResult(written=False, error=exc.message)
-    if rep.content_hash:
-        session.own_writes.add(rep.content_hash)
-    if rep.repairs:
-        session.notices.append(f"{session.notebook.name} repaired on write: " + "; ".join(rep.repairs))
-    if rep.skipped_edited:
-        session.notices.append(
-            "cells edited on disk while they ran kept their new source and got no output: "
-            + ", ".join(rep.skipped_edited)
-        )
-    return WriteResult(written=rep.written, updated=rep.updated, skipped_edited=rep.skipped_edited, repairs=rep.repairs)
-
-
 async def run_batch(
     engine: Engine,
     session: KernelSession,
@@ -109,8 +86,10 @@ async def run_batch(
     *,
     progress: WarmProgress | None = None,
     skip_if: SkipIf | None = None,
+    wait_for_write: bool = True,
 ) -> BatchResult:
-    """Run cells on the main shell in order, then write outputs back once."""
+    """Run cells on the main shell in order, then write outputs back once (before returning
+    with ``wait_for_write``; else queued, and the result's ``write`` says ``pending``)."""
     by_id = snap.by_id()
     results: list[ExecutionRecord] = []
     skipped: list[SkippedCell] = []
@@ -168,7 +147,7 @@ async def run_batch(
             if not ex.finished:
                 _skip(session, ex, cell, previous[cell.cell_id], "the client disconnected", skipped)
         with contextlib.suppress(Exception):
-            write_back(session, ran)
+            writeback.queue(session, ran)  # written by the timer: nobody waits for this reply
         raise
     finally:
         # Whatever failed above (a full disk, a bug), no cell stays queued or running.
@@ -182,7 +161,10 @@ async def run_batch(
                         session.cell_runs.pop(cell.cell_id, None)
                     else:
                         session.cell_runs[cell.cell_id] = before
-    write = write_back(session, ran)
+    if wait_for_write:
+        write = await writeback.write_now(session, ran)
+    else:
+        write = writeback.pending_result(writeback.queue(session, ran))
     if stopped == "kernel_died":
         session.notices.append(
             f"kernel {session.kernel_id} died; {len(skipped)} cell(s) did not run — "

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from . import batch, scratch
+from . import batch, scratch, writeback
 from .archive import KernelArchive, read_artifact
 from .config import Config, resolve_python
 from .counters import IdCounters
@@ -272,6 +272,7 @@ class Engine:
             with contextlib.suppress(Exception):
                 await observer.kernel_closing(session)
         await session.process.shutdown(now=True)
+        await writeback.close(session)  # a clean stop never loses an output
         session.archive.mark_closed(why, session.notebook)
         log.info("kernel %s closed: %s", session.kernel_id, why)
         if self.on_empty and not any(not s.closed for s in self.kernels.values()):
@@ -316,8 +317,9 @@ class Engine:
                     await self._close(session, f"idle for more than {session.config.idle_timeout:g} s")
 
     # -- notebook cells ----------------------------------------------------------------------
-    async def run_cells(self, cells: list[str], kernel_id: str | None = None, notebook: str | None = None) -> BatchResult:
-        """Run notebook cells (ids or 0-based indexes) in the given order, using the source on disk now."""
+    async def run_cells(self, cells: list[str], kernel_id: str | None = None, notebook: str | None = None, wait_for_write: bool = True) -> BatchResult:
+        """Run notebook cells (ids or 0-based indexes) in order, with their source on disk now;
+        ``wait_for_write=False``: reply before the outputs are written (``core.writeback``)."""
         session = self.live(kernel_id, notebook)
         if session.notebook is None:
             raise UsageError(f"kernel {session.kernel_id} has no notebook", hint="use `exec` for scratch code")
@@ -331,7 +333,7 @@ class Engine:
                     f"cell {cell.index} ({cell.cell_id}) is a {cell.cell_type} cell, not code",
                     hint="only code cells run",
                 )
-        return await self.run_batch(session, snap, [c.cell_id for c in chosen])
+        return await self.run_batch(session, snap, [c.cell_id for c in chosen], wait_for_write=wait_for_write)
 
     async def run_batch(
         self,
@@ -341,9 +343,10 @@ class Engine:
         *,
         progress: WarmProgress | None = None,
         skip_if: batch.SkipIf | None = None,
+        wait_for_write: bool = True,
     ) -> BatchResult:
         """Run cells of ``snap`` on the main shell in order (see ``core.batch``)."""
-        return await batch.run_batch(self, session, snap, cell_ids, progress=progress, skip_if=skip_if)
+        return await batch.run_batch(self, session, snap, cell_ids, progress=progress, skip_if=skip_if, wait_for_write=wait_for_write)
 
     # -- scratch code ------------------------------------------------------------------------
     async def execute(

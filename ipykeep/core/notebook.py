@@ -122,12 +122,25 @@ def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None
 STALE_TEMP_SECONDS = 120.0
 
 
+#: Notebooks whose directory held no temporary file of theirs at the last look. Such files are
+#: left only by a writer that was killed, nearly always an earlier daemon, so the directory is
+#: listed again only while some were there (a listing per write cost ~1–3 ms of every batch);
+#: a newer daemon's first write looks again.
+_NO_TEMPS: set[Path] = set()
+
+
 def _clean_stale_temps(path: Path) -> None:
+    if path in _NO_TEMPS:
+        return
     cutoff = time.time() - STALE_TEMP_SECONDS
+    seen = False
     for tmp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
+        seen = True
         with contextlib.suppress(OSError):
             if tmp.stat().st_mtime < cutoff:
                 tmp.unlink()
+    if not seen:
+        _NO_TEMPS.add(path)
 
 
 def _check_writable(path: Path) -> None:

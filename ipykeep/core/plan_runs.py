@@ -63,7 +63,7 @@ def annotate(session: KernelSession, snap: NotebookSnapshot, planned: Sequence[s
     return cost.to_json()
 
 
-async def run_fresh(engine: Engine, session: KernelSession, snap: NotebookSnapshot) -> BatchResult:
+async def run_fresh(engine: Engine, session: KernelSession, snap: NotebookSnapshot, wait_for_write: bool = True) -> BatchResult:
     """Restart the kernel and run every code cell in order (warm-up's path, measured)."""
     plan = session.plan
     expected = {**plan.fresh_durations, **last_durations(session)}
@@ -79,7 +79,7 @@ async def run_fresh(engine: Engine, session: KernelSession, snap: NotebookSnapsh
         session.notices.append(f"kernel {session.kernel_id} restarted ({restart_s:.1f} s) to run every cell afresh")
         plan.fresh_run = True
         plan.fresh_durations = {}
-        return await engine.run_batch(session, snap, ids, progress=progress)
+        return await engine.run_batch(session, snap, ids, progress=progress, wait_for_write=wait_for_write)
     finally:
         plan.fresh_run = False
         progress.finished = True

@@ -98,6 +98,9 @@ class WriteResult(Record):
     skipped_edited: list[str] = Field(default_factory=list)
     repairs: list[str] = Field(default_factory=list)
     error: str | None = None
+    #: queued, written within ``write_delay_ms`` after the reply (``updated``: the cells queued);
+    #: a failure of that write is a notice on the next result
+    pending: bool = False
 
 
 class SkippedCell(Record):

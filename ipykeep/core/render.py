@@ -40,6 +40,8 @@ def render_batch(batch: BatchResult) -> str:
     if batch.write is not None:
         if batch.write.written:
             parts.append(f"outputs written for {len(batch.write.updated)} cell(s)")
+        elif batch.write.pending:
+            parts.append(f"outputs of {len(batch.write.updated)} cell(s) queued for the notebook")
         elif batch.write.error:
             parts.append(f"outputs not written: {batch.write.error}")
         for cid in batch.write.skipped_edited:

@@ -110,6 +110,18 @@ class HostingState:
 
 
 @dataclass
+class WriteBackState:
+    """Outputs waiting to be merged into the notebook (``core.writeback``): the latest of each
+    cell, a timer that writes them within ``write_delay_ms``, and the lock that keeps writes of
+    one notebook in order."""
+
+    #: cell id -> CellOutputs (``core.notebook``); a newer run of a cell replaces its entry
+    pending: dict[str, Any] = field(default_factory=dict)
+    timer: asyncio.Task[Any] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass
 class KernelSession:
     kernel_id: str
     process: KernelProcess
@@ -134,6 +146,7 @@ class KernelSession:
     staleness: StalenessState = field(default_factory=StalenessState)
     plan: PlanMeasurements = field(default_factory=PlanMeasurements)
     hosting: HostingState = field(default_factory=HostingState)
+    writes: WriteBackState = field(default_factory=WriteBackState)
 
     def touch(self) -> None:
         self.last_activity = time.time()

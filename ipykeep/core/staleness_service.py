@@ -242,7 +242,12 @@ class StalenessService(SessionObserver):
         return plan_runs.progress_of(self.engine.session(kernel_id, notebook))
 
     async def run_stale(
-        self, kernel_id: str | None = None, notebook: str | None = None, execute: bool = False, fresh: bool = False
+        self,
+        kernel_id: str | None = None,
+        notebook: str | None = None,
+        execute: bool = False,
+        fresh: bool = False,
+        wait_for_write: bool = True,
     ) -> RunStaleResult:
         """The stale plan (read-only); with ``execute`` run it in order on the main shell.
 
@@ -250,7 +255,8 @@ class StalenessService(SessionObserver):
         reported; independent cells still run. With ``fresh`` (and ``execute``) the kernel is
         restarted and every code cell runs top to bottom instead, as warm-up does. The result
         carries each planned cell's last measured duration and the plan's estimated cost
-        against that fresh run.
+        against that fresh run. ``wait_for_write=False`` replies before the outputs are in the
+        notebook file (``core.writeback``).
         """
         if fresh and not execute:
             raise UsageError("fresh restarts the kernel and runs every cell: it needs execute", hint="ipykeep run-stale --execute --fresh")
@@ -264,7 +270,7 @@ class StalenessService(SessionObserver):
         cost = plan_runs.annotate(session, snap, plan.cell_ids, plan_json)
         batch = None
         if fresh:
-            batch = await plan_runs.run_fresh(self.engine, session, snap)
+            batch = await plan_runs.run_fresh(self.engine, session, snap, wait_for_write)
         elif execute and plan.stale:
             deps = {e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id} for e in plan.stale}
             skipped: set[str] = set()
@@ -290,7 +296,9 @@ class StalenessService(SessionObserver):
 
             progress = plan_runs.track_progress(session, list(plan.cell_ids))
             try:
-                batch = await self.engine.run_batch(session, snap, list(plan.cell_ids), skip_if=skip_if, progress=progress)
+                batch = await self.engine.run_batch(
+                    session, snap, list(plan.cell_ids), skip_if=skip_if, progress=progress, wait_for_write=wait_for_write
+                )
             finally:
                 progress.finished = True
         return RunStaleResult(

@@ -221,6 +221,10 @@ class IpykeepMcp:
                 extra[key] = self._local_path(value)
         if "reader" in spec.method.params.model_fields:
             extra["reader"] = self._reader(ctx)
+        if "wait_for_write" in spec.method.params.model_fields:
+            # agents read the outputs from the result: the notebook file gets them right after
+            # the reply (within write_delay_ms), not on the reply's path
+            extra["wait_for_write"] = False
         return engine_params(spec, args, **extra)
 
     async def _run(self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]) -> CallToolResult:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ..core import writeback
 from ..core.errors import MissingExtraError, RemoteNotSupportedError, UsageError
 from ..core.execution import Execution
 from ..core.observer import SessionObserver
@@ -76,6 +77,7 @@ class ServeService(SessionObserver):
         session = self.engine.live(kernel_id, notebook)
         _require_local(session.process)
         require_serve_extra(session.config.server_command)
+        await writeback.flush(session)  # the page opens the notebook file: with every output in it
         async with self._lock:
             old = self.hosting.get(session.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
             self.hosting[session.kernel_id] = replace(old, served=True)
@@ -119,6 +121,7 @@ class ServeService(SessionObserver):
         if cells is not None and not isinstance(cells, dict):
             raise UsageError("cells must map cell ids (or indexes) to captions", hint='e.g. {"a1b2": "the fit"}')
         captions = tuple(sorted((str(k), str(v)) for k, v in (cells or {}).items()))
+        await writeback.flush(session)  # the view is copied from the notebook file
         async with self._lock:
             target, nb, handles = self._publish_source(session)
             rendered = view.highlight(nb, dict(captions), handles)  # bad cell names fail here
