@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from functools import lru_cache
 
 from .syntax import parse_cell
 
@@ -29,7 +30,9 @@ def normalize_source(source: str) -> str:
     return "lines:" + "\n".join(lines)
 
 
+@lru_cache(maxsize=4096)
 def source_hash(source: str) -> str:
-    """A short stable hash of the normalized source."""
+    """A short stable hash of the normalized source (cached by source text: every plan hashes
+    every cell, and parsing and dumping the AST of 60 cells took most of a plan's time)."""
     digest = hashlib.sha256(normalize_source(source).encode("utf-8", "surrogatepass"))
     return _PREFIX + digest.hexdigest()[:32]
