@@ -302,9 +302,22 @@ def _snapshot(ns, touched=None):
     out: dict[str, Any] = {}
     for name, state in _global_rngs().items():
         out[name] = (0, state, True, False, state)
+    # IPython adds history names (``_i12``, ``_12``) with every cell, so the namespace grows with
+    # the session; the verdict per name is remembered (a regex per name per cell cost ~1 ms
+    # per 1,000 names).
+    skipped = _state.setdefault("skipped", set())
+    kept = _state.setdefault("kept", set())
+    if len(skipped) + len(kept) > 200_000:
+        skipped.clear()
+        kept.clear()
     for name in list(ns):
-        if not isinstance(name, str) or _skip(name):
+        if name in skipped:
             continue
+        if name not in kept:
+            if not isinstance(name, str) or _skip(name):
+                skipped.add(name)
+                continue
+            kept.add(name)
         obj = ns.get(name)
         f, exact, opaque = fp.of(obj, MAX_DEPTH)
         if isinstance(f, tuple) and f and f[0] == "fn":
