@@ -5,6 +5,7 @@ inspect, close. One notebook kernel for the module; the last test closes it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +52,22 @@ def test_run_cells_by_id_and_index(mcp: McpSession, nb_kernel: str) -> None:
     assert "9" in text_of(res) and "18" in text_of(res)
     bad = envelope(mcp.tool("run_cells", {"kernel_id": nb_kernel, "cells": ["nope"]}))
     assert bad["code"] == "unknown_cell"
+
+
+def test_run_cells_replies_before_the_notebook_write_which_follows(mcp: McpSession, nb_kernel: str, project: Path) -> None:
+    res = _ok(mcp.tool("run_cells", {"kernel_id": nb_kernel, "cells": ["double"]}))
+    write = res.structured_content["write"]
+    assert write["pending"] is True and write["updated"] == ["double"] and write.get("written") is False
+    count = res.structured_content["results"][0]["execution_count"]
+
+    def on_disk() -> int | None:
+        nb = nbformat.read(project / NOTEBOOK, as_version=4)
+        return next(c.execution_count for c in nb.cells if c.get("id") == "double")
+
+    deadline = time.monotonic() + 10  # written within write_delay_ms (200 ms) of the reply
+    while on_disk() != count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert on_disk() == count
 
 
 def test_publish_gives_a_stable_token_protected_url(mcp: McpSession, nb_kernel: str) -> None:
