@@ -1,10 +1,11 @@
 import json
+import os
 
 import nbformat
 import pytest
 
 from ipykeep.core.errors import NotebookInvalidError, UnknownCellError
-from ipykeep.core.notebook import CellOutputs, read_notebook, write_outputs
+from ipykeep.core.notebook import CellOutputs, _read_snapshot, read_notebook, write_outputs
 
 
 def _nb(path, sources, minor=5, ids=True):
@@ -105,3 +106,31 @@ def test_invalid_notebook_is_never_written(tmp_path):
     with pytest.raises(NotebookInvalidError):
         write_outputs(path, {"a": CellOutputs("a", [], 1)})
     assert path.read_text() == "{not json"
+
+
+def test_unchanged_bytes_give_the_same_snapshot_and_any_change_a_new_one(tmp_path):
+    path = _nb(tmp_path / "n.ipynb", ["a = 1", "b = a"])
+    first = read_notebook(path)
+    assert read_notebook(path) is first  # the same bytes are not parsed and validated again
+    data = json.loads(path.read_text())
+    data["cells"][1]["source"] = "b = a + 1"
+    stat = path.stat()
+    path.write_text(json.dumps(data, indent=1))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime: the bytes decide
+    changed = read_notebook(path)
+    assert changed is not first and changed.cells[1].source == "b = a + 1"
+    path.write_text('{"cells": [')  # a broken file is an error, whatever was read before
+    with pytest.raises(NotebookInvalidError):
+        read_notebook(path)
+
+
+def test_a_write_gives_the_snapshot_of_what_it_wrote(tmp_path):
+    path = _nb(tmp_path / "n.ipynb", ["a = 1", "#md text"], minor=4, ids=False)
+    before = read_notebook(path)
+    assert before.needs_repair
+    cid = before.cells[0].cell_id
+    rep = write_outputs(path, {cid: CellOutputs("a = 1", _out("1\n"), 1)})
+    after = read_notebook(path)
+    assert rep.written and after.content_hash == rep.content_hash and not after.needs_repair
+    assert [(c.cell_id, c.cell_type, c.source) for c in after.cells] == [(c.cell_id, c.cell_type, c.source) for c in before.cells]
+    assert after == _read_snapshot(path)  # what parsing the file afresh gives

@@ -102,3 +102,19 @@ def _values_helper() -> str:
     from test_staleness_acceptance import _KERNEL_VALUES
 
     return _KERNEL_VALUES
+
+
+async def test_a_slow_numpy_import_cell_is_cheap_and_so_are_its_fast_readers(engine: Engine) -> None:
+    directory = engine.paths.root / "imports"
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    # the sleep stands for a slow import (pandas on a loaded machine): over checkpoint_min_cell_s
+    nb.write_cells([("imp", "import time\nimport numpy as np\ntime.sleep(1.1)"), ("use", "x = np.arange(3)")])
+    await nb.start()
+    session = engine.kernels[nb.kernel_id]
+    assert "<numpy.random>" in session.staleness.tracker.last_writers()  # the import made it
+    listing = await service(engine).checkpoints(kernel_id=nb.kernel_id)
+    by_id = {c.cell_id: c for c in listing.cells}
+    assert by_id["imp"].cheap and by_id["use"].cheap, by_id
+    assert by_id["use"].bytes == 0  # not pickled: it re-runs after the import on restore
+    await nb.close()
