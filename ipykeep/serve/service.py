@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..core.errors import MissingExtraError, RemoteNotSupportedError, UsageError
+from ..core.errors import KernelStartError, MissingExtraError, RemoteNotSupportedError, UsageError
 from ..core.execution import Execution
 from ..core.observer import SessionObserver
+from ..core.providers.ssh import SshProvider
 from ..core.records import KernelRecord
 from ..core.session import KernelSession
 from .adoption import AdoptedKernel, AdoptionSpec
@@ -74,7 +75,7 @@ class ServeService(SessionObserver):
     async def serve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
         """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
         session = self.engine.live(kernel_id, notebook)
-        _require_local(session.process)
+        _require_hostable(session.process)
         require_serve_extra(session.config.server_command)
         async with self._lock:
             old = self.hosting.get(session.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
@@ -112,7 +113,7 @@ class ServeService(SessionObserver):
         from .tunnel import QuickTunnel, require_cloudflared
 
         session = self.engine.live(kernel_id, notebook)
-        _require_local(session.process)
+        _require_hostable(session.process)
         require_serve_extra(session.config.server_command)
         if tunnel:
             require_cloudflared()
@@ -227,8 +228,12 @@ class ServeService(SessionObserver):
         kernels = []
         for kid, host in self.hosting.items():
             session = self.engine.kernels.get(kid)
-            if session is None or session.closed or not session.process.connection_file or not session.process.pid:
+            if session is None or session.closed:
                 continue
+            where = _attach_point(session.process)
+            if where is None:
+                continue
+            connection_file, pid, interrupt = where
             paths: list[str] = []
             nb = self._notebook_api_path(session)
             if host.served and nb:
@@ -239,9 +244,10 @@ class ServeService(SessionObserver):
                 AdoptedKernel(
                     server_id=host.server_id,
                     kernel_id=kid,
-                    connection_file=str(session.process.connection_file),
-                    pid=int(session.process.pid),
+                    connection_file=connection_file,
+                    pid=pid,
                     session_paths=tuple(paths),
+                    interrupt_command=interrupt,
                 )
             )
         import os
@@ -285,10 +291,32 @@ class ServeService(SessionObserver):
         return f"{root}{page}?token={self.server.token}"
 
 
-def _require_local(process: Any) -> None:
-    """The Jupyter server adopts a kernel by its connection file: only local kernels have one."""
-    if process.connection_file is None:
+def _require_hostable(process: Any) -> None:
+    """The Jupyter server adopts a kernel by a local connection file: local kernels have one, and
+    SSH kernels one for their forwarded ports. A gateway kernel is reached through the gateway's
+    own websocket, which this server cannot share."""
+    if process.provider.kind == "gateway":
+        url = process.location.removeprefix("gateway ")
         raise RemoteNotSupportedError(
-            f"kernel {process.name} runs at {process.location}: --serve and publish need a local kernel",
-            hint="open the remote server's own JupyterLab for a view of that kernel's machine",
+            f"kernel {process.name} runs on {process.location}: --serve and publish cannot attach to a gateway kernel",
+            hint=f"open a Jupyter front end on that server instead: {url}/lab for a Jupyter Server or JupyterHub; "
+            f"for a Kernel/Enterprise Gateway, `jupyter lab --gateway-url={url}` with the same "
+            "JUPYTER_GATEWAY_AUTH_TOKEN, then pick the running kernel in Kernel > Change Kernel "
+            "(shutting it down there ends ipykeep's kernel too)",
         )
+
+
+def _attach_point(process: Any) -> tuple[str, int, tuple[str, ...]] | None:
+    """Connection file, local pid (0 when remote) and remote interrupt command of a running
+    kernel; None when it has nothing to attach to (not started, or a gateway kernel)."""
+    if not process.connection_file:
+        return None
+    if process.pid:
+        return str(process.connection_file), int(process.pid), ()
+    provider = process.provider
+    if isinstance(provider, SshProvider):
+        try:
+            return str(process.connection_file), 0, tuple(provider.interrupt_command())
+        except KernelStartError:
+            return None
+    return None
