@@ -123,6 +123,20 @@ async def test_interrupt_from_the_browser_goes_over_ssh_and_shutdown_is_refused(
     assert (await engine.execute("print(survivor)", kernel_id=kid)).output.text == "still here\n"
 
 
+async def test_a_restarted_ssh_kernel_is_re_adopted(served):
+    engine, kid, server = served
+    old_file = engine.kernels[kid].process.connection_file
+    await engine.restart(kernel_id=kid)
+    provider = engine.kernels[kid].process.provider
+    assert provider.connection_file != old_file and not Path(old_file).exists()
+    sock = await call(KernelSocket, server, await call(only_kernel, server))
+    try:
+        _m, msgs = await call(sock.execute, "import os\nprint('agent_var' in globals(), os.getpid())")
+    finally:
+        sock.close()
+    assert stdout_of(msgs).split() == ["False", str(provider.remote_pid)]  # the new kernel, fresh
+
+
 async def test_publish_and_close_an_ssh_kernel(served):
     engine, kid, server = served
     res = await method(engine, "publish")(kernel_id=kid, cells={"1": "the total"})
