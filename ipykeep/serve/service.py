@@ -158,6 +158,22 @@ class ServeService(SessionObserver):
             if session.kernel_id in self.hosting:
                 await self._apply()
 
+    def kernel_lost(self, session: KernelSession) -> None:
+        # A remote kernel has no local process for the server to watch: let go of it (a
+        # restart re-adopts it), so the browser sees it gone instead of idle and silent.
+        if session.kernel_id in self.hosting and session.process.pid is None:
+            task = asyncio.get_running_loop().create_task(self._resync())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _resync(self) -> None:
+        async with self._lock:
+            if self.hosting:
+                try:
+                    await self._apply()
+                except Exception:
+                    log.exception("could not let the Jupyter server go of a lost kernel")
+
     def foreign_message(self, session: KernelSession, msg: dict[str, Any]) -> None:
         parent = (msg.get("parent_header") or {}).get("msg_id")
         if not parent:
@@ -308,13 +324,13 @@ def _require_hostable(process: Any) -> None:
 
 def _attach_point(process: Any) -> tuple[str, int, tuple[str, ...]] | None:
     """Connection file, local pid (0 when remote) and remote interrupt command of a running
-    kernel; None when it has nothing to attach to (not started, or a gateway kernel)."""
+    kernel; None when it has nothing to attach to (not started, a lost SSH kernel, a gateway kernel)."""
     if not process.connection_file:
         return None
     if process.pid:
         return str(process.connection_file), int(process.pid), ()
     provider = process.provider
-    if isinstance(provider, SshProvider):
+    if isinstance(provider, SshProvider) and process.alive:
         try:
             return str(process.connection_file), 0, tuple(provider.interrupt_command())
         except KernelStartError:

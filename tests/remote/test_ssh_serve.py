@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -123,9 +125,15 @@ async def test_interrupt_from_the_browser_goes_over_ssh_and_shutdown_is_refused(
     assert (await engine.execute("print(survivor)", kernel_id=kid)).output.text == "still here\n"
 
 
-async def test_a_restarted_ssh_kernel_is_re_adopted(served):
+async def test_a_lost_ssh_kernel_is_let_go_and_re_adopted_when_restarted(served):
     engine, kid, server = served
-    old_file = engine.kernels[kid].process.connection_file
+    session = engine.kernels[kid]
+    old_file = session.process.connection_file
+    os.killpg(session.process.provider.remote_pid, signal.SIGKILL)  # the kernel dies on the host
+    deadline = time.monotonic() + 20
+    while (await call(http, server, "GET", "/api/kernels"))[1]:  # the server lets go of it
+        assert time.monotonic() < deadline, "the lost kernel stayed adopted"
+        await asyncio.sleep(0.2)
     await engine.restart(kernel_id=kid)
     provider = engine.kernels[kid].process.provider
     assert provider.connection_file != old_file and not Path(old_file).exists()
