@@ -2,12 +2,13 @@
 
 The kernel pickles and writes its values on its own disk, in ``.ipykeep/checkpoints/<project>``
 under its working directory on the host (directories 0700, blobs 0600), so large values never
-cross the link. It has no access to the project's key file: the key is sent once, in the silent request
-that configures the in-kernel writer, over the kernel's authenticated channel (HMAC-signed
-messages through the SSH tunnel); it is never logged or written on the host. Each finished
-manifest (small JSON, signed by the kernel with the same key) comes back in a later reply and is
-stored with the project's other manifests, so planning, listing and restore read them as for a
-local kernel; the kernel reads its blobs on the host when it restores them.
+cross the link. It has no access to the project's key file: the key is sent once, in the silent
+request that configures the in-kernel writer, over the kernel's authenticated channel
+(HMAC-signed messages through the SSH tunnel); it is never logged or written on the host. Each
+finished manifest (small JSON, signed by the kernel with the same key) comes back, fetched right
+after the snapshot (``settle``) or riding on a later reply, and is stored with the project's
+other manifests, so planning, listing and restore read them as for a local kernel; the kernel
+reads its blobs on the host when it restores them.
 
 A manifest is written here only when the daemon issued it (its path and ``seq`` match the
 newest one asked for): a snapshot that was superseded or withdrawn meanwhile (the cell ran
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from .limits import GRACE_S, Limits
 from .state import KernelCheckpoints
 from .state import call as _call
 from .store import CheckpointStore
+
+log = logging.getLogger("ipykeep.checkpoints")
 
 #: where an SSH kernel keeps its blobs, relative to its working directory on the host
 REMOTE_STORE = ".ipykeep/checkpoints"
@@ -78,7 +82,11 @@ def deliver(store: CheckpointStore, st: KernelCheckpoints, manifests: Any) -> in
         mac = manifest.get("mac")
         if not isinstance(mac, str) or not hmac.compare_digest(store.sign(manifest)["mac"], mac):
             continue  # not signed with this project's key
-        store.write_manifest(Path(path), manifest)
+        try:
+            store.write_manifest(Path(path), manifest)
+        except OSError as exc:  # a full disk costs the checkpoint (its cell re-runs), nothing else
+            log.warning("checkpoint manifest %s not written: %s", path, exc)
+            continue
         written += 1
     return written
 
