@@ -313,12 +313,13 @@ def _require_hostable(process: Any) -> None:
     own websocket, which this server cannot share."""
     if process.provider.kind == "gateway":
         url = process.location.removeprefix("gateway ")
+        remote_id = getattr(process.provider, "kernel_id", None) or "?"
         raise RemoteNotSupportedError(
             f"kernel {process.name} runs on {process.location}: --serve and publish cannot attach to a gateway kernel",
-            hint=f"open a Jupyter front end on that server instead: {url}/lab for a Jupyter Server or JupyterHub; "
-            f"for a Kernel/Enterprise Gateway, `jupyter lab --gateway-url={url}` with the same "
-            "JUPYTER_GATEWAY_AUTH_TOKEN, then pick the running kernel in Kernel > Change Kernel "
-            "(shutting it down there ends ipykeep's kernel too)",
+            hint=f"use a Jupyter front end of that server instead: {url}/lab on a Jupyter Server or JupyterHub, or "
+            f"`jupyter lab --gateway-url={url}` (same JUPYTER_GATEWAY_AUTH_TOKEN) for a Kernel or Enterprise Gateway; "
+            f"there, Kernel > Change Kernel… > Connect to Existing Kernel, kernel {remote_id} "
+            "(a shutdown from there ends ipykeep's kernel too)",
         )
 
 
