@@ -24,7 +24,6 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from ..core.providers.ssh import SshProvider
 from ..core.session import KernelSession
 from .limits import GRACE_S, Limits
 from .state import KernelCheckpoints
@@ -43,8 +42,8 @@ def remote_root(session: KernelSession, store: CheckpointStore) -> str | None:
     One directory per project (named by a MAC of the project's key, which reveals nothing of
     it): two projects whose kernels share a host directory never collect each other's blobs.
     """
-    provider = getattr(session.process, "provider", None)
-    if isinstance(provider, SshProvider):
+    provider: Any = getattr(session.process, "provider", None)  # by kind: SSH code loads only when used
+    if provider is not None and provider.kind == "ssh":
         project = hmac.new(store.key, b"ipykeep remote checkpoint store", "sha256").hexdigest()[:16]
         return posixpath.join(provider.target.path, REMOTE_STORE, project)
     return None

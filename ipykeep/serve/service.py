@@ -26,7 +26,6 @@ from urllib.parse import quote
 from ..core.errors import KernelStartError, MissingExtraError, RemoteNotSupportedError, UsageError
 from ..core.execution import Execution
 from ..core.observer import SessionObserver
-from ..core.providers.ssh import SshProvider
 from ..core.records import KernelRecord
 from ..core.session import KernelSession
 from .adoption import AdoptedKernel, AdoptionSpec
@@ -330,8 +329,8 @@ def _attach_point(process: Any) -> tuple[str, int, tuple[str, ...]] | None:
         return None
     if process.pid:
         return str(process.connection_file), int(process.pid), ()
-    provider = process.provider
-    if isinstance(provider, SshProvider) and process.alive:
+    provider = process.provider  # by kind, not class: the SSH code is imported only when used
+    if provider.kind == "ssh" and process.alive:
         try:
             return str(process.connection_file), 0, tuple(provider.interrupt_command())
         except KernelStartError:
