@@ -18,6 +18,7 @@ import nbformat
 import pytest
 
 from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.checkpoints.store import TamperedCheckpointError
 from ipykeep.core.engine import Engine
 from tests.conftest import make_project
 
@@ -120,5 +121,15 @@ async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_
         report = layer(engine).state(engine.kernels[kid]).last_restore
         assert report is not None and {c["cell_id"] for c in report.restored} == set(ids), report
         assert (await engine.execute("print(half)", kernel_id=kid)).output.text.strip() == str(sum(range(50000)) // 2)
+        # a blob altered on the host is refused before anything is unpickled: nothing changes
+        service = layer(engine)
+        named = service.store.read_manifest(service.store.named_manifest_path(root / "n.ipynb", "before"))
+        blob = named["values"]["total"]["blob"]
+        target = host_store / "blobs" / blob[:2] / blob[2:]
+        target.write_bytes(target.read_bytes() + b"tampered")
+        assert (await engine.execute("total = 7", kernel_id=kid)).state == "ok"
+        with pytest.raises(TamperedCheckpointError, match="do not authenticate"):
+            await service.restore("before", kernel_id=kid)
+        assert (await engine.execute("print(total)", kernel_id=kid)).output.text.strip() == "7"
     finally:
         await engine.shutdown()
