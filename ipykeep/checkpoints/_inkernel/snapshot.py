@@ -347,6 +347,8 @@ def restore(items, deadline_s, delete=()):
             del data
         for name, blob_id, data, submitted in queued:
             try:
+                if time.monotonic() > deadline:
+                    raise TimeoutError()
                 authentic = verifier.check(blob_id, submitted, deadline - time.monotonic())
             except TimeoutError:
                 out[name] = "deadline: the restore deadline passed before this value was loaded"
