@@ -20,10 +20,12 @@ there is no "verified" mark to forge: a reader recomputes everything from the by
 to unpickle.
 """
 
+import collections
 import hashlib
 import hmac
 import os
-from concurrent.futures import ThreadPoolExecutor, wait
+import threading
+import time
 
 FORMAT = 2
 MAGIC = b"IPKCKPT2"
@@ -107,32 +109,93 @@ def outdated(data):
     return f"outdated: written in checkpoint format {old} by an earlier ipykeep (now {FORMAT}); its cell re-runs"
 
 
-class Verifier:
-    """Authenticates blobs on a pool of threads while the caller unpickles earlier ones.
+def _cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
-    ``submit`` queues every chunk of a blob at once; ``check`` waits (up to a deadline) for that
-    blob's tags and compares the id. Blobs are checked in the order submitted, so the first
-    value can load while the large ones behind it are still being hashed.
+
+class _Pending:
+    """One blob being checked: its length and its chunk tags as they arrive."""
+
+    def __init__(self, length, count):
+        self.length = length
+        self.tags = [None] * count
+        self.left = count
+        self.failed = False
+        self.done = threading.Event()
+
+
+class Verifier:
+    """Authenticates blobs on threads while the caller unpickles earlier ones.
+
+    ``submit`` queues every chunk of a blob; ``check`` waits (up to a deadline) for that blob's
+    tags and compares the id. Chunks are taken in the order submitted, so the first value can
+    load while the large ones behind it are still being hashed. There is one worker fewer than
+    CPUs: the caller's thread is busy unpickling (imports, mostly) meanwhile, and when it has to
+    wait for a blob it hashes that blob's remaining chunks itself instead of idling.
     """
 
     def __init__(self, key, workers=None):
         self.chunk_key, self.blob_key = subkeys(key)
-        self.pool = ThreadPoolExecutor(max_workers=workers or min(4, os.cpu_count() or 1), thread_name_prefix="ipykeep-verify")
+        self.jobs = collections.deque()
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)
+        self.closed = False
+        for _ in range(workers if workers is not None else min(3, max(1, _cpus() - 1))):
+            threading.Thread(target=self._work, name="ipykeep-verify", daemon=True).start()
 
     def submit(self, data):
         view = memoryview(data).cast("B") if len(data) else memoryview(b"")
         starts = range(0, max(view.nbytes, 1), CHUNK)
-        futures = [self.pool.submit(chunk_tag, self.chunk_key, i, view[s: s + CHUNK]) for i, s in enumerate(starts)]
-        return view.nbytes, futures
+        pending = _Pending(view.nbytes, len(starts))
+        with self.lock:
+            self.jobs.extend((pending, i, view[s: s + CHUNK]) for i, s in enumerate(starts))
+            self.wake.notify_all()
+        return pending
 
-    def check(self, blob_id_hex, submitted, timeout):
+    def _run_one(self):
+        """Hash the next queued chunk; False when none is queued."""
+        with self.lock:
+            if not self.jobs:
+                return False
+            pending, index, chunk = self.jobs.popleft()
+        try:
+            tag = chunk_tag(self.chunk_key, index, chunk)
+        except Exception:  # a chunk that cannot be read is a blob that does not authenticate
+            tag, pending.failed = None, True
+        with self.lock:
+            pending.tags[index] = tag
+            pending.left -= 1
+            if pending.left == 0:
+                pending.done.set()
+        return True
+
+    def _work(self):
+        while True:
+            with self.lock:
+                while not self.jobs and not self.closed:
+                    self.wake.wait()
+                if self.closed:
+                    return
+            self._run_one()
+
+    def check(self, blob_id_hex, pending, timeout):
         """True when the bytes submitted have id ``blob_id_hex``; TimeoutError past ``timeout``
         seconds (None: no limit)."""
-        length, futures = submitted
-        _, late = wait(futures, timeout=None if timeout is None else max(timeout, 0))
-        if late:
-            raise TimeoutError()
-        return hmac.compare_digest(combine(self.blob_key, length, [f.result() for f in futures]), blob_id_hex)
+        end = None if timeout is None else time.monotonic() + max(timeout, 0)
+        while not pending.done.is_set():
+            if end is not None and time.monotonic() > end:
+                raise TimeoutError()
+            if not self._run_one():  # the rest is being hashed by the workers
+                pending.done.wait(None if end is None else max(0.0, end - time.monotonic()))
+        if pending.failed:
+            return False
+        return hmac.compare_digest(combine(self.blob_key, pending.length, pending.tags), blob_id_hex)
 
     def close(self):
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        with self.lock:
+            self.closed = True
+            self.jobs.clear()
+            self.wake.notify_all()
