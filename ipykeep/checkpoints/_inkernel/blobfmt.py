@@ -26,6 +26,7 @@ import hmac
 import os
 import threading
 import time
+from typing import Any
 
 FORMAT = 2
 MAGIC = b"IPKCKPT2"
@@ -59,7 +60,8 @@ def combine(blob_key, length, tags):
 def blob_id(key, parts):
     """The id of the bytes ``parts`` joined (one thread, streaming: the writer's side)."""
     chunk_key, blob_key = subkeys(key)
-    tags, mac, filled, total = [], None, 0, 0
+    tags: list = []
+    mac, filled, total = None, 0, 0
     for part in parts:
         view = memoryview(part).cast("B")
         while view.nbytes:
@@ -139,7 +141,7 @@ class Verifier:
 
     def __init__(self, key, workers=None):
         self.chunk_key, self.blob_key = subkeys(key)
-        self.jobs = collections.deque()
+        self.jobs: Any = collections.deque()  # (pending, chunk index, chunk bytes)
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
         self.closed = False
