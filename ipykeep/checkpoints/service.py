@@ -33,7 +33,7 @@ from ..core.observer import SessionObserver
 from ..core.session import KernelSession
 from ..staleness import probes
 from ..staleness.models import Observed
-from . import cost, planning
+from . import cost, planning, remote
 from .limits import Limits, collect
 from .restore import restore_lost
 from .state import BLOB_MODULE, FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
@@ -67,28 +67,33 @@ class CheckpointService(SessionObserver):
             st.available, st.reason = False, "checkpoints are off (checkpoints = false)"
             return
         kind = getattr(getattr(session.process, "provider", None), "kind", "local")
-        if kind != "local":
-            # the kernel writes and reads the store itself: it must share the project's disk
-            st.available, st.reason = False, f"checkpoints need a local kernel (this one runs on {kind})"
+        if kind not in ("local", "ssh"):
+            # the kernel writes and reads the store itself: on the project's disk, or (SSH) on its host's
+            st.available, st.reason = False, f"checkpoints need a local or SSH kernel (this one runs on {kind})"
             return
         limits = Limits.from_config(session.config)
         try:
             _ = self.store.key  # created (0600) before the kernel reads it
+            root = remote.remote_root(session, self.store)
             await session.process.install_helper(BLOB_MODULE, _source("blobfmt.py"))
             await session.process.install_helper(MODULE, _source())
-            reply = await session.process.eval_silent(
-                _call(
-                    "configure", str(self.store.root), str(self.store.key_path), limits.max_value_bytes,
-                    limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
-                    list(session.config.checkpoint_exclude_names), list(session.config.checkpoint_exclude_types),
+            if root is not None:  # the key travels in this request only (see ``remote``)
+                reply = await session.process.eval_silent(remote.configure_call(self.store, root, limits, session.config))
+            else:
+                reply = await session.process.eval_silent(
+                    _call(
+                        "configure", str(self.store.root), str(self.store.key_path), limits.max_value_bytes,
+                        limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
+                        list(session.config.checkpoint_exclude_names), list(session.config.checkpoint_exclude_types),
+                    )
                 )
-            )
         except IpykeepError as exc:
             st.available, st.reason = False, exc.message
             log.warning("checkpoints unavailable in %s: %s", session.kernel_id, exc.message)
             return
         st.available = bool(reply.get("available"))
         st.reason = str(reply.get("reason") or "")
+        st.remote_root = str(reply["root"]) if root is not None and st.available else None
 
     # -- engine hooks ------------------------------------------------------------------------
     async def kernel_started(self, session: KernelSession) -> None:
@@ -111,6 +116,8 @@ class CheckpointService(SessionObserver):
         if self.state(session).available and session.process.alive:
             with contextlib.suppress(IpykeepError):
                 await session.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
+                if self.state(session).remote_root is not None:
+                    await remote.take(session, self.store, self.state(session))
 
     async def warm_cells(self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
         """At start: restore what is still fresh; warm-up then runs only the plan."""
@@ -178,6 +185,7 @@ class CheckpointService(SessionObserver):
             # the last checkpoint no longer describes this cell's values
             with contextlib.suppress(OSError):
                 path.unlink()
+            remote.withdraw(st, path)
             st.cells.pop(cell.cell_id, None)
             st.cheap.pop(cell.cell_id, None)
             return
@@ -188,6 +196,9 @@ class CheckpointService(SessionObserver):
             session.config.checkpoint_min_cell_s, st.snapshot_s.get(cell.cell_id), imports_only,
         )
         files, written = tracker.run_files(cell.cell_id)
+        seq = st.keep_seq.pop(cell.cell_id, None) or time.time_ns()
+        if st.remote_root is not None:
+            remote.issue(st, path, seq)
         meta: dict[str, Any] = {
             "path": str(path),
             "manifest": {
@@ -197,7 +208,7 @@ class CheckpointService(SessionObserver):
                 "cell_id": cell.cell_id,
                 "index": cell.index,
                 "source": cell.source,
-                "seq": st.keep_seq.pop(cell.cell_id, None) or time.time_ns(),
+                "seq": seq,
                 "duration": ex.duration or 0.0,
                 "files": [f.to_json() for f in files],
                 "written": list(written),
@@ -229,6 +240,10 @@ class CheckpointService(SessionObserver):
         except (IpykeepError, OSError) as exc:
             log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
             return
+        if st.remote_root is not None:  # an SSH kernel's finished manifests (see ``remote``)
+            await asyncio.to_thread(remote.deliver, self.store, st, reply.get("manifests"))
+            if "seconds" in reply:
+                session.scheduler.spawn(self._settle(session))
         if not decision.cheap and "seconds" in reply:
             st.snapshot_s[cell.cell_id] = float(reply["seconds"])
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
@@ -242,6 +257,12 @@ class CheckpointService(SessionObserver):
         st.snapshots += 1
         if st.snapshots % COLLECT_EVERY == 0:
             self._collect_soon(session)
+
+    async def _settle(self, session: KernelSession) -> None:
+        try:
+            await remote.settle(session, self.store, self.state(session))
+        except (IpykeepError, OSError) as exc:
+            log.warning("checkpoint manifests of %s not fetched yet: %s", session.kernel_id, getattr(exc, "message", exc))
 
     def _write_later(self, session: KernelSession, path: Path, manifest: dict[str, Any]) -> None:
         """Write a cheap cell's manifest off the batch's path (the cell's run returns without
@@ -275,6 +296,9 @@ class CheckpointService(SessionObserver):
         async def run() -> None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(collect, self.store, limits)
+            if self.state(session).remote_root is not None and session.process.alive:
+                with contextlib.suppress(Exception):
+                    await remote.collect(session, self.store, limits)
 
         session.scheduler.spawn(run())
 
@@ -310,7 +334,10 @@ class CheckpointService(SessionObserver):
         session = self._ready(kernel_id, notebook)
         name = name or time.strftime("ckpt-%Y%m%d-%H%M%S")
         path = self.store.named_manifest_path(self._scope(session), name)
+        st = self.state(session)
         async with session.scheduler.main_lock:
+            if st.remote_root is not None:
+                remote.issue(st, path, None)
             names = await session.process.eval_silent(_call("user_names"))
             meta = {
                 "path": str(path),
@@ -320,6 +347,9 @@ class CheckpointService(SessionObserver):
             budget = session.config.restore_timeout
             reply = await session.process.eval_silent(_call("snapshot", json.dumps(meta), names), timeout=budget + 60)
             done = await session.process.eval_silent(_call("flush", budget), timeout=budget + 30)
+            if st.remote_root is not None:  # what the snapshot's reply carried, then this one
+                await asyncio.to_thread(remote.deliver, self.store, st, reply.get("manifests"))
+                await remote.take(session, self.store, st)
         if not done:
             raise CheckpointError(f"checkpoint {name!r} was not written within {budget:g} s", hint="retry; see `ipykeep status`")
         tracker = session.staleness.tracker

@@ -59,4 +59,8 @@ class KernelCheckpoints:
     keep_seq: dict[str, int] = field(default_factory=dict)
     #: the latest write of a cheap cell's manifest (each waits for the one before)
     manifest_write: asyncio.Task[None] | None = None
+    #: SSH kernels: the store directory on the host (None: the kernel shares the project's disk)
+    remote_root: str | None = None
+    #: SSH kernels: manifest path -> ``seq`` of the newest manifest asked of the kernel there
+    remote_issued: dict[str, int | None] = field(default_factory=dict)
     pending_notice: str | None = None

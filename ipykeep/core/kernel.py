@@ -15,11 +15,11 @@ import asyncio
 import contextlib
 import json
 import logging
-import queue
 from pathlib import Path
 from typing import Any
 
 from ..inkernel import install_expression
+from .channels import route_replies
 from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
 from .providers import KernelProvider, LaunchSpec, local_provider
@@ -37,17 +37,13 @@ IOPUB_QUIET = 3.0
 #: Seconds the shell reply may trail the idle status before the execution is finished from its
 #: iopub messages alone: waiting for a reply that never comes wedged the kernel. Replies that
 #: arrive trail the idle status by a few ms (at most ~35 ms seen under 10-client load); the
-#: losses once seen under load were the reader's missed wake-ups (see CHANNEL_REPOLL).
+#: losses once seen under load were the reader's missed wake-ups (see channels.CHANNEL_REPOLL).
 REPLY_GRACE = 0.5
 #: Seconds a subshell request may go unacknowledged (no busy status) before it is declared lost
 #: and its subshell retired. Subshells are ipykeep's own, so nothing legitimate queues there.
 SUBSHELL_START_TIMEOUT = 15.0
-#: Seconds a reader of a channel ipykeep also sends on (shell, control) waits before polling
-#: again. Under concurrent load the zmq.asyncio poll of the shell socket sometimes never woke
-#: although a reply was waiting (its events said POLLIN; seen with pyzmq 27, likely a missed
-#: edge of the socket's descriptor while requests were sent on it), and no later reply woke it
-#: either. A fresh poll re-reads the socket's events, so a reply waits at most this long.
-CHANNEL_REPOLL = 0.1
+#: Seconds to wait for a re-established link to carry the kernel's output again.
+LINK_PROBE_TIMEOUT = 20.0
 UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 
 class KernelProcess:
@@ -76,6 +72,8 @@ class KernelProcess:
         self.on_foreign: Any = None  # callback(msg) for iopub from other clients (browser)
         self.on_notice: Any = None  # callback(text): something the user should be told
         self.subshells = SubshellPool(name, self._send_control)
+        self._link_ready = asyncio.Event()  # cleared while a re-established link is probed
+        self._link_ready.set()
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -89,10 +87,6 @@ class KernelProcess:
     @property
     def location(self) -> str:
         return self.provider.location
-
-    @property
-    def _subshells(self) -> list[str]:
-        return self.subshells.ids
 
     async def start(self, timeout: float = 60.0) -> None:
         self.kc = await self.provider.start(timeout)
@@ -183,7 +177,6 @@ class KernelProcess:
     async def _watch_alive(self) -> None:
         while True:
             await asyncio.sleep(0.5)
-            before = set(self._pending)
             try:
                 alive = await self.provider.is_alive()
             except Exception:
@@ -191,18 +184,42 @@ class KernelProcess:
             note = getattr(self.provider, "notice", None)
             if alive and note:
                 # A remote kernel's link dropped and came back: what the kernel sent meanwhile is
-                # lost, so executions under way then cannot be followed (later ones were queued).
+                # lost, so executions sent before or during the reconnect cannot be followed.
                 self.provider.notice = None  # type: ignore[attr-defined]
-                for msg_id in before & set(self._pending):
+                self._link_ready.clear()
+                for msg_id in list(self._pending):
                     self._fail_one(msg_id, note + "; this execution's output and outcome after the drop are unknown")
                 if self.on_notice:
                     self.on_notice(note)
+                await self._probe_iopub()
+                self._link_ready.set()
             if not alive:
                 self.alive = False
                 self._fail_pending(self.provider.lost_reason or "kernel died")
                 if self.on_death:
                     self.on_death(self)
                 return
+
+    async def _probe_iopub(self) -> None:
+        """Wait until output reaches us again after a reconnect: zmq re-subscribes iopub
+        asynchronously, and output published before that lands is dropped (slow joiner). As
+        jupyter_client does on start, kernel_info is repeated until its status arrives."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LINK_PROBE_TIMEOUT
+        while loop.time() < deadline:
+            msg = self.kc.session.msg("kernel_info_request", {})
+            msg_id = msg["header"]["msg_id"]
+            idle: asyncio.Future[None] = loop.create_future()
+            self._idle[msg_id] = idle
+            self.kc.shell_channel.send(msg)
+            try:
+                await asyncio.wait_for(asyncio.shield(idle), 1.0)
+                return
+            except asyncio.TimeoutError:
+                self._idle.pop(msg_id, None)
+            except Exception:
+                return  # the kernel went away: the alive watch reports it
+        log.warning("%s: no output from the kernel %g s after the link came back", self.name, LINK_PROBE_TIMEOUT)
 
     # -- routing -----------------------------------------------------------------------------
     async def _route_iopub(self) -> None:
@@ -226,33 +243,12 @@ class KernelProcess:
                     fut.set_result(None)
 
     async def _route_shell(self) -> None:
-        await self._route_replies(lambda **kw: self.kc.get_shell_msg(**kw), self._replies)
+        await route_replies(lambda **kw: self.kc.get_shell_msg(**kw), self._replies)
 
     async def _route_control(self) -> None:
         # One reader for the control channel: concurrent readers raced for each other's
         # replies ("internal error in execute: Empty").
-        await self._route_replies(lambda **kw: self.kc.get_control_msg(**kw), self._control)
-
-    @staticmethod
-    async def _route_replies(get: Any, pending: dict[str, asyncio.Future[dict[str, Any]]]) -> None:
-        """Hand each reply on a channel to the request waiting for it (by parent msg_id).
-
-        The short timeout makes every wait a fresh poll of the socket: under concurrent sends
-        zmq.asyncio can miss a reply's wake-up, and the reply would wait for the next message.
-        """
-        while True:
-            try:
-                msg = await get(timeout=CHANNEL_REPOLL)
-            except queue.Empty:
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # pragma: no cover
-                await asyncio.sleep(0.05)
-                continue
-            fut = pending.pop(msg.get("parent_header", {}).get("msg_id"), None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
+        await route_replies(lambda **kw: self.kc.get_control_msg(**kw), self._control)
 
     # -- requests ----------------------------------------------------------------------------
     def _send_execute(
@@ -324,6 +320,7 @@ class KernelProcess:
             code, expressions = "", {"ipykeep_untraced": UNTRACED.format(code=ex.code)}
         else:
             code, expressions = ex.code, ex.expressions
+        await self._link_ready.wait()
         msg_id, reply, idle = self._send_execute(
             code,
             silent=untraced,
@@ -425,6 +422,7 @@ class KernelProcess:
 
         The expression must return a JSON string; it is decoded unless ``decode`` is False.
         """
+        await self._link_ready.wait()
         msg_id, reply, idle = self._send_execute(
             setup, silent=True, cell_id=None, subshell_id=subshell_id, user_expressions={"r": expression}
         )

@@ -22,13 +22,17 @@ class AdoptedKernel:
     #: ipykeep's id (``k1``), shown as the kernel's display name
     kernel_id: str
     connection_file: str
+    #: the local kernel process (0 for a kernel on an SSH host: see ``interrupt_command``)
     pid: int
     #: notebook paths relative to the server's root dir that get a session bound to this kernel
     session_paths: tuple[str, ...] = ()
+    #: how a remote kernel is interrupted: a command run with ``INT`` on its stdin
+    interrupt_command: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["session_paths"] = list(self.session_paths)
+        data["interrupt_command"] = list(self.interrupt_command)
         return data
 
     @classmethod
@@ -39,6 +43,7 @@ class AdoptedKernel:
             connection_file=str(data["connection_file"]),
             pid=int(data["pid"]),
             session_paths=tuple(str(p) for p in data.get("session_paths", ())),
+            interrupt_command=tuple(str(a) for a in data.get("interrupt_command", ())),
         )
 
 

@@ -5,7 +5,10 @@ connection file: the server connects to its sockets like any other client and ne
 process. What the browser may do to an adopted kernel:
 
 - **interrupt** is forwarded: SIGINT to the kernel's process group (ipykeep starts every kernel
-  as its own session leader, so the group is the kernel and its children);
+  as its own session leader, so the group is the kernel and its children). A kernel on an SSH
+  host has no local process: the server reaches it through the forwarded ports in a local
+  connection file, and interrupts it by running the SSH provider's interrupt command (the same
+  SIGINT, sent by the kernel's supervisor on the host, over ipykeep's multiplexed connection);
 - **restart** (``POST /api/kernels/<id>/restart``) and **shutdown** (``DELETE /api/kernels/<id>``,
   and ``DELETE /api/sessions/<id>``, which shuts its kernel down) are refused with HTTP 403 and
   a message saying to use ipykeep; the kernel keeps its state;
@@ -36,7 +39,7 @@ from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager, ServerKernelManager
 from tornado import web
-from traitlets import Bool, Dict, Integer, Unicode, default
+from traitlets import Bool, Dict, Integer, List, Unicode, default
 
 if TYPE_CHECKING:  # older jupyter_client versions do not define it
     from jupyter_client.connect import KernelConnectionInfo
@@ -64,17 +67,21 @@ class AdoptedProvisioner(KernelProvisionerBase):
     """Stands for a kernel process somebody else started: it can signal it, never end it.
 
     Its config (from the adoption kernel spec) is the kernel's pid and connection file; "launching"
-    loads that file into the kernel manager and returns it, and starts nothing.
+    loads that file into the kernel manager and returns it, and starts nothing. A remote kernel
+    (pid 0) comes with ``interrupt_command`` instead; ipykeep un-adopts it when it ends.
     """
 
     pid = Integer(0, config=True)
     connection_file = Unicode("", config=True)
+    interrupt_command = List(Unicode(), config=True)
 
     @property
     def has_process(self) -> bool:
-        return self.pid > 0
+        return self.pid > 0 or bool(self.interrupt_command)
 
     async def poll(self) -> int | None:
+        if self.pid <= 0:
+            return None if self.interrupt_command else 1
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
@@ -92,7 +99,13 @@ class AdoptedProvisioner(KernelProvisionerBase):
         if signum not in (signal.SIGINT,):
             self.log.warning("refusing signal %s to ipykeep's kernel %s", signum, self.kernel_id)
             return
-        interrupt_group(self.pid)
+        await self.interrupt()
+
+    async def interrupt(self) -> None:
+        if self.interrupt_command:
+            await interrupt_remote(list(self.interrupt_command))
+        else:
+            interrupt_group(self.pid)
 
     async def kill(self, restart: bool = False) -> None:
         self.log.warning("not killing ipykeep's kernel %s: it belongs to the ipykeep daemon", self.kernel_id)
@@ -107,7 +120,7 @@ class AdoptedProvisioner(KernelProvisionerBase):
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         # A spec naming this provisioner without a running kernel behind it starts nothing.
-        if self.pid <= 0 or not self.connection_file or not os.path.exists(self.connection_file):
+        if not self.has_process or not self.connection_file or not os.path.exists(self.connection_file):
             raise web.HTTPError(403, REFUSE_START)
         km = self.parent
         assert km is not None
@@ -120,6 +133,29 @@ class AdoptedProvisioner(KernelProvisionerBase):
 
     async def cleanup(self, restart: bool = False) -> None:
         return None
+
+
+#: seconds an interrupt over ssh may take (a new connection when the shared one is down)
+REMOTE_INTERRUPT_TIMEOUT = 30.0
+
+
+async def interrupt_remote(command: list[str]) -> None:
+    """Run a remote kernel's interrupt command with ``INT`` on its stdin.
+
+    Its stdout (the kernel's connection info, key included) is discarded, never logged.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(b"INT\n"), REMOTE_INTERRUPT_TIMEOUT)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise web.HTTPError(504, f"interrupting the remote kernel took over {REMOTE_INTERRUPT_TIMEOUT:g} s") from None
+    if proc.returncode != 0:
+        last = (err.decode(errors="replace").strip().splitlines() or ["ssh failed"])[-1]
+        raise web.HTTPError(502, f"could not interrupt the remote kernel: {last}")
 
 
 def interrupt_group(pid: int) -> None:
@@ -155,7 +191,7 @@ class AdoptedKernelManager(ServerKernelManager):
     async def interrupt_kernel(self) -> None:  # type: ignore[override]
         prov = self.provisioner
         if isinstance(prov, AdoptedProvisioner):
-            interrupt_group(prov.pid)
+            await prov.interrupt()
 
 
 def is_adoption_spec(spec: KernelSpec | None) -> bool:
@@ -167,7 +203,7 @@ def adoption_spec_name(server_id: str) -> str:
     return f"ipykeep-adopted-{server_id}"
 
 
-def adoption_spec(connection_file: str, pid: int, display_name: str) -> KernelSpec:
+def adoption_spec(connection_file: str, pid: int, display_name: str, interrupt_command: tuple[str, ...] = ()) -> KernelSpec:
     return KernelSpec(
         argv=[],
         display_name=display_name,
@@ -176,7 +212,7 @@ def adoption_spec(connection_file: str, pid: int, display_name: str) -> KernelSp
         metadata={
             "kernel_provisioner": {
                 "provisioner_name": PROVISIONER_NAME,
-                "config": {"pid": pid, "connection_file": connection_file},
+                "config": {"pid": pid, "connection_file": connection_file, "interrupt_command": list(interrupt_command)},
             }
         },
     )
@@ -227,11 +263,13 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
         return specs
 
     # -- adoption ----------------------------------------------------------------------------
-    async def adopt(self, server_id: str, connection_file: str, pid: int, display_name: str) -> None:
+    async def adopt(
+        self, server_id: str, connection_file: str, pid: int, display_name: str, interrupt_command: tuple[str, ...] = ()
+    ) -> None:
         """Host a running kernel under ``server_id``, through the ordinary start path."""
         ensure_provisioner_registered()
         name = adoption_spec_name(server_id)
-        self._adoption_specs()[name] = adoption_spec(connection_file, pid, display_name)
+        self._adoption_specs()[name] = adoption_spec(connection_file, pid, display_name, interrupt_command)
         try:
             await self.start_kernel(kernel_name=name, kernel_id=server_id)
         finally:
@@ -243,7 +281,8 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
         km.kernel_name = REPORTED_KERNEL_NAME
         # The kernel is running already (the start path says "starting" until it hears a status).
         km.execution_state = "idle"
-        self.log.info("adopted ipykeep kernel %s (pid %d) as %s", display_name, pid, server_id)
+        where = f"pid {pid}" if pid > 0 else "remote"
+        self.log.info("adopted ipykeep kernel %s (%s) as %s", display_name, where, server_id)
 
     def adopted(self, server_id: str) -> AdoptedKernelManager:
         km = self.get_kernel(server_id)

@@ -131,7 +131,7 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
             if not Path(k.connection_file).exists():
                 serverapp.log.warning("kernel %s has no connection file any more; not adopted", k.kernel_id)
                 continue
-            await km.adopt(kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}")
+            await km.adopt(kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}", k.interrupt_command)
         for path in k.session_paths:
             if (path, kid) in bound:
                 continue

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..core.errors import MissingExtraError, RemoteNotSupportedError, UsageError
+from ..core.errors import KernelStartError, MissingExtraError, RemoteNotSupportedError, UsageError
 from ..core.execution import Execution
 from ..core.observer import SessionObserver
 from ..core.records import KernelRecord
@@ -74,7 +74,7 @@ class ServeService(SessionObserver):
     async def serve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
         """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
         session = self.engine.live(kernel_id, notebook)
-        _require_local(session.process)
+        _require_hostable(session.process)
         require_serve_extra(session.config.server_command)
         async with self._lock:
             old = self.hosting.get(session.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
@@ -112,7 +112,7 @@ class ServeService(SessionObserver):
         from .tunnel import QuickTunnel, require_cloudflared
 
         session = self.engine.live(kernel_id, notebook)
-        _require_local(session.process)
+        _require_hostable(session.process)
         require_serve_extra(session.config.server_command)
         if tunnel:
             require_cloudflared()
@@ -156,6 +156,22 @@ class ServeService(SessionObserver):
         async with self._lock:
             if session.kernel_id in self.hosting:
                 await self._apply()
+
+    def kernel_lost(self, session: KernelSession) -> None:
+        # A remote kernel has no local process for the server to watch: let go of it (a
+        # restart re-adopts it), so the browser sees it gone instead of idle and silent.
+        if session.kernel_id in self.hosting and session.process.pid is None:
+            task = asyncio.get_running_loop().create_task(self._resync())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _resync(self) -> None:
+        async with self._lock:
+            if self.hosting:
+                try:
+                    await self._apply()
+                except Exception:
+                    log.exception("could not let the Jupyter server go of a lost kernel")
 
     def foreign_message(self, session: KernelSession, msg: dict[str, Any]) -> None:
         parent = (msg.get("parent_header") or {}).get("msg_id")
@@ -227,8 +243,12 @@ class ServeService(SessionObserver):
         kernels = []
         for kid, host in self.hosting.items():
             session = self.engine.kernels.get(kid)
-            if session is None or session.closed or not session.process.connection_file or not session.process.pid:
+            if session is None or session.closed:
                 continue
+            where = _attach_point(session.process)
+            if where is None:
+                continue
+            connection_file, pid, interrupt = where
             paths: list[str] = []
             nb = self._notebook_api_path(session)
             if host.served and nb:
@@ -239,9 +259,10 @@ class ServeService(SessionObserver):
                 AdoptedKernel(
                     server_id=host.server_id,
                     kernel_id=kid,
-                    connection_file=str(session.process.connection_file),
-                    pid=int(session.process.pid),
+                    connection_file=connection_file,
+                    pid=pid,
                     session_paths=tuple(paths),
+                    interrupt_command=interrupt,
                 )
             )
         import os
@@ -285,10 +306,33 @@ class ServeService(SessionObserver):
         return f"{root}{page}?token={self.server.token}"
 
 
-def _require_local(process: Any) -> None:
-    """The Jupyter server adopts a kernel by its connection file: only local kernels have one."""
-    if process.connection_file is None:
+def _require_hostable(process: Any) -> None:
+    """The Jupyter server adopts a kernel by a local connection file: local kernels have one, and
+    SSH kernels one for their forwarded ports. A gateway kernel is reached through the gateway's
+    own websocket, which this server cannot share."""
+    if process.provider.kind == "gateway":
+        url = process.location.removeprefix("gateway ")
+        remote_id = getattr(process.provider, "kernel_id", None) or "?"
         raise RemoteNotSupportedError(
-            f"kernel {process.name} runs at {process.location}: --serve and publish need a local kernel",
-            hint="open the remote server's own JupyterLab for a view of that kernel's machine",
+            f"kernel {process.name} runs on {process.location}: --serve and publish cannot attach to a gateway kernel",
+            hint=f"use a Jupyter front end of that server instead: {url}/lab on a Jupyter Server or JupyterHub, or "
+            f"`jupyter lab --gateway-url={url}` (same JUPYTER_GATEWAY_AUTH_TOKEN) for a Kernel or Enterprise Gateway; "
+            f"there, Kernel > Change Kernel… > Connect to Existing Kernel, kernel {remote_id} "
+            "(a shutdown from there ends ipykeep's kernel too)",
         )
+
+
+def _attach_point(process: Any) -> tuple[str, int, tuple[str, ...]] | None:
+    """Connection file, local pid (0 when remote) and remote interrupt command of a running
+    kernel; None when it has nothing to attach to (not started, a lost SSH kernel, a gateway kernel)."""
+    if not process.connection_file:
+        return None
+    if process.pid:
+        return str(process.connection_file), int(process.pid), ()
+    provider = process.provider  # by kind, not class: the SSH code is imported only when used
+    if provider.kind == "ssh" and process.alive:
+        try:
+            return str(process.connection_file), 0, tuple(provider.interrupt_command())
+        except KernelStartError:
+            return None
+    return None

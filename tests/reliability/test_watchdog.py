@@ -139,7 +139,7 @@ async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retir
     monkeypatch.setattr(process.kc.shell_channel, "send", send)
     assert lost.state == "lost" and lost.subshell
     assert "never started by the kernel" in lost.output.text
-    assert swallowed and swallowed[0] not in process._subshells  # retired
+    assert swallowed and swallowed[0] not in process.subshells.ids  # retired
     ok = await engine.execute("print('on the other subshell')", kernel_id=kid)
     assert ok.state == "ok" and ok.subshell and ok.output.text.strip() == "on the other subshell"
     assert (await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)).state == "ok"

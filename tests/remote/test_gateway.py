@@ -187,8 +187,12 @@ def test_cli_start_gateway_through_the_daemon(gateway, tmp_path):
 
 async def test_serve_refuses_a_remote_kernel_clearly(remote):
     engine, kid, _ = remote
-    with pytest.raises(RemoteNotSupportedError, match="need a local kernel"):
-        await method(engine, "serve")(kernel_id=kid)
+    for name in ("serve", "publish"):
+        with pytest.raises(RemoteNotSupportedError, match="cannot attach to a gateway kernel") as info:
+            await method(engine, name)(kernel_id=kid)
+        hint = info.value.hint or ""
+        assert "--gateway-url=http://127.0.0.1:" in hint
+        assert f"Connect to Existing Kernel, kernel {engine.kernels[kid].process.provider.kernel_id} " in hint
 
 
 async def test_restart_replaces_the_kernel_on_the_gateway(remote, gateway):

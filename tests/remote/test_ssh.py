@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -19,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError, UsageError
-from ipykeep.core.providers.ssh import SshTarget
+from ipykeep.core.providers.ssh import PORT_NAMES, SshTarget
 
 from .checks import (
     check_files_are_stat_through_the_kernel,
@@ -78,7 +79,11 @@ def test_ssh_urls_parse():
 async def test_start_runs_on_the_host_in_the_path_listening_on_loopback_only(remote):
     engine, kid, root = remote
     process = engine.kernels[kid].process
-    assert process.pid is None and process.connection_file is None  # nothing local to serve
+    assert process.pid is None  # nothing local to signal
+    # a local connection file for the forwarded ports (what --serve attaches to), private
+    conn = Path(process.connection_file)
+    assert conn.stat().st_mode & 0o777 == 0o600 and conn.parent.stat().st_mode & 0o777 == 0o700
+    assert {json.loads(conn.read_text())[p] for p in PORT_NAMES} == set(process.provider.local_ports)
     kernel = remote_kernel(engine, kid)
     assert Path(kernel.cwd()) == root
     listening = [c.laddr for c in kernel.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]

@@ -12,6 +12,12 @@ Format (shared with ``ipykeep/checkpoints/store.py``): blobs are described in ``
 (installed first, as ``_ipykeep_ckpt_blob``); a blob's file name is its id (a chunked
 HMAC-SHA256 of its bytes) in hex under ``blobs/<2>/<62>``; a manifest is JSON with ``mac`` =
 HMAC-SHA256(key, canonical JSON without ``mac``).
+
+A kernel on another host (SSH) is configured with ``configure_remote``: its blobs live on its
+own disk (``root``, under its working directory), the key comes in the configuring request (it
+has no access to the project's key file), and each finished manifest waits in ``_outbox`` until
+the daemon takes it (``take_manifests``, also riding on ``snapshot``'s reply) and stores it
+with the project's other manifests.
 """
 
 import contextlib
@@ -42,6 +48,7 @@ _jobs: Any = None
 _pending = [0]
 _lock = threading.Lock()
 _written: list = []  # (label, ok, message) of finished jobs, read by ``status``
+_outbox: list = []  # remote: (daemon's manifest path, signed manifest) not yet taken
 
 
 class _TooLarge(Exception):
@@ -79,9 +86,37 @@ def configure(root, key_path, max_value, max_cell, max_pending, budget, exclude_
         import cloudpickle  # noqa: F401
     except Exception as exc:
         return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"cloudpickle is not importable: {exc}"})
+    return _configure(root, _read_key(key_path), max_value, max_cell, max_pending, budget, exclude_names, exclude_types)
+
+
+def configure_remote(root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types):
+    """As ``configure`` for a kernel on another host: blobs under ``root`` (``~`` and relative
+    paths resolved here), the key given as hex; manifests go to ``_outbox``."""
+    try:
+        import cloudpickle  # noqa: F401
+    except Exception as exc:
+        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"cloudpickle is not importable: {exc}"})
+    try:
+        key = bytes.fromhex(key_hex)
+        root = os.path.abspath(os.path.expanduser(root))
+        top = os.path.dirname(os.path.dirname(root))  # <cwd>/.ipykeep
+        for d in (top, os.path.dirname(root), root, os.path.join(root, "blobs")):
+            os.makedirs(d, mode=0o700, exist_ok=True)
+            os.chmod(d, 0o700)
+    except Exception as exc:  # the message names the directory, never the key
+        why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or 'unusable'}"
+        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"checkpoint store {root}: {why}"})
+    out = json.loads(_configure(root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, True))
+    out["root"] = root
+    return json.dumps(out)
+
+
+def _configure(root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, remote=False):
     global _jobs
+    if len(key) != 32:
+        raise ValueError("the checkpoint key is damaged")
     _cfg.update(
-        root=root, key=_read_key(key_path), max_value=int(max_value), max_cell=int(max_cell),
+        root=root, key=key, remote=remote, max_value=int(max_value), max_cell=int(max_cell),
         max_pending=int(max_pending), budget=float(budget), exclude_names=set(exclude_names),
         exclude_types=set(exclude_types),
     )
@@ -217,8 +252,26 @@ def snapshot(meta_json, names):
     _jobs.put((meta, taken, failed, total))
     return json.dumps({
         "protocol": PROTOCOL, "available": True, "sizes": sizes, "failed": failed,
-        "seconds": round(time.perf_counter() - started, 6),
+        "seconds": round(time.perf_counter() - started, 6), "manifests": _take(),
     })
+
+
+def _take():
+    with _lock:
+        done = _outbox[:]
+        del _outbox[:]
+    return done
+
+
+def take_manifests():
+    """Remote: the manifests written since the last call, as ``[path, manifest]`` pairs."""
+    return json.dumps(_take())
+
+
+def settle(timeout):
+    """Remote: wait up to ``timeout`` s for the writer, then ``take_manifests``."""
+    flush(timeout)
+    return take_manifests()
 
 
 def _write_private(path, data):
@@ -261,7 +314,11 @@ def _writer():
             manifest = dict(meta.get("manifest") or {})
             manifest.update(values=values, failed=failed, restorable=not failed, created=time.time())
             manifest["mac"] = hmac.new(_cfg["key"], _canonical(manifest), hashlib.sha256).hexdigest()
-            _write_private(meta["path"], json.dumps(manifest).encode())
+            if _cfg.get("remote"):
+                with _lock:  # the path is the daemon's: it writes the manifest there
+                    _outbox.append([meta["path"], manifest])
+            else:
+                _write_private(meta["path"], json.dumps(manifest).encode())
             _written.append((meta["path"], True, ""))
         except Exception as exc:  # a full disk costs the checkpoint, never the kernel
             _written.append((meta.get("path"), False, f"{type(exc).__name__}: {exc}"))
@@ -400,3 +457,41 @@ def verify(blob_ids):
     finally:
         verifier.close()
     return json.dumps(bad)
+
+
+def collect_blobs(live, max_bytes, grace_s):
+    """Remote: keep the host's store within ``max_bytes``, as the daemon's collector does for
+    local blobs: blobs no manifest names (``live``) go once older than ``grace_s``, then the
+    least recently used. Returns the ids removed."""
+    live = set(live)
+    base = os.path.join(_cfg["root"], "blobs")
+    now = time.time()
+    found = []
+    for sub in os.listdir(base) if os.path.isdir(base) else []:
+        d = os.path.join(base, sub)
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            if name.startswith("."):
+                continue
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(d, name))
+                found.append((st.st_mtime, sub + name, st.st_size))
+    found.sort()
+    removed, kept = [], []
+    for mtime, blob_id, size in found:
+        if blob_id not in live and now - mtime > float(grace_s):
+            with contextlib.suppress(OSError):
+                os.unlink(_blob_path(blob_id))
+                removed.append(blob_id)
+            continue
+        kept.append((blob_id, size))
+    total = sum(size for _, size in kept)
+    for blob_id, size in kept:
+        if total <= int(max_bytes):
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(_blob_path(blob_id))
+            removed.append(blob_id)
+            total -= size
+    return json.dumps({"removed": removed, "bytes": total})

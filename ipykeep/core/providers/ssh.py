@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import queue
 import shlex
 import shutil
@@ -106,13 +107,25 @@ def classify_ssh_failure(stderr: str, target: SshTarget) -> KernelStartError:
     )
 
 
+def write_tunnel_connection_file(runtime_dir: Path, conn: dict[str, Any]) -> str:
+    """The kernel's connection info as seen from here (the forwarded loopback ports), as a
+    connection file (0600, in the kernel's private 0700 runtime directory) so that another local
+    client, such as the ``--serve`` Jupyter server, can attach through the tunnel."""
+    path = runtime_dir / "kernel.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(conn, fh)
+    return str(path)
+
+
 class SshProvider:
     """One kernel on an SSH host, driven through forwarded loopback ports."""
 
     kind: ProviderKind = "ssh"
     remote: bool = True
     pid = None
-    connection_file = None
+    #: a local connection file for the forwarded ports while the kernel runs (for --serve)
+    connection_file: str | None = None
     kernel_cwd: str | None = None  # the launcher starts the kernel in the right directory
 
     def __init__(
@@ -216,6 +229,7 @@ class SshProvider:
             await self._forward()
             conn = {k: v for k, v in info.items() if k in ("key", "signature_scheme", "transport")}
             conn.update(dict(zip(PORT_NAMES, local)), ip="127.0.0.1")
+            self.connection_file = write_tunnel_connection_file(self.runtime_dir, conn)
             context = zmq.asyncio.Context()
             context.setsockopt(zmq.RCVHWM, 0)  # as for local kernels: never drop a burst of output
             kc = AsyncKernelClient(context=context)
@@ -353,6 +367,16 @@ class SshProvider:
             with contextlib.suppress(Exception):
                 self.launcher.stdin.write(word.encode() + b"\n")
 
+    def interrupt_command(self) -> list[str]:
+        """A command another local process (the ``--serve`` Jupyter server) runs with ``INT``
+        on its stdin to interrupt this kernel as ``interrupt`` does: a relay to the kernel's
+        supervisor, over this kernel's multiplexed connection. Its stdout carries the kernel's
+        connection info (key included): discard it."""
+        if self.remote_runtime is None or self.runtime_dir is None:
+            raise KernelStartError(f"the kernel on {self.target.destination} is not running")
+        remote = " ".join(shlex.quote(a) for a in (self.python, "-c", LAUNCHER, "attach", self.remote_runtime))
+        return [*self._base(), self.target.destination, remote]
+
     async def interrupt(self) -> None:
         self._tell("INT")
         if self.launcher is not None and self.launcher.stdin is not None:
@@ -389,4 +413,5 @@ class SshProvider:
         if self.runtime_dir is not None:
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
             self.runtime_dir = None
+        self.connection_file = None
         self.launcher = self.master = None
