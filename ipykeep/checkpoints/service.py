@@ -36,7 +36,7 @@ from ..staleness.models import Observed
 from . import cost, planning, remote
 from .limits import Limits, collect
 from .restore import restore_lost
-from .state import FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
+from .state import BLOB_MODULE, FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
 from .state import call as _call
 from .state import human as _human
 from .state import inkernel_source as _source
@@ -75,6 +75,7 @@ class CheckpointService(SessionObserver):
         try:
             _ = self.store.key  # created (0600) before the kernel reads it
             root = remote.remote_root(session, self.store)
+            await session.process.install_helper(BLOB_MODULE, _source("blobfmt.py"))
             await session.process.install_helper(MODULE, _source())
             if root is not None:  # the key travels in this request only (see ``remote``)
                 reply = await session.process.eval_silent(remote.configure_call(self.store, root, limits, session.config))
@@ -391,6 +392,12 @@ class CheckpointService(SessionObserver):
             delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
             # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
             check = await session.process.eval_silent(_call("verify", list(values.values())), timeout=session.config.restore_timeout + 60)
+            if any(str(why).startswith("outdated:") for why in check.values()):
+                raise CheckpointError(
+                    f"checkpoint {name!r} was written in an earlier checkpoint format by an older ipykeep and "
+                    "cannot be restored; nothing was changed",
+                    hint=f"make a new one: `ipykeep checkpoint {name}`",
+                )
             if check:
                 for blob in check:
                     self.store.quarantine(blob)

@@ -14,6 +14,8 @@ from ..staleness import probes
 from .cost import CheapCell
 
 MODULE = "_ipykeep_ckpt"
+#: the blob format and its authentication, installed before ``MODULE`` (which uses it)
+BLOB_MODULE = "_ipykeep_ckpt_blob"
 HIDDEN = ("<numpy.random>", "<random>")
 SMALL_VALUE = 1 << 20
 #: seconds a closing kernel waits for its checkpoint writer
@@ -28,8 +30,8 @@ def human(n: int) -> str:
     return f"{n} B"
 
 
-def inkernel_source() -> str:
-    return resources.files(__package__).joinpath("_inkernel").joinpath("snapshot.py").read_text("utf-8")
+def inkernel_source(file: str = "snapshot.py") -> str:
+    return resources.files(__package__).joinpath("_inkernel").joinpath(file).read_text("utf-8")
 
 
 def call(function: str, *args: Any) -> str:

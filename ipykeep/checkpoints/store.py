@@ -3,7 +3,7 @@
 Layout under ``<project>/.ipykeep/checkpoints/`` (directories 0700, files 0600)::
 
     key                              32 random bytes, the project's secret (0600)
-    blobs/ab/cdef…                   one pickled value; its name is HMAC-SHA256(key, bytes)
+    blobs/ab/cdef…                   one pickled value; its name is its MAC (``_inkernel/blobfmt.py``)
     notebooks/<nbkey>/cells/<id>.json  the latest checkpoint of each notebook cell
     notebooks/<nbkey>/named/<n>.json   named checkpoints (``ipykeep checkpoint NAME``)
     poisoned.json                    authentic blobs that failed to unpickle: never tried again
@@ -11,9 +11,11 @@ Layout under ``<project>/.ipykeep/checkpoints/`` (directories 0700, files 0600):
 
 Unpickling is code execution, so a blob is only ever loaded when its bytes authenticate under
 the project's key: the address *is* the MAC, so a blob copied from elsewhere, edited, or
-renamed is refused before anything reads it as a pickle. Manifests carry a MAC over their
-canonical JSON. The in-kernel writer (``_inkernel/snapshot.py``) writes the same format with
-the standard library only; the tests pin that both sides agree.
+renamed is refused before anything reads it as a pickle. The MAC is HMAC-SHA256 over fixed-size
+chunks bound by index, combined with the total length (so a kernel checks one blob on several
+cores); ``blobfmt`` defines it once for both sides. Manifests carry a MAC over their canonical
+JSON. The in-kernel writer (``_inkernel/snapshot.py``) writes the same format with the standard
+library only; the tests pin that both sides agree.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from ..core.errors import IpykeepError
 from ..fsutil import atomic_write_bytes
+from ._inkernel import blobfmt
 
 BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -126,7 +129,7 @@ class CheckpointStore:
         return self.root / "blobs"
 
     def blob_id(self, data: bytes | memoryview) -> str:
-        return hmac.new(self.key, data, hashlib.sha256).hexdigest()
+        return str(blobfmt.blob_id(self.key, [data]))
 
     def blob_path(self, blob_id: str) -> Path:
         if not BLOB_ID.match(blob_id):

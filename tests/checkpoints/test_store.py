@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -128,13 +129,27 @@ def test_collect_age_unreferenced_and_lru(store: CheckpointStore) -> None:
     assert rep.bytes_kept <= 1500
 
 
+INKERNEL = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel"
+
+
+def _load_inkernel(name: str):  # type: ignore[no-untyped-def]
+    """snapshot.py as a kernel gets it: its blob module installed first under its kernel name."""
+    if "_ipykeep_ckpt_blob" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_blob", INKERNEL / "blobfmt.py")
+        assert spec is not None and spec.loader is not None
+        blob = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(blob)
+        sys.modules["_ipykeep_ckpt_blob"] = blob
+    spec = importlib.util.spec_from_file_location(name, INKERNEL / "snapshot.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Path) -> None:
     """The in-kernel module (standard library + cloudpickle) writes what the store reads."""
-    src = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel" / "snapshot.py"
-    spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_test", src)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
+    mod = _load_inkernel("_ipykeep_ckpt_test")
     import numpy as np
 
     arr = np.arange(300, dtype="int64").reshape(30, 10)[:, ::2]  # not contiguous: pickled in-band
@@ -186,11 +201,7 @@ def test_final_values_and_cowriters() -> None:
 
 
 def _inkernel_module(store: CheckpointStore, ns: dict, **conf: object):  # type: ignore[no-untyped-def]
-    src = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel" / "snapshot.py"
-    spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_test2", src)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
+    mod = _load_inkernel("_ipykeep_ckpt_test2")
     mod._ns = lambda: (ns, None)
     _ = store.key
     mod.configure(str(store.root), str(store.key_path), 10**6, 10**6, 10**7, 10.0,

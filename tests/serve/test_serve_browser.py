@@ -24,6 +24,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)")
 def test_jupyterlab_runs_a_cell_on_the_agents_kernel(served: Served) -> None:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     res = run_cli("exec", "agent_var = 12345", cwd=served.root)
@@ -39,9 +40,18 @@ def test_jupyterlab_runs_a_cell_on_the_agents_kernel(served: Served) -> None:
             page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus", timeout=60_000)
             cell = page.locator(".jp-Notebook .jp-CodeCell").nth(1)
-            cell.locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")
-            page.locator(".jp-OutputArea-output", has_text="agent_var is 12345").wait_for(timeout=60_000)
+            output = page.locator(".jp-OutputArea-output", has_text="agent_var is 12345")
+            # On a loaded machine the first Shift+Enter can land before the editor takes keys;
+            # running the cell again is harmless (it only prints).
+            for attempt in range(3):
+                cell.locator(".cm-content").click()
+                page.keyboard.press("Shift+Enter")
+                try:
+                    output.first.wait_for(timeout=40_000)
+                    break
+                except PlaywrightTimeout:
+                    if attempt == 2:
+                        raise
             page.screenshot(path=str(shot))
         finally:
             browser.close()

@@ -3,7 +3,6 @@ exact set of planned cells and their reason kinds."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -553,7 +552,8 @@ def test_interrupted_counts_as_failed() -> None:
     assert entry.reasons[0].kind == "failed" and "interrupted" in entry.reasons[0].message
 
 
-def test_plan_for_sixty_cells_is_fast() -> None:
+def test_plan_for_sixty_cells_lists_the_downstream_half() -> None:
+    """The 60-cell chain of the ``plan_inspect`` benchmark (its time is measured there)."""
     sources = [("c0", "import pandas as pd\nimport numpy as np\ndf0 = pd.DataFrame({'a': range(100)})")]
     for i in range(1, 60):
         src = (
@@ -566,12 +566,8 @@ def test_plan_for_sixty_cells_is_fast() -> None:
     sim = Sim(sources)
     sim.run_all()
     sim.edit("c30", sim.source("c30") + "extra = 1\n")
-    sim.plan()  # warm the per-source caches, as a long-lived tracker has
-    start = time.perf_counter()
     plan = sim.plan()
-    elapsed = time.perf_counter() - start
-    assert len(plan.stale) == 30
-    assert elapsed < 0.030, f"plan took {elapsed * 1000:.1f} ms"
+    assert [e.cell_id for e in plan.stale] == [f"c{i}" for i in range(30, 60)]
 
 
 def test_stamps_compare_by_mtime_and_size() -> None:

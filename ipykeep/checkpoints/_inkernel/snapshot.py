@@ -5,12 +5,13 @@ Installed once per kernel as ``sys.modules["_ipykeep_ckpt"]`` and called through
 named values into memory (each bounded by the per-value limit, all of them by the per-cell
 limit and a time budget) and queues them; one writer thread hashes, authenticates and writes
 the blobs, then the cell's signed manifest, in order. ``restore`` authenticates each blob
-before unpickling it, and stops at its deadline.
+before unpickling it (on a pool of threads, while the blobs before it unpickle), and stops at
+its deadline.
 
-Format (shared with ``ipykeep/checkpoints/store.py``): a blob's file name is
-HMAC-SHA256(key, bytes) in hex under ``blobs/<2>/<62>``; its bytes are a pickle-5 stream and
-its out-of-band buffers (see ``_Blob``); a manifest is JSON with ``mac`` = HMAC-SHA256(key,
-canonical JSON without ``mac``).
+Format (shared with ``ipykeep/checkpoints/store.py``): blobs are described in ``blobfmt.py``
+(installed first, as ``_ipykeep_ckpt_blob``); a blob's file name is its id (a chunked
+HMAC-SHA256 of its bytes) in hex under ``blobs/<2>/<62>``; a manifest is JSON with ``mac`` =
+HMAC-SHA256(key, canonical JSON without ``mac``).
 
 A kernel on another host (SSH) is configured with ``configure_remote``: its blobs live on its
 own disk (``root``, under its working directory), the key comes in the configuring request (it
@@ -34,7 +35,9 @@ import threading
 import time
 from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2
+_fmt = sys.modules["_ipykeep_ckpt_blob"]
+MAGIC = _fmt.MAGIC
 _BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 # hidden state the staleness tracker treats as a value (see statemon): saved and restored too
 _HIDDEN = ("<numpy.random>", "<random>")
@@ -155,24 +158,17 @@ class _Blob:
     Protocol 5 hands large contiguous buffers (numpy arrays, pandas blocks) to a callback
     instead of copying them through the pickler: one ``memcpy`` each here, none when loading
     (the arrays are built over the file's bytes). The file is ``MAGIC``, the part count and
-    lengths, then the parts; its name is the HMAC of all of it.
+    lengths, then the parts; its name is their MAC (``blobfmt``).
     """
 
     def __init__(self, stream, buffers):
         self.parts = [stream.getbuffer()] + buffers
         lengths = [memoryview(p).nbytes for p in self.parts]
-        header = MAGIC + len(lengths).to_bytes(4, "little") + b"".join(n.to_bytes(8, "little") for n in lengths)
-        self.parts.insert(0, header)
-        self.size = sum(lengths) + len(header)
+        self.parts.insert(0, _fmt.header(lengths))
+        self.size = sum(lengths) + memoryview(self.parts[0]).nbytes
 
     def mac(self, key):
-        m = hmac.new(key, digestmod=hashlib.sha256)
-        for part in self.parts:
-            m.update(part)
-        return m.hexdigest()
-
-
-MAGIC = b"IPKCKPT1"
+        return _fmt.blob_id(key, self.parts)
 
 
 def _pickle(obj, limit, deadline):
@@ -198,17 +194,7 @@ def _load(data):
     """A value from a blob's bytes (authenticated by the caller); arrays share ``data``."""
     import pickle
 
-    view = memoryview(data)
-    if view[: len(MAGIC)] != MAGIC:
-        raise ValueError("not a checkpoint blob")
-    count = int.from_bytes(view[len(MAGIC): len(MAGIC) + 4], "little")
-    at = len(MAGIC) + 4
-    lengths = [int.from_bytes(view[at + 8 * i: at + 8 * i + 8], "little") for i in range(count)]
-    at += 8 * count
-    parts = []
-    for n in lengths:
-        parts.append(view[at: at + n])
-        at += n
+    parts = _fmt.split(data)
     return pickle.loads(parts[0], buffers=parts[1:])
 
 
@@ -374,53 +360,79 @@ def user_names():
     return json.dumps(sorted(names))
 
 
+def _open(blob_id):
+    """A blob's bytes, mapped (no copy of a large value), or why it cannot be loaded."""
+    if not _BLOB_ID.match(blob_id):
+        return None, f"tampered: {blob_id!r} is not a blob id"
+    try:
+        with open(_blob_path(blob_id), "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            # ACCESS_COPY keeps the arrays built over it writable without ever writing to the
+            # file (blobs are replaced by rename, never rewritten in place)
+            data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
+    except (OSError, ValueError) as exc:
+        return None, f"missing: {getattr(exc, 'strerror', None) or exc}"
+    return data, _fmt.outdated(data)
+
+
+_TAMPERED = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
+
+
 def restore(items, deadline_s, delete=()):
     """Load ``items`` (``[name, blob_id]``), authenticated, until the deadline; drop ``delete``.
 
-    Returns per name "ok" or the reason it was not loaded; "tampered:" and "load_failed:"
-    reasons poison the blob on the host side.
+    Every blob's chunks are queued for authentication at once, on a pool of threads; values are
+    unpickled in order, each once its own bytes authenticate (the imports a small early value
+    triggers overlap the hashing of a large later one). Returns per name "ok" or the reason it
+    was not loaded; "tampered:" and "load_failed:" reasons poison the blob on the host side.
     """
     ns, _ = _ns()
     deadline = time.monotonic() + float(deadline_s)
     out = {}
-    for name, blob_id in items:
-        if time.monotonic() > deadline:
-            out[name] = "deadline: the restore deadline passed before this value was loaded"
-            continue
-        if not _BLOB_ID.match(blob_id):
-            out[name] = f"tampered: {blob_id!r} is not a blob id"
-            continue
-        try:
-            with open(_blob_path(blob_id), "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                # mapped, not read: no copy of a large value; ACCESS_COPY keeps the arrays built
-                # over it writable without ever writing to the file (blobs are replaced by
-                # rename, never rewritten in place)
-                data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
-        except (OSError, ValueError) as exc:
-            out[name] = f"missing: {getattr(exc, 'strerror', None) or exc}"
-            continue
-        if not hmac.compare_digest(hmac.new(_cfg["key"], data, hashlib.sha256).hexdigest(), blob_id):
-            out[name] = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
-            continue
-        try:
-            value = _load(data)
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            out[name] = f"load_failed: {type(exc).__name__}: {str(exc)[:160]}"
-            continue
-        finally:
+    verifier = _fmt.Verifier(_cfg["key"])
+    try:
+        queued = []
+        for name, blob_id in items:
+            if time.monotonic() > deadline:
+                out[name] = "deadline: the restore deadline passed before this value was loaded"
+                continue
+            data, why = _open(blob_id)
+            if why:
+                out[name] = why
+                continue
+            queued.append((name, blob_id, data, verifier.submit(data)))
             del data
-        if name == "<numpy.random>":
-            __import__("numpy.random").random.set_state(value)
-        elif name == "<random>":
-            __import__("random").setstate(value)
-        else:
-            ns[name] = value
-        with contextlib.suppress(OSError):
-            os.utime(_blob_path(blob_id))
-        out[name] = "ok"
+        for name, blob_id, data, submitted in queued:
+            try:
+                if time.monotonic() > deadline:
+                    raise TimeoutError()
+                authentic = verifier.check(blob_id, submitted, deadline - time.monotonic())
+            except TimeoutError:
+                out[name] = "deadline: the restore deadline passed before this value was loaded"
+                continue
+            if not authentic:
+                out[name] = _TAMPERED
+                continue
+            try:
+                value = _load(data)
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                out[name] = f"load_failed: {type(exc).__name__}: {str(exc)[:160]}"
+                continue
+            if name == "<numpy.random>":
+                __import__("numpy.random").random.set_state(value)
+            elif name == "<random>":
+                __import__("random").setstate(value)
+            else:
+                ns[name] = value
+            del value
+            with contextlib.suppress(OSError):
+                os.utime(_blob_path(blob_id))
+            out[name] = "ok"
+    finally:
+        verifier.close()
+        queued = []
     for name in delete:
         ns.pop(name, None)
     return json.dumps({"protocol": PROTOCOL, "results": out})
@@ -429,20 +441,21 @@ def restore(items, deadline_s, delete=()):
 def verify(blob_ids):
     """Blob id -> why it cannot be loaded, for every blob that does not authenticate (none: {})."""
     bad = {}
-    for blob_id in blob_ids:
-        if not _BLOB_ID.match(blob_id):
-            bad[blob_id] = "tampered: not a blob id"
-            continue
-        try:
-            mac = hmac.new(_cfg["key"], digestmod=hashlib.sha256)
-            with open(_blob_path(blob_id), "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 22), b""):
-                    mac.update(chunk)
-        except OSError as exc:
-            bad[blob_id] = f"missing: {exc.strerror or exc}"
-            continue
-        if not hmac.compare_digest(mac.hexdigest(), blob_id):
-            bad[blob_id] = "tampered: the blob does not authenticate under this project's key"
+    verifier = _fmt.Verifier(_cfg["key"])
+    try:
+        queued = []
+        for blob_id in blob_ids:
+            data, why = _open(blob_id)
+            if why:
+                bad[blob_id] = why
+            else:
+                queued.append((blob_id, verifier.submit(data)))
+            del data
+        for blob_id, submitted in queued:
+            if not verifier.check(blob_id, submitted, None):
+                bad[blob_id] = "tampered: the blob does not authenticate under this project's key"
+    finally:
+        verifier.close()
     return json.dumps(bad)
 
 
