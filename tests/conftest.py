@@ -66,3 +66,19 @@ def tmp_project(tmp_path: Path):
     root = make_project(tmp_path / "proj")
     yield root
     stop_daemon(root)
+
+
+#: The longest test files (1–3 min each on 2 cores). They start first, so that neither xdist
+#: worker is left running one of them alone at the end of the suite.
+LONGEST_FIRST = (
+    "test_benchmarks_quick.py",
+    "test_staleness_thirdparty.py",
+    "test_load.py",
+    "test_serve_browser.py",
+    "test_checkpoints_cli.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
