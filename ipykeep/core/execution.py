@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -231,9 +232,11 @@ class Execution:
         elif mtype == "execute_input":
             self.execution_count = content.get("execution_count", self.execution_count)
 
-    def on_reply(self, content: dict[str, Any]) -> None:
+    def on_reply(self, content: dict[str, Any], split: Callable[[dict[str, str], dict[str, Any]], dict[str, Any]] | None = None) -> None:
+        """``split`` maps the reply's user expressions back to ``expressions`` (``core.probe_bundle``)."""
         status = content.get("status")
-        self.expression_results = content.get("user_expressions") or {}
+        results = content.get("user_expressions") or {}
+        self.expression_results = split(self.expressions, results) if split is not None else results
         if content.get("execution_count") is not None:
             self.execution_count = content["execution_count"]
         if status == "error" and self.error is None:

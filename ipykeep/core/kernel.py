@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inkernel import install_expression
+from . import probe_bundle
 from .channels import route_replies
 from .errors import ExecutionLostError, ExecutionTimeoutError, KernelDiedError, KernelStartError
 from .execution import Execution
@@ -319,7 +320,7 @@ class KernelProcess:
             # AST transformers, where ipyflow instruments code, are not applied to them).
             code, expressions = "", {"ipykeep_untraced": UNTRACED.format(code=ex.code)}
         else:
-            code, expressions = ex.code, ex.expressions
+            code, expressions = ex.code, probe_bundle.bundle(ex.expressions)
         await self._link_ready.wait()
         msg_id, reply, idle = self._send_execute(
             code,
@@ -335,7 +336,7 @@ class KernelProcess:
         try:
             msg = await self._await_reply(ex, msg_id, reply, idle, timeout, watch_start=subshell_id is not None)
             if msg is not None:
-                ex.on_reply(msg["content"])
+                ex.on_reply(msg["content"], split=None if untraced else probe_bundle.split)
             await self._drain_until_idle(ex, msg_id, idle)
             ex.finish(ex.outcome_after_idle())
         except KernelDiedError:
