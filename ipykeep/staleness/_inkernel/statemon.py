@@ -51,6 +51,7 @@ _SKIP = frozenset(
      "get_ipython", "_exit_code"}
 )
 _LEAF = (int, float, complex, bool, str, bytes, type(None))
+_LEAF_TYPES = frozenset(_LEAF)  # exact types: a subclass may define its own hash or equality
 _SEQ = (list, tuple)
 _SETS = (set, frozenset)
 
@@ -158,6 +159,10 @@ class _Fp(_DataHash):
         return out
 
     def _items(self, values, depth):
+        if all(type(v) in _LEAF_TYPES for v in values):
+            # leaves only (a list of numbers or strings, an object's plain attributes): hashed
+            # at once, types included so 1, 1.0 and True stay apart (as ``of`` keeps them)
+            return hash((tuple(map(type, values)), tuple(values))), True
         exact = True
         parts = []
         for v in values:
@@ -186,7 +191,7 @@ class _Fp(_DataHash):
             it = iter(obj.items())
             pairs = [next(it) for _ in range(min(n, MAX_ITEMS))]
             h, ex = self._items([v for _, v in pairs], depth)
-            keys = hash(tuple(self.of(k, 1)[0] for k, _ in pairs))
+            keys = self._items([k for k, _ in pairs], 2)[0]
             exact = ex and n <= MAX_ITEMS
             return ("dict", n, keys, h), exact, not exact
         if isinstance(obj, _SETS):
