@@ -222,7 +222,7 @@ def run_untraced(source):
     return None
 
 
-_compiled = {}
+_compiled: dict = {}  # expression source -> code object
 
 
 def probe_all(sources, global_ns, local_ns):
