@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,30 @@ def test_a_thread_started_by_a_cell_falls_back_to_a_full_scan(shell: Shell) -> N
     out = shell.run("n = 1")
     assert out["scan"] == "full"
     shell.run("go.set()\nt.join()")
+
+
+def test_ipykeeps_own_threads_keep_the_look_bounded(shell: Shell) -> None:
+    # the checkpoint writer starts after the probe is installed and lives on: it only reads
+    # values, so it must not turn every later look into a full one
+    shell.run(f"big = np.zeros({N})")
+    stop = threading.Event()
+    writer = threading.Thread(target=stop.wait, name="ipykeep-checkpoint-writer", daemon=True)
+    writer.start()
+    try:
+        out = shell.run("n = 1")
+        assert out["scan"] == "reached" and out["hashed"] == 0 and out["reused"] >= 1
+    finally:
+        stop.set()
+        writer.join()
+
+
+def test_a_full_look_leaves_values_to_be_hashed_again_by_the_next_bounded_one(shell: Shell) -> None:
+    shell.run(f"big = np.zeros({N})")
+    assert shell.run("globals()")["scan"] == "full"
+    first = shell.run("n = 1")  # the full look kept no memory owners: hashed once more
+    assert first["scan"] == "reached" and first["hashed"] >= 1
+    again = shell.run("n = 2")
+    assert again["scan"] == "reached" and again["hashed"] == 0 and again["reused"] >= 1
 
 
 def test_a_frame_edited_in_place_by_loc_is_seen(shell: Shell) -> None:

@@ -293,7 +293,13 @@ def _foreign_threads():
     known = _state["threads"]
     if not isinstance(known, set):
         return True
-    return any(t.ident not in known and not type(t).__module__.startswith(_KERNEL_THREADS) for t in threading.enumerate())
+    return any(
+        t.ident not in known
+        and not type(t).__module__.startswith(_KERNEL_THREADS)
+        # ipykeep's own (the checkpoint writer, traceback warming) read values, never change them
+        and not t.name.startswith("ipykeep-")
+        for t in threading.enumerate()
+    )
 
 
 def _comms_open():

@@ -104,6 +104,7 @@ class _Fp(_DataHash):
         if (
             entry is not None
             and touched is not None
+            and entry[3] is not None
             and entry[0]() is obj
             and entry[1] == signal
             and key not in touched
@@ -121,7 +122,9 @@ class _Fp(_DataHash):
         try:
             if reach is None:
                 raise LookupError("no reach module: values are not cached")
-            roots = frozenset(reach.owners(obj, self.ns))
+            # a full look uses the entry only for its cost (``worth_walking``): the memory
+            # owners (an object graph walk) are found by the first look that can reuse it
+            roots = None if touched is None else frozenset(reach.owners(obj, self.ns))
             self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
         except Exception:  # no weak references, or memory that cannot be bounded: no caching
             self.cache.pop(key, None)
