@@ -222,7 +222,8 @@ def run_untraced(source):
     return None
 
 
-_compiled: dict = {}  # expression source -> code object
+_compiled: dict = {}  # expression source -> code object (some carry a cell's path literals)
+_COMPILED_MAX = 256
 
 
 def probe_all(sources, global_ns, local_ns):
@@ -240,6 +241,8 @@ def probe_all(sources, global_ns, local_ns):
         try:
             code = _compiled.get(source)
             if code is None:
+                if len(_compiled) >= _COMPILED_MAX:
+                    _compiled.clear()
                 code = _compiled[source] = compile(source, "<ipykeep-probe>", "eval")
             value = eval(code, global_ns, local_ns)
             results[key] = {"status": "ok", "data": {"text/plain": repr(value)}, "metadata": {}}
