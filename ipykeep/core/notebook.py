@@ -166,6 +166,11 @@ def content_hash(data: bytes) -> str:
 
 
 def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
+    raw = _read_bytes(path)
+    return _parse_json(raw, path), raw
+
+
+def _read_bytes(path: Path) -> bytes:
     if not path.exists():
         raise NotebookInvalidError(
             f"notebook not found: {path}", hint="check the path; ipykeep binds to an existing .ipynb file"
@@ -173,9 +178,12 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
     if path.is_dir():
         raise NotebookInvalidError(f"{path} is a directory, not a notebook", hint="pass the path of an .ipynb file")
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise NotebookInvalidError(f"cannot read {path}: {exc.strerror}", hint="check the file's permissions") from exc
+
+
+def _parse_json(raw: bytes, path: Path) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8"))
     except RecursionError:
@@ -195,7 +203,7 @@ def _load_json(path: Path) -> tuple[dict[str, Any], bytes]:
             hint="pass a Jupyter .ipynb file",
         )
     _check_shape(data, path)
-    return data, raw
+    return data
 
 
 def _check_shape(data: dict[str, Any], path: Path) -> None:
@@ -306,25 +314,23 @@ _SNAPSHOTS: dict[Path, NotebookSnapshot] = {}
 def read_notebook(path: Path | str) -> NotebookSnapshot:
     """Read and validate ``path``; ids are repaired in memory (deterministically) if needed."""
     path = Path(path).resolve()
+    raw = _read_bytes(path)
+    digest = content_hash(raw)
     cached = _SNAPSHOTS.get(path)
-    if cached is not None:
-        try:
-            raw = path.read_bytes()
-        except OSError:
-            raw = None  # _load_json says why
-        if raw is not None and content_hash(raw) == cached.content_hash:
-            return cached
-    snap = _read_snapshot(path)
-    _SNAPSHOTS[path] = snap
+    if cached is not None and cached.content_hash == digest:
+        return cached
+    snap = _SNAPSHOTS[path] = _read_snapshot(path, raw, digest)
     return snap
 
 
-def _read_snapshot(path: Path) -> NotebookSnapshot:
-    data, raw = _load_json(path)
-    nb = _to_v4(data, path)
+def _read_snapshot(path: Path, raw: bytes | None = None, digest: str | None = None) -> NotebookSnapshot:
+    """Parse and validate the notebook afresh (from ``raw`` when the caller read it already)."""
+    if raw is None:
+        raw = _read_bytes(path)
+    nb = _to_v4(_parse_json(raw, path), path)
     repairs = _repair_ids(nb)
     _validate(nb, path)
-    return _snapshot(path, nb, content_hash(raw), repairs)
+    return _snapshot(path, nb, digest or content_hash(raw), repairs)
 
 
 def _snapshot(path: Path, nb: Any, digest: str, repairs: list[str]) -> NotebookSnapshot:
