@@ -49,13 +49,17 @@ def remote_root(session: KernelSession, store: CheckpointStore) -> str | None:
     return None
 
 
-def configure_call(store: CheckpointStore, root: str, limits: Limits, config: Any) -> str:
-    """The in-kernel call configuring a remote writer (it carries the key: never log it)."""
-    return _call(
-        "configure_remote", root, store.key.hex(), limits.max_value_bytes, limits.max_cell_bytes,
-        limits.max_pending_bytes, limits.snapshot_budget_s,
+def configure_call(store: CheckpointStore, root: str | None, limits: Limits, config: Any) -> str:
+    """The in-kernel call configuring the kernel's writer: on the project's store, where the
+    kernel reads the key file itself, or (``root``, an SSH kernel's directory on its host) with
+    the key in the call (never log it)."""
+    common = (
+        limits.max_value_bytes, limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
         list(config.checkpoint_exclude_names), list(config.checkpoint_exclude_types),
     )
+    if root is None:
+        return _call("configure", str(store.root), str(store.key_path), *common)
+    return _call("configure_remote", root, store.key.hex(), *common)
 
 
 def issue(st: KernelCheckpoints, path: Path, seq: int | None) -> None:

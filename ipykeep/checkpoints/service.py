@@ -77,16 +77,8 @@ class CheckpointService(SessionObserver):
             root = remote.remote_root(session, self.store)
             await session.process.install_helper(BLOB_MODULE, _source("blobfmt.py"))
             await session.process.install_helper(MODULE, _source())
-            if root is not None:  # the key travels in this request only (see ``remote``)
-                reply = await session.process.eval_silent(remote.configure_call(self.store, root, limits, session.config))
-            else:
-                reply = await session.process.eval_silent(
-                    _call(
-                        "configure", str(self.store.root), str(self.store.key_path), limits.max_value_bytes,
-                        limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
-                        list(session.config.checkpoint_exclude_names), list(session.config.checkpoint_exclude_types),
-                    )
-                )
+            # an SSH kernel's key travels in this request only (see ``remote``)
+            reply = await session.process.eval_silent(remote.configure_call(self.store, root, limits, session.config))
         except IpykeepError as exc:
             st.available, st.reason = False, exc.message
             log.warning("checkpoints unavailable in %s: %s", session.kernel_id, exc.message)

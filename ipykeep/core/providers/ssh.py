@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import queue
 import shlex
 import shutil
@@ -35,6 +34,7 @@ import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 
+from ...fsutil import atomic_write_text
 from ..errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from .base import KernelChannels, LaunchSpec, ProviderKind, kernel_module
 from .local import short_runtime_dir
@@ -112,9 +112,7 @@ def write_tunnel_connection_file(runtime_dir: Path, conn: dict[str, Any]) -> str
     connection file (0600, in the kernel's private 0700 runtime directory) so that another local
     client, such as the ``--serve`` Jupyter server, can attach through the tunnel."""
     path = runtime_dir / "kernel.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(conn, fh)
+    atomic_write_text(path, json.dumps(conn), mode=0o600)
     return str(path)
 
 
