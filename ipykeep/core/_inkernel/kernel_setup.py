@@ -151,8 +151,46 @@ def install_orphan_guard():
     vars(poller)["os"] = _GroupExit()
 
 
+def install_subshell_guard():
+    """Keep ipyflow's ``run_cell`` on the main thread.
+
+    ipyflow's ``run_cell`` ends every cell with its output recorder, a singleton the main
+    thread's traced cell sets up and tears down; a subshell request running it at the same
+    time failed there (``'OutputRecorder' object has no attribute 'capturing_output'``), so
+    the request ended with no reply and its code never ran (seen once in ~5,000 scratch calls
+    from 10 concurrent clients). ipykeep's subshell requests are untraced anyway (silent and
+    empty, the code in a user expression: ``run_untraced``): off the main thread, this runs
+    IPython's own ``run_cell``, without ipyflow's wrapper (and with ipykernel's resets, as
+    ``ZMQInteractiveShell.run_cell`` does them).
+    """
+    from IPython.core.getipython import get_ipython
+
+    shell = get_ipython()
+    ipyflow_shell = getattr(sys.modules.get("ipyflow.shell.interactiveshell"), "IPyflowInteractiveShell", None)
+    if shell is None or ipyflow_shell is None or not isinstance(shell, ipyflow_shell):
+        return
+    if getattr(shell, "_ipykeep_subshell_guard", False):
+        return
+    traced = shell.run_cell
+    plain = super(ipyflow_shell, shell).run_cell
+    accepted = getattr(shell, "_super_run_cell_param_names", None)
+
+    def run_cell(*args, **kwargs):
+        if threading.current_thread() is threading.main_thread():
+            return traced(*args, **kwargs)
+        if accepted is not None:
+            kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+        shell._last_traceback = None
+        shell._last_traceback_during_displayhook = False
+        return plain(*args, **kwargs)
+
+    shell.run_cell = run_cell
+    shell._ipykeep_subshell_guard = True
+
+
 install_interrupt_patch()
 install_orphan_guard()
+install_subshell_guard()
 
 
 _scratch_runs = 0
