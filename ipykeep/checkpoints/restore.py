@@ -20,8 +20,7 @@ from ..core.session import CellRun, KernelSession
 from ..core.staleness_service import notebook_cells, stat_for
 from ..staleness import StalenessTracker, probes
 from . import planning
-from .state import SMALL_VALUE, KernelCheckpoints
-from .state import call as _call
+from .state import SMALL_VALUE, KernelCheckpoints, call_loader
 from .store import CheckpointStore
 
 #: runs notebook cells in the kernel (the engine's batch); True when every one succeeded
@@ -62,17 +61,8 @@ async def restore_lost(
         if blob in poisoned:
             dropped.add(cid)
             not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
-    # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
-    # mutated one of their values then has the last word when its values are loaded.
-    cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
-    state.keep_seq = {cp.cell_id: cp.seq for cp in cheap}
-    try:
-        if cheap and not await run([cp.cell_id for cp in cheap]):
-            return None  # a cheap cell failed to re-run: warm-up runs every cell instead
-    finally:
-        state.keep_seq = {}
-    cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
-    sizes = {cp.cell_id: cp.sizes for cp in cps}
+    restored_cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
+    sizes = {cp.cell_id: cp.sizes for cp in restored_cps}
     # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
     # name to the same object (``import time``) then leaves that name's readers fresh, as
     # in a kernel that was never lost. Large ones are skipped: their readers re-run anyway.
@@ -81,10 +71,27 @@ async def restore_lost(
         for n, (cid, blob) in finals.items()
         if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
     ]
+    # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
+    # mutated one of their values then has the last word when its values are loaded.
+    cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
+    if load and cheap:
+        # the blobs authenticate on the kernel's threads while the cheap cells (imports,
+        # mostly) run: hashing is the part of a large restore that needs no import
+        with contextlib.suppress(IpykeepError):
+            await session.process.eval_silent(call_loader("prefetch", sorted({b for _, b in load})))
+    state.keep_seq = {cp.cell_id: cp.seq for cp in cheap}
+    try:
+        if cheap and not await run([cp.cell_id for cp in cheap]):
+            with contextlib.suppress(IpykeepError):
+                await session.process.eval_silent(call_loader("discard"))
+            return None  # a cheap cell failed to re-run: warm-up runs every cell instead
+    finally:
+        state.keep_seq = {}
+    cps = restored_cps
     deadline = session.config.restore_timeout
     results: dict[str, str] = {}
     if load:
-        reply = await session.process.eval_silent(_call("restore", load, deadline), timeout=deadline + 60)
+        reply = await session.process.eval_silent(call_loader("restore", load, deadline), timeout=deadline + 60)
         results = {str(k): str(v) for k, v in reply["results"].items()}
     errors: list[str] = list(bad)
     for name, outcome in results.items():
@@ -106,7 +113,7 @@ async def restore_lost(
             not_restorable[cp.cell_id] = "wrote a name whose checkpoint could not be restored"
     orphans = [n for n, (cid, _) in finals.items() if cid not in kept and results.get(n) == "ok"]
     if orphans:
-        await session.process.eval_silent(_call("restore", [], 1, orphans))
+        await session.process.eval_silent(call_loader("restore", [], 1, orphans))
     if load:
         # the namespace monitor's baseline takes the loaded values in: a re-run rebinding one
         # to the same object is then no change (its readers stay fresh)

@@ -36,7 +36,7 @@ from ..staleness.models import Observed
 from . import cost, planning, remote
 from .limits import Limits, collect
 from .restore import restore_lost
-from .state import BLOB_MODULE, FLUSH_ON_CLOSE_S, HIDDEN, MODULE, KernelCheckpoints
+from .state import BLOB_MODULE, FLUSH_ON_CLOSE_S, HIDDEN, LOAD_MODULE, MODULE, KernelCheckpoints, call_loader
 from .state import call as _call
 from .state import human as _human
 from .state import inkernel_source as _source
@@ -77,6 +77,7 @@ class CheckpointService(SessionObserver):
             root = remote.remote_root(session, self.store)
             await session.process.install_helper(BLOB_MODULE, _source("blobfmt.py"))
             await session.process.install_helper(MODULE, _source())
+            await session.process.install_helper(LOAD_MODULE, _source("loading.py"))
             # an SSH kernel's key travels in this request only (see ``remote``)
             reply = await session.process.eval_silent(remote.configure_call(self.store, root, limits, session.config))
         except IpykeepError as exc:
@@ -383,7 +384,7 @@ class CheckpointService(SessionObserver):
             keep = set(manifest.get("names") or []) 
             delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
             # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
-            check = await session.process.eval_silent(_call("verify", list(values.values())), timeout=session.config.restore_timeout + 60)
+            check = await session.process.eval_silent(call_loader("verify", list(values.values())), timeout=session.config.restore_timeout + 60)
             if any(str(why).startswith("outdated:") for why in check.values()):
                 raise CheckpointError(
                     f"checkpoint {name!r} was written in an earlier checkpoint format by an older ipykeep and "
@@ -399,7 +400,7 @@ class CheckpointService(SessionObserver):
                     hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
                 )
             reply = await session.process.eval_silent(
-                _call("restore", [[n, b] for n, b in values.items()], session.config.restore_timeout, delete),
+                call_loader("restore", [[n, b] for n, b in values.items()], session.config.restore_timeout, delete),
                 timeout=session.config.restore_timeout + 60,
             )
             # the next cell must not be charged with the rollback's changes

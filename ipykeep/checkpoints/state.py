@@ -16,6 +16,8 @@ from .cost import CheapCell
 MODULE = "_ipykeep_ckpt"
 #: the blob format and its authentication, installed before ``MODULE`` (which uses it)
 BLOB_MODULE = "_ipykeep_ckpt_blob"
+#: the loader (authenticate, unpickle), installed after ``MODULE`` (whose configuration it reads)
+LOAD_MODULE = "_ipykeep_ckpt_load"
 HIDDEN = ("<numpy.random>", "<random>")
 SMALL_VALUE = 1 << 20
 #: seconds a closing kernel waits for its checkpoint writer
@@ -36,6 +38,10 @@ def inkernel_source(file: str = "snapshot.py") -> str:
 
 def call(function: str, *args: Any) -> str:
     return probes.call_expr(MODULE, function, *args)
+
+
+def call_loader(function: str, *args: Any) -> str:
+    return probes.call_expr(LOAD_MODULE, function, *args)
 
 
 @dataclass

@@ -92,11 +92,11 @@ def test_blob_of_the_earlier_format_is_not_loaded_nor_quarantined(tmp_path: Path
     stream = b"\x80\x05K\x07."  # the int 7
     old = b"IPKCKPT1" + (1).to_bytes(4, "little") + len(stream).to_bytes(8, "little") + stream
     blob = store.put_blob(old)  # authentic under the key, but of format 1
-    out = json.loads(mod.restore([["seven", blob]], 10))["results"]
+    out = json.loads(mod.loader.restore([["seven", blob]], 10))["results"]
     assert out["seven"].startswith("outdated: written in checkpoint format 1") and "seven" not in ns
-    assert json.loads(mod.verify([blob]))[blob].startswith("outdated:")
+    assert json.loads(mod.loader.verify([blob]))[blob].startswith("outdated:")
     new = store.put_blob(mod.MAGIC + old[8:])
-    assert json.loads(mod.restore([["seven", new]], 10))["results"]["seven"] == "ok" and ns["seven"] == 7
+    assert json.loads(mod.loader.restore([["seven", new]], 10))["results"]["seven"] == "ok" and ns["seven"] == 7
 
 
 def test_truncated_header_is_refused_before_unpickling(tmp_path: Path) -> None:
@@ -107,5 +107,5 @@ def test_truncated_header_is_refused_before_unpickling(tmp_path: Path) -> None:
     stream = b"\x80\x05K\x07."
     bad = mod.MAGIC + (1).to_bytes(4, "little") + (len(stream) + 9).to_bytes(8, "little") + stream
     blob = store.put_blob(bad)
-    out = json.loads(mod.restore([["seven", blob]], 10))["results"]
+    out = json.loads(mod.loader.restore([["seven", blob]], 10))["results"]
     assert out["seven"].startswith("load_failed: ValueError") and "seven" not in ns

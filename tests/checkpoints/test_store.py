@@ -133,7 +133,8 @@ INKERNEL = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_i
 
 
 def _load_inkernel(name: str):  # type: ignore[no-untyped-def]
-    """snapshot.py as a kernel gets it: its blob module installed first under its kernel name."""
+    """snapshot.py as a kernel gets it (its blob module installed first under its kernel name),
+    with loading.py as ``.loader``."""
     if "_ipykeep_ckpt_blob" not in sys.modules:
         spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_blob", INKERNEL / "blobfmt.py")
         assert spec is not None and spec.loader is not None
@@ -144,6 +145,19 @@ def _load_inkernel(name: str):  # type: ignore[no-untyped-def]
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    # the loader finds its writer module under the kernel's name, as in a kernel
+    saved = sys.modules.get("_ipykeep_ckpt")
+    sys.modules["_ipykeep_ckpt"] = mod
+    try:
+        spec = importlib.util.spec_from_file_location(f"{name}_load", INKERNEL / "loading.py")
+        assert spec is not None and spec.loader is not None
+        mod.loader = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod.loader)
+    finally:
+        if saved is None:
+            del sys.modules["_ipykeep_ckpt"]
+        else:
+            sys.modules["_ipykeep_ckpt"] = saved
     return mod
 
 
@@ -172,14 +186,14 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     for v in manifest["values"].values():
         store.get_blob(v["blob"])  # authenticates on the host side
     ns.clear()
-    out = json.loads(mod.restore([[n, v["blob"]] for n, v in manifest["values"].items()], 10))["results"]
+    out = json.loads(mod.loader.restore([[n, v["blob"]] for n, v in manifest["values"].items()], 10))["results"]
     assert set(out.values()) == {"ok"} and ns["df"] == {"a": [1, 2]} and ns["f"](1) == 2
     assert (ns["arr"] == np.arange(400)).all() and (ns["view"] == arr).all()
     ns["arr"][0] = 7  # arrays loaded over the blob's bytes are ordinary, writable arrays
     blob = manifest["values"]["df"]["blob"]
     store.blob_path(blob).write_bytes(b"\x80\x05N.")  # a valid pickle, but not ours
-    assert json.loads(mod.verify([blob]))[blob].startswith("tampered")
-    out = json.loads(mod.restore([["df", blob]], 10))["results"]
+    assert json.loads(mod.loader.verify([blob]))[blob].startswith("tampered")
+    out = json.loads(mod.loader.restore([["df", blob]], 10))["results"]
     assert out["df"].startswith("tampered")
 
 
@@ -227,7 +241,7 @@ def test_authentic_blob_that_fails_to_load_is_reported(store: CheckpointStore) -
     stream = b"\x80\x05cnonexistent_module_for_test\nThing\n."  # a class that is gone
     data = mod.MAGIC + (1).to_bytes(4, "little") + len(stream).to_bytes(8, "little") + stream
     blob = store.put_blob(data)  # written with the project's key: authentic
-    out = json.loads(mod.restore([["thing", blob]], 10))["results"]
+    out = json.loads(mod.loader.restore([["thing", blob]], 10))["results"]
     assert out["thing"].startswith("load_failed: ModuleNotFoundError") and "thing" not in ns
 
 
@@ -239,5 +253,5 @@ def test_restore_stops_at_its_deadline(store: CheckpointStore) -> None:
     assert json.loads(mod.flush(10))
     blob = store.read_manifest(store.root / "m.json")["values"]["a"]["blob"]
     ns.clear()
-    out = json.loads(mod.restore([["a", blob]], -1))["results"]
+    out = json.loads(mod.loader.restore([["a", blob]], -1))["results"]
     assert out["a"].startswith("deadline:") and "a" not in ns

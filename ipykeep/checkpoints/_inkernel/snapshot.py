@@ -1,12 +1,11 @@
-"""In-kernel checkpoint writer and loader (standard library + cloudpickle; never imports ipykeep).
+"""In-kernel checkpoint writer (standard library + cloudpickle; never imports ipykeep).
 
 Installed once per kernel as ``sys.modules["_ipykeep_ckpt"]`` and called through silent
 ``user_expressions``. ``snapshot`` is the only step that holds the kernel: it pickles the
 named values into memory (each bounded by the per-value limit, all of them by the per-cell
 limit and a time budget) and queues them; one writer thread hashes, authenticates and writes
-the blobs, then the cell's signed manifest, in order. ``restore`` authenticates each blob
-before unpickling it (on a pool of threads, while the blobs before it unpickle), and stops at
-its deadline.
+the blobs, then the cell's signed manifest, in order. Loading is ``loading.py``'s (installed
+after this module, as ``_ipykeep_ckpt_load``).
 
 Format (shared with ``ipykeep/checkpoints/store.py``): blobs are described in ``blobfmt.py``
 (installed first, as ``_ipykeep_ckpt_blob``); a blob's file name is its id (a chunked
@@ -25,10 +24,8 @@ import hashlib
 import hmac
 import io
 import json
-import mmap
 import os
 import queue
-import re
 import secrets
 import sys
 import threading
@@ -38,7 +35,6 @@ from typing import Any
 PROTOCOL = 2
 _fmt = sys.modules["_ipykeep_ckpt_blob"]
 MAGIC = _fmt.MAGIC
-_BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 # hidden state the staleness tracker treats as a value (see statemon): saved and restored too
 _HIDDEN = ("<numpy.random>", "<random>")
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
@@ -358,105 +354,6 @@ def user_names():
     ]
     names += [h for h in _HIDDEN if _get(ns, h) is not None]
     return json.dumps(sorted(names))
-
-
-def _open(blob_id):
-    """A blob's bytes, mapped (no copy of a large value), or why it cannot be loaded."""
-    if not _BLOB_ID.match(blob_id):
-        return None, f"tampered: {blob_id!r} is not a blob id"
-    try:
-        with open(_blob_path(blob_id), "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            # ACCESS_COPY keeps the arrays built over it writable without ever writing to the
-            # file (blobs are replaced by rename, never rewritten in place)
-            data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""
-    except (OSError, ValueError) as exc:
-        return None, f"missing: {getattr(exc, 'strerror', None) or exc}"
-    return data, _fmt.outdated(data)
-
-
-_TAMPERED = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
-
-
-def restore(items, deadline_s, delete=()):
-    """Load ``items`` (``[name, blob_id]``), authenticated, until the deadline; drop ``delete``.
-
-    Every blob's chunks are queued for authentication at once, on a pool of threads; values are
-    unpickled in order, each once its own bytes authenticate (the imports a small early value
-    triggers overlap the hashing of a large later one). Returns per name "ok" or the reason it
-    was not loaded; "tampered:" and "load_failed:" reasons poison the blob on the host side.
-    """
-    ns, _ = _ns()
-    deadline = time.monotonic() + float(deadline_s)
-    out = {}
-    verifier = _fmt.Verifier(_cfg["key"])
-    try:
-        queued = []
-        for name, blob_id in items:
-            if time.monotonic() > deadline:
-                out[name] = "deadline: the restore deadline passed before this value was loaded"
-                continue
-            data, why = _open(blob_id)
-            if why:
-                out[name] = why
-                continue
-            queued.append((name, blob_id, data, verifier.submit(data)))
-            del data
-        for name, blob_id, data, submitted in queued:
-            try:
-                if time.monotonic() > deadline:
-                    raise TimeoutError()
-                authentic = verifier.check(blob_id, submitted, deadline - time.monotonic())
-            except TimeoutError:
-                out[name] = "deadline: the restore deadline passed before this value was loaded"
-                continue
-            if not authentic:
-                out[name] = _TAMPERED
-                continue
-            try:
-                value = _load(data)
-            except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                out[name] = f"load_failed: {type(exc).__name__}: {str(exc)[:160]}"
-                continue
-            if name == "<numpy.random>":
-                __import__("numpy.random").random.set_state(value)
-            elif name == "<random>":
-                __import__("random").setstate(value)
-            else:
-                ns[name] = value
-            del value
-            with contextlib.suppress(OSError):
-                os.utime(_blob_path(blob_id))
-            out[name] = "ok"
-    finally:
-        verifier.close()
-        queued = []
-    for name in delete:
-        ns.pop(name, None)
-    return json.dumps({"protocol": PROTOCOL, "results": out})
-
-
-def verify(blob_ids):
-    """Blob id -> why it cannot be loaded, for every blob that does not authenticate (none: {})."""
-    bad = {}
-    verifier = _fmt.Verifier(_cfg["key"])
-    try:
-        queued = []
-        for blob_id in blob_ids:
-            data, why = _open(blob_id)
-            if why:
-                bad[blob_id] = why
-            else:
-                queued.append((blob_id, verifier.submit(data)))
-            del data
-        for blob_id, submitted in queued:
-            if not verifier.check(blob_id, submitted, None):
-                bad[blob_id] = "tampered: the blob does not authenticate under this project's key"
-    finally:
-        verifier.close()
-    return json.dumps(bad)
 
 
 def collect_blobs(live, max_bytes, grace_s):
