@@ -46,6 +46,8 @@ class CellCheckpoint:
     restorable: bool = True
     #: not checkpointed on purpose (see ``cost``): no values; restore re-runs it first
     cheap: bool = False
+    #: saved name -> the other names bound to the same object when it was saved
+    shared: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def from_manifest(cls, data: Mapping[str, Any]) -> CellCheckpoint:
@@ -76,6 +78,7 @@ class CellCheckpoint:
             failed={str(k): str(v) for k, v in (data.get("failed") or {}).items()},
             restorable=bool(data.get("restorable")) and observed is not None,
             cheap=bool(data.get("cheap")),
+            shared={n: frozenset(map(str, v["shared"])) for n, v in values.items() if v.get("shared")},
         )
 
     @property
@@ -121,6 +124,43 @@ def final_values(cps: Sequence[CellCheckpoint]) -> dict[str, tuple[str, str]]:
             out.pop(name, None)  # a cheap cell's value comes from its re-run
         for name, blob in cp.values.items():
             out[name] = (cp.cell_id, blob)
+    return out
+
+
+def aliases(shared: Mapping[str, Iterable[str]], seq: Mapping[str, int]) -> dict[str, str]:
+    """name -> the name whose loaded object it must be bound to (one object under several names).
+
+    ``seq``: for each name being loaded, the run order of the checkpoint its value comes from;
+    ``shared``: for those names, the names that held the same object when it was saved. Two
+    names hold one object at the end when the later of their two saves saw them share it: a
+    name rebound after that save would have a later save of its own, and a mutation through
+    either is saved for both (both names changed). Each group loads the value saved last (the
+    object's latest content); the others are bound to it.
+    """
+    parent = {n: n for n in seq}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for name, others in shared.items():
+        if name not in seq:
+            continue
+        for other in others:
+            if other in seq and seq[other] <= seq[name]:
+                a, b = root(name), root(other)
+                if a != b:
+                    parent[a] = b
+    groups: dict[str, list[str]] = {}
+    for n in seq:
+        groups.setdefault(root(n), []).append(n)
+    out: dict[str, str] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            keep = max(members, key=lambda n: (seq[n], n))
+            out.update({n: keep for n in members if n != keep})
     return out
 
 

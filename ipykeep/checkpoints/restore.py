@@ -71,6 +71,13 @@ async def restore_lost(
         for n, (cid, blob) in finals.items()
         if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
     ]
+    # names of one object load once and are bound to it (values are saved per name)
+    source = {cp.cell_id: cp for cp in restored_cps}
+    same = planning.aliases(
+        {n: source[finals[n][0]].shared.get(n, ()) for n, _ in load},
+        {n: source[finals[n][0]].seq for n, _ in load},
+    )
+    load = [item for item in load if item[0] not in same]
     # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
     # mutated one of their values then has the last word when its values are loaded.
     cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
@@ -91,7 +98,7 @@ async def restore_lost(
     deadline = session.config.restore_timeout
     results: dict[str, str] = {}
     if load:
-        reply = await session.process.eval_silent(call_loader("restore", load, deadline), timeout=deadline + 60)
+        reply = await session.process.eval_silent(call_loader("restore", load, deadline, [], same), timeout=deadline + 60)
         results = {str(k): str(v) for k, v in reply["results"].items()}
     errors: list[str] = list(bad)
     for name, outcome in results.items():

@@ -399,8 +399,10 @@ class CheckpointService(SessionObserver):
                     "(modified, or not written by this project); nothing was changed",
                     hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
                 )
+            # one snapshot: names that shared an object then share it again
+            same = planning.aliases({n: v.get("shared") or () for n, v in manifest["values"].items()}, dict.fromkeys(values, 0))
             reply = await session.process.eval_silent(
-                call_loader("restore", [[n, b] for n, b in values.items()], session.config.restore_timeout, delete),
+                call_loader("restore", [[n, b] for n, b in values.items() if n not in same], session.config.restore_timeout, delete, same),
                 timeout=session.config.restore_timeout + 60,
             )
             # the next cell must not be charged with the rollback's changes

@@ -255,3 +255,15 @@ def test_restore_stops_at_its_deadline(store: CheckpointStore) -> None:
     ns.clear()
     out = json.loads(mod.loader.restore([["a", blob]], -1))["results"]
     assert out["a"].startswith("deadline:") and "a" not in ns
+
+
+def test_aliases_group_names_whose_later_save_saw_them_share() -> None:
+    # b = a (b saved later, saw a): one object; the latest save is the one loaded
+    assert planning.aliases({"b": ["a"]}, {"a": 1, "b": 2}) == {"a": "b"}
+    # a saved after b, but only b's save saw them share: a was rebound since (its save is later)
+    assert planning.aliases({"b": ["a"]}, {"a": 3, "b": 2}) == {}
+    # a name not being loaded is not bound to anything
+    assert planning.aliases({"b": ["a", "gone"]}, {"a": 1, "b": 1}) == {"a": "b"}
+    # chains make one group, loading the value saved last
+    assert planning.aliases({"b": ["a"], "c": ["b"]}, {"a": 1, "b": 2, "c": 3}) == {"a": "c", "b": "c"}
+    assert planning.aliases({}, {"a": 1}) == {}

@@ -193,3 +193,42 @@ async def test_rollback_restores_a_mutated_dataframe(engine: Engine) -> None:
         await cp.restore("before", kernel_id=nb.kernel_id)
     assert json.loads(json.dumps(await nb.values("df['x'].tolist()"))) == ["[-1, -1, -1]"]
     await nb.close()
+
+
+ALIAS_CELLS = [
+    ("mk", "base = [1, 2, 3]"),
+    ("al", "view = base"),  # another cell: `view` saved alone, its object is `base`'s
+    ("pair", "left = {'k': 1}\nright = left"),  # one cell saving both names of one object
+    ("other", "copy = list(base)"),  # equal, not the same object: must stay apart
+]
+ALIAS_EXPRS = ("base", "view", "view is base", "left", "right is left", "copy is base", "grown", "k")
+
+
+async def test_names_of_one_object_are_one_object_after_restore(engine: Engine) -> None:
+    """Values are saved per name; after a restore, names that held one object hold one object
+    again, so a mutation through one shows through the others, as in a fresh run."""
+    directory = engine.paths.root / "aliases"
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    nb.write_cells(ALIAS_CELLS)
+    await nb.start()
+    await flush(nb)
+    report = await start_after_kill(nb)
+    assert report is not None and {c["cell_id"] for c in report.restored} == {c for c, _ in ALIAS_CELLS}
+    await engine.execute(_KERNEL_VALUES, kernel_id=nb.kernel_id)
+    assert await nb.values("view is base", "right is left", "copy is base") == ["True", "True", "False"]
+    # as in the lost kernel: a change through one name shows through the other
+    await nb.scratch("view.append(9)\nright['k'] = 5")
+    assert await nb.values("base", "left['k']", "copy") == ["[1, 2, 3, 9]", "5", "[1, 2, 3]"]
+    nb.insert(4, "grow", "view.append(4)\nright['k'] = 2\ncopy.append(0)")
+    nb.insert(5, "read", "grown = len(base)\nk = left['k']")
+    ran = [e["cell_id"] for e in (await nb.execute_plan()).stale]
+    assert ran[-2:] == ["grow", "read"] and "mk" in ran  # the scratch change to base is undone first
+    assert kinds(await nb.plan()) == {}
+    await nb.assert_fresh(*ALIAS_EXPRS)
+    # a named checkpoint keeps them one object too
+    await layer(engine).checkpoint("shared", kernel_id=nb.kernel_id)
+    await nb.scratch("view = list(view)\nright = dict(right)")
+    await layer(engine).restore("shared", kernel_id=nb.kernel_id)
+    assert await nb.values("view is base", "right is left", "copy is base") == ["True", "True", "False"]
+    await nb.close()

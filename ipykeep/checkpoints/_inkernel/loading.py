@@ -104,8 +104,9 @@ def discard():
     return "null"
 
 
-def restore(items, deadline_s, delete=()):
-    """Load ``items`` (``[name, blob_id]``), authenticated, until the deadline; drop ``delete``.
+def restore(items, deadline_s, delete=(), aliases=None):
+    """Load ``items`` (``[name, blob_id]``), authenticated, until the deadline; drop ``delete``;
+    bind each name of ``aliases`` (name -> a loaded name) to that name's object.
 
     Values are unpickled in order, each once its own bytes authenticate (the imports a small
     early value triggers overlap the hashing of a large later one). Returns per name "ok" or
@@ -160,6 +161,13 @@ def restore(items, deadline_s, delete=()):
             out[name] = "ok"
     finally:
         batch.close()
+    for name, same in (aliases or {}).items():
+        # one object under several names, pickled once per name: bound to one object again
+        if out.get(same) == "ok":
+            ns[name] = ns[same]
+            out[name] = "ok"
+        else:
+            out[name] = out.get(same) or f"missing: {same} (the same object) was not loaded"
     for name in delete:
         ns.pop(name, None)
     return json.dumps({"protocol": _snap.PROTOCOL, "results": out})

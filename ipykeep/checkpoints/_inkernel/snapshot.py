@@ -38,6 +38,7 @@ MAGIC = _fmt.MAGIC
 # hidden state the staleness tracker treats as a value (see statemon): saved and restored too
 _HIDDEN = ("<numpy.random>", "<random>")
 _IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, type(sys))
 
 _cfg: dict = {}
 _jobs: Any = None
@@ -203,6 +204,7 @@ def snapshot(meta_json, names):
     started = time.perf_counter()
     taken, failed, sizes = [], {}, {}
     total = 0
+    pickled: dict = {}  # id of an object already pickled here -> its blob (one object, one pickle)
     for name in sorted(set(names)):
         if name in _cfg["exclude_names"]:
             failed[name] = "excluded by the checkpoint_exclude_names setting"
@@ -216,6 +218,10 @@ def snapshot(meta_json, names):
             continue
         if time.perf_counter() - started > _cfg["budget"]:
             failed[name] = f"skipped: the snapshot time budget ({_cfg['budget']:g} s) was spent"
+            continue
+        if kind == "value" and id(obj) in pickled:
+            sizes[name] = pickled[id(obj)].size
+            taken.append((name, kind, pickled[id(obj)]))
             continue
         limit = min(_cfg["max_value"], _cfg["max_cell"] - total)
         try:
@@ -236,6 +242,9 @@ def snapshot(meta_json, names):
         total += size
         sizes[name] = size
         taken.append((name, kind, buf))
+        if kind == "value":
+            pickled[id(obj)] = buf
+    meta["shared"] = _shared(ns, {n: ns[n] for n, kind, _ in taken if kind == "value"})
     queued = True
     with _lock:
         if taken and _pending[0] + total > _cfg["max_pending"]:
@@ -250,6 +259,29 @@ def snapshot(meta_json, names):
         "protocol": PROTOCOL, "available": True, "sizes": sizes, "failed": failed,
         "seconds": round(time.perf_counter() - started, 6), "manifests": _take(),
     })
+
+
+def _shared(ns, saved):
+    """Saved name -> the other user names bound to the same object now.
+
+    Values are pickled per name, so two names of one object would come back as two objects
+    (and a mutation through one would no longer show through the other); the daemon uses this
+    to bind them to one object again on restore. Immutable scalars are left out: their
+    identity cannot be observed through a mutation.
+    """
+    wanted = {id(v) for v in saved.values() if not isinstance(v, _SCALARS)}
+    if not wanted:
+        return {}
+    holders: dict = {}
+    for n, v in ns.items():
+        if id(v) in wanted and not n.startswith("_") and n not in _IPYTHON_NAMES:
+            holders.setdefault(id(v), []).append(n)
+    out = {}
+    for name, value in saved.items():
+        others = sorted(n for n in holders.get(id(value), ()) if n != name)
+        if others:
+            out[name] = others
+    return out
 
 
 def _take():
@@ -298,15 +330,21 @@ def _writer():
     while True:
         meta, taken, failed, total = _jobs.get()
         try:
-            values = {}
+            values: dict = {}
+            ids: dict = {}
             for name, kind, blob in taken:
-                blob_id = blob.mac(_cfg["key"])
+                if id(blob) in ids:  # names of one object share its pickle
+                    blob_id = ids[id(blob)]
+                else:
+                    blob_id = ids[id(blob)] = blob.mac(_cfg["key"])
                 path = _blob_path(blob_id)
                 if os.path.exists(path):
                     os.utime(path)
                 else:
                     _write_private(path, blob.parts)
                 values[name] = {"blob": blob_id, "size": blob.size, "kind": kind}
+                if name in meta.get("shared", {}):
+                    values[name]["shared"] = meta["shared"][name]
             manifest = dict(meta.get("manifest") or {})
             manifest.update(values=values, failed=failed, restorable=not failed, created=time.time())
             manifest["mac"] = hmac.new(_cfg["key"], _canonical(manifest), hashlib.sha256).hexdigest()

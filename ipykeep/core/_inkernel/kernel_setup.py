@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 
 def install_interrupt_patch():
@@ -165,7 +166,7 @@ def install_subshell_guard():
     """
     from IPython.core.getipython import get_ipython
 
-    shell = get_ipython()
+    shell: Any = get_ipython()
     ipyflow_shell = getattr(sys.modules.get("ipyflow.shell.interactiveshell"), "IPyflowInteractiveShell", None)
     if shell is None or ipyflow_shell is None or not isinstance(shell, ipyflow_shell):
         return
