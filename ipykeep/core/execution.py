@@ -254,6 +254,11 @@ class Execution:
             if ename == "KeyboardInterrupt" or (ename == "CancelledError" and self.interrupt_requested):
                 return "interrupted"
             return "failed"
+        if self.reply_lost and all(ev.kind == "note" for ev in self.events):
+            # Nothing says the code ran: the kernel may have failed before running it (an
+            # exception in its message handler ends a request with idle and no reply).
+            self.add_note("the kernel ended this request without a reply or any output: it may not have run; run it again")
+            return "lost"
         return "ok"
 
     # -- reading -----------------------------------------------------------------------------

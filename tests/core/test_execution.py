@@ -106,3 +106,14 @@ def test_output_handling_is_linear():
     small, big = min(run(2_000) for _ in range(3)), min(run(20_000) for _ in range(3))
     # 10x the messages must cost far less than 100x (quadratic) the time
     assert big < small * 30
+
+
+def test_no_reply_and_no_output_is_lost_not_ok():
+    """A request the kernel ended with idle but no reply and no output may never have run."""
+    ex = _ex(reply_lost=True)
+    assert ex.outcome_after_idle() == "lost"
+    assert "may not have run" in ex.notes[-1]
+    ran = _ex(reply_lost=True)
+    ran.on_iopub(_msg("stream", name="stdout", text="1\n"))
+    assert ran.outcome_after_idle() == "ok"  # its output shows it ran
+    assert _ex().outcome_after_idle() == "ok"
