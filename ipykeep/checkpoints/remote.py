@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core.session import KernelSession
 from .limits import GRACE_S, Limits
-from .state import KernelCheckpoints
+from .state import KernelCheckpoints, call_loader
 from .state import call as _call
 from .store import CheckpointStore
 
@@ -137,4 +137,4 @@ def live_blobs(store: CheckpointStore) -> list[str]:
 async def collect(session: KernelSession, store: CheckpointStore, limits: Limits) -> None:
     """Keep the host's store within the project limit, as ``limits.collect`` does here."""
     live = await asyncio.to_thread(live_blobs, store)
-    await session.process.eval_silent(_call("collect_blobs", live, limits.max_project_bytes, GRACE_S), timeout=120)
+    await session.process.eval_silent(call_loader("collect_blobs", live, limits.max_project_bytes, GRACE_S), timeout=120)

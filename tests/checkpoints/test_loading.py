@@ -75,3 +75,33 @@ def test_discarded_prefetch_is_not_used(store: CheckpointStore) -> None:
     _replace(store, blob, b"\x80\x05N.")
     out = json.loads(mod.loader.restore([["x", blob]], 10))["results"]
     assert out["x"].startswith("tampered")
+
+
+def test_a_value_changed_after_its_snapshot_is_saved_as_it_was(store: CheckpointStore) -> None:
+    """Arrays are not copied by the snapshot step: the writer reads them from the live objects.
+    Before user code runs again (``pre_run_cell``) ``freeze_live`` copies what is not written
+    yet, so a change made right after the snapshot never reaches the blob."""
+    import threading
+
+    import numpy as np
+
+    ns: dict = {"arr": np.arange(100_000, dtype="float64")}  # 800 KB: within the test limit
+    mod = _inkernel_module(store, ns)
+    gate = threading.Event()
+
+    class HoldTheWriter:  # a job ahead of the snapshot keeps the writer from reading it yet
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            gate.wait(10)
+            return iter(())
+
+    mod._jobs.put(({"path": str(store.root / "ahead.json"), "manifest": {}}, HoldTheWriter(), {}, 0))
+    meta = {"path": str(store.root / "arr.json"), "manifest": {}}
+    json.loads(mod.snapshot(json.dumps(meta), ["arr"]))
+    mod.freeze_live()  # what the next cell's pre_run_cell does
+    ns["arr"][:] = -1.0  # the next cell changes the array in place
+    gate.set()
+    assert json.loads(mod.flush(30))
+    blob = str(store.read_manifest(store.root / "arr.json")["values"]["arr"]["blob"])
+    ns.clear()
+    assert json.loads(mod.loader.restore([["arr", blob]], 10))["results"] == {"arr": "ok"}
+    assert (ns["arr"] == np.arange(100_000, dtype="float64")).all()

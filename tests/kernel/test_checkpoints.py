@@ -232,3 +232,30 @@ async def test_names_of_one_object_are_one_object_after_restore(engine: Engine) 
     await layer(engine).restore("shared", kernel_id=nb.kernel_id)
     assert await nb.values("view is base", "right is left", "copy is base") == ["True", "True", "False"]
     await nb.close()
+
+
+async def test_a_change_right_after_a_snapshot_does_not_reach_its_blob(engine: Engine) -> None:
+    """The snapshot step does not copy arrays (the writer thread reads them from the live
+    objects); the next code to run first makes the writer copy what it has not read yet. Here
+    the next cell changes a 64 MB array in place while the first cell's blob is being written:
+    that blob must still hold the array as the first cell left it."""
+    import pickle
+
+    from ipykeep.checkpoints._inkernel import blobfmt
+
+    directory = engine.paths.root / "live"
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    nb.write_cells([
+        ("mk", "import numpy as np\narr = np.arange(8_000_000, dtype='float64')"),
+        ("neg", "arr *= -1"),  # runs right after mk's snapshot step, in the same warm-up
+    ])
+    await nb.start()
+    await flush(nb)
+    assert await nb.values("float(arr[-1])") == ["-7999999.0"]
+    store = layer(engine).store
+    manifest = store.read_manifest(store.cell_manifest_path(nb.path, "mk"))
+    parts = blobfmt.split(store.get_blob(manifest["values"]["arr"]["blob"]))
+    saved = pickle.loads(parts[0], buffers=parts[1:])
+    assert float(saved.sum()) == 31999996000000.0 and float(saved[-1]) == 7999999.0
+    await nb.close()

@@ -10,7 +10,8 @@ load: ``prefetch`` queues them and returns at once, and the hashing overlaps wha
 does next (the cheap cells a restore re-runs first: imports, mostly). ``restore`` then takes
 the prefetched blobs as they are (already checked, or still being hashed) and queues the
 others. ``verify`` keeps the blobs it authenticated the same way, so a rollback's ``restore``
-right after it does not hash them a second time. Values are unpickled from the very bytes
+right after it does not hash them a second time. ``collect_blobs`` keeps an SSH kernel's store
+(on its host) within its limit. Values are unpickled from the very bytes
 that were authenticated (the same mapping), never from a second read of the file.
 """
 
@@ -189,3 +190,41 @@ def verify(blob_ids):
             del batch.blobs[blob_id]
     _keep(batch)
     return json.dumps(bad)
+
+
+def collect_blobs(live, max_bytes, grace_s):
+    """Remote: keep the host's store within ``max_bytes``, as the daemon's collector does for
+    local blobs: blobs no manifest names (``live``) go once older than ``grace_s``, then the
+    least recently used. Returns the ids removed."""
+    live = set(live)
+    base = os.path.join(_snap._cfg["root"], "blobs")
+    now = time.time()
+    found = []
+    for sub in os.listdir(base) if os.path.isdir(base) else []:
+        d = os.path.join(base, sub)
+        if not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            if name.startswith("."):
+                continue
+            with contextlib.suppress(OSError):
+                st = os.stat(os.path.join(d, name))
+                found.append((st.st_mtime, sub + name, st.st_size))
+    found.sort()
+    removed, kept = [], []
+    for mtime, blob_id, size in found:
+        if blob_id not in live and now - mtime > float(grace_s):
+            with contextlib.suppress(OSError):
+                os.unlink(_snap._blob_path(blob_id))
+                removed.append(blob_id)
+            continue
+        kept.append((blob_id, size))
+    total = sum(size for _, size in kept)
+    for blob_id, size in kept:
+        if total <= int(max_bytes):
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(_snap._blob_path(blob_id))
+            removed.append(blob_id)
+            total -= size
+    return json.dumps({"removed": removed, "bytes": total})

@@ -274,6 +274,10 @@ def run_untraced(source):
 
     global _scratch_runs
     _scratch_runs += 1
+    # silent requests fire no pre_run_cell: checkpoint blobs still reading live values stop now
+    freeze = getattr(sys.modules.get("_ipykeep_ckpt"), "freeze_live", None)
+    if freeze is not None:
+        freeze()
     shell = get_ipython()
     assert shell is not None, "run_untraced is called from a user expression, inside the shell"
     filename = f"<scratch-{_scratch_runs}>"
