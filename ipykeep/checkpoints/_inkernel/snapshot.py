@@ -180,8 +180,11 @@ class _Blob:
                 _live.append(self)
 
     def freeze(self):
-        """Copy the parts not read yet (caller holds ``_live_lock``)."""
+        """Copy the buffers not read yet (caller holds ``_live_lock``); the header and the
+        pickle stream (parts 0 and 1) are this blob's own."""
         part, offset = self.at
+        if part < 2:
+            part, offset = 2, 0
         for i in range(part, len(self.parts)):
             view, base = self.parts[i]
             start = offset - base if i == part else 0
