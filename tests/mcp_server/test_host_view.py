@@ -192,6 +192,17 @@ def test_plan_cells_and_reasons_reach_the_model(mcp: McpSession, kid: str, proje
 
 def test_notices_are_sent_as_log_messages(mcp: McpSession, kid: str, project: Path) -> None:
     """A notice (here: the notebook changed on disk) rides the result and an MCP log message."""
+    # The last test's run_stale replied before its outputs were written (write_delay_ms): an
+    # edit inside that window is merged into that write, and reported as an edit of a cell that
+    # ran ("kept their new source") rather than as a change on disk. Edit after the write.
+    deadline = time.monotonic() + 10
+    while not any(
+        "41" in json.dumps(c.get("outputs", []))
+        for c in nbformat.read(project / NOTEBOOK, as_version=4).cells
+        if c.get("id") == "answer"
+    ):
+        assert time.monotonic() < deadline, "the last run's outputs were never written"
+        time.sleep(0.1)
     LOGS.clear()
     _edit(project, "answer", "answer = base + 2\nanswer")
     deadline = time.monotonic() + 20
