@@ -62,17 +62,16 @@ async def restore_lost(
             dropped.add(cid)
             not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
     restored_cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
-    sizes = {cp.cell_id: cp.sizes for cp in restored_cps}
+    source = {cp.cell_id: cp for cp in restored_cps}
     # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
     # name to the same object (``import time``) then leaves that name's readers fresh, as
     # in a kernel that was never lost. Large ones are skipped: their readers re-run anyway.
     load = [
         [n, blob]
         for n, (cid, blob) in finals.items()
-        if cid not in dropped and (cid not in stale or sizes[cid].get(n, 0) <= SMALL_VALUE)
+        if cid not in dropped and (cid not in stale or source[cid].sizes.get(n, 0) <= SMALL_VALUE)
     ]
     # names of one object load once and are bound to it (values are saved per name)
-    source = {cp.cell_id: cp for cp in restored_cps}
     same = planning.aliases(
         {n: source[finals[n][0]].shared.get(n, ()) for n, _ in load},
         {n: source[finals[n][0]].seq for n, _ in load},
