@@ -43,6 +43,14 @@ def queue(session: KernelSession, ran: list[tuple[Execution, str]]) -> list[str]
 
     Starts the timer that writes them within ``write_delay_ms`` unless one is already waiting.
     """
+    queued = _enqueue(session, ran)
+    timer = session.writes.timer
+    if queued and (timer is None or timer.done()):
+        session.writes.timer = asyncio.ensure_future(_later(session, session.config.write_delay_ms / 1000))
+    return queued
+
+
+def _enqueue(session: KernelSession, ran: list[tuple[Execution, str]]) -> list[str]:
     if not ran or session.notebook is None or not session.config.write_outputs:
         return []
     queued = []
@@ -52,9 +60,6 @@ def queue(session: KernelSession, ran: list[tuple[Execution, str]]) -> list[str]
                 source=src, outputs=ex.nbformat_outputs(), execution_count=ex.execution_count
             )
             queued.append(ex.cell_id)
-    timer = session.writes.timer
-    if queued and (timer is None or timer.done()):
-        session.writes.timer = asyncio.ensure_future(_later(session, session.config.write_delay_ms / 1000))
     return queued
 
 
@@ -108,8 +113,9 @@ def _account(session: KernelSession, rep: WriteReport) -> None:
 
 
 async def write_now(session: KernelSession, ran: list[tuple[Execution, str]]) -> WriteResult | None:
-    """Queue ``ran`` and write everything queued before returning (the old once-per-batch write)."""
-    if not queue(session, ran):
+    """Write ``ran`` and everything queued before returning (the old once-per-batch write);
+    no timer is started: nothing is left for it."""
+    if not _enqueue(session, ran):
         return None
     return await flush(session)
 
