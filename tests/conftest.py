@@ -76,6 +76,7 @@ LONGEST_FIRST = (
     "test_load.py",
     "test_serve_browser.py",
     "test_checkpoints_cli.py",
+    "test_checkpoints_thirdparty.py",
 )
 
 
