@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..staleness import FileStamp, NotebookCell, StalenessTracker
-from ..staleness.models import Observed
+from ..staleness.models import DynamicCellInfo, Observed
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class CellCheckpoint:
     cheap: bool = False
     #: saved name -> the other names bound to the same object when it was saved
     shared: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: what the runtime tracer (ipyflow) saw the run read and write: replayed with the run, so
+    #: the rebuilt tracker relates cells as the lost kernel's did
+    dynamic: DynamicCellInfo | None = None
 
     @classmethod
     def from_manifest(cls, data: Mapping[str, Any]) -> CellCheckpoint:
@@ -79,6 +82,7 @@ class CellCheckpoint:
             restorable=bool(data.get("restorable")) and observed is not None,
             cheap=bool(data.get("cheap")),
             shared={n: frozenset(map(str, v["shared"])) for n, v in values.items() if v.get("shared")},
+            dynamic=dynamic_from_json(str(data["cell_id"]), data.get("dynamic")),
         )
 
     @property
@@ -94,6 +98,27 @@ def observed_json(observed: Observed) -> dict[str, Any]:
         "opaque": sorted(observed.opaque),
         "states": dict(observed.states),
     }
+
+
+def dynamic_json(dynamic: DynamicCellInfo) -> dict[str, Any]:
+    return {
+        "defined": sorted(dynamic.defined),
+        "used": sorted(dynamic.used),
+        "mutated": sorted(dynamic.mutated),
+        "parents": {k: sorted(v) for k, v in dynamic.parents.items()},
+    }
+
+
+def dynamic_from_json(cell_id: str, data: Any) -> DynamicCellInfo | None:
+    if not isinstance(data, dict):
+        return None
+    return DynamicCellInfo(
+        cell_id=cell_id,
+        defined=frozenset(map(str, data.get("defined", ()))),
+        used=frozenset(map(str, data.get("used", ()))),
+        mutated=frozenset(map(str, data.get("mutated", ()))),
+        parents={str(k): frozenset(map(str, v)) for k, v in (data.get("parents") or {}).items()},
+    )
 
 
 def candidates(checkpoints: Iterable[CellCheckpoint], cells: Sequence[NotebookCell]) -> list[CellCheckpoint]:
@@ -178,5 +203,6 @@ def replay(tracker: StalenessTracker, cps: Sequence[CellCheckpoint]) -> None:
             "ok",
             files_read=cp.files,
             files_written=cp.written,
+            dynamic=cp.dynamic,
             observed=cp.observed,
         )

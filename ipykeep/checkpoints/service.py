@@ -217,6 +217,9 @@ class CheckpointService(SessionObserver):
                 "recompute_s": decision.recompute_s,
             },
         }
+        dynamic = tracker.run_dynamic(cell.cell_id)
+        if dynamic is not None:
+            meta["manifest"]["dynamic"] = planning.dynamic_json(dynamic)
         st.cheap.pop(cell.cell_id, None)
         previous = st.cells.get(cell.cell_id)
         if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)

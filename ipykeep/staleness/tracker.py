@@ -225,6 +225,11 @@ class StalenessTracker(PlanRestores):
         run = self._runs.get(cell_id)
         return (tuple(run.files.values()), tuple(sorted(run.written))) if run is not None else ((), ())
 
+    def run_dynamic(self, cell_id: str) -> DynamicCellInfo | None:
+        """What the runtime tracer saw the cell's last run do (None: no tracer, or no run)."""
+        run = self._runs.get(cell_id)
+        return run.dynamic if run is not None else None
+
     def last_outcome(self, cell_id: str) -> Outcome | None:
         run = self._runs.get(cell_id)
         return run.outcome if run is not None else None

@@ -267,3 +267,22 @@ def test_aliases_group_names_whose_later_save_saw_them_share() -> None:
     # chains make one group, loading the value saved last
     assert planning.aliases({"b": ["a"], "c": ["b"]}, {"a": 1, "b": 2, "c": 3}) == {"a": "c", "b": "c"}
     assert planning.aliases({}, {"a": 1}) == {}
+
+
+def test_the_tracers_evidence_round_trips_through_a_manifest_and_is_replayed() -> None:
+    from ipykeep.staleness import StalenessTracker
+    from ipykeep.staleness.models import DynamicCellInfo
+
+    dynamic = DynamicCellInfo("c2", defined=frozenset({"y"}), used=frozenset({"x", "statsmodels"}), parents={"c1": frozenset({"x"})})
+    manifest = {
+        "cell_id": "c2", "seq": 2, "index": 1, "source": "y = x + 1", "restorable": True, "writes": ["y"],
+        "observed": planning.observed_json(Observed(bound=frozenset({"y"}))),
+        "dynamic": planning.dynamic_json(dynamic),
+    }
+    cp = planning.CellCheckpoint.from_manifest(json.loads(json.dumps(manifest)))
+    assert cp.dynamic == dynamic
+    tracker = StalenessTracker()
+    planning.replay(tracker, [cp])
+    assert tracker.run_dynamic("c2") == dynamic
+    # a manifest written without a tracer has none
+    assert planning.CellCheckpoint.from_manifest({**manifest, "dynamic": None}).dynamic is None

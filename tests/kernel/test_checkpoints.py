@@ -7,15 +7,13 @@ directory. The fresh-run oracle is the staleness acceptance suite's.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from kernel_loss import sigkill
 from test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
@@ -92,12 +90,7 @@ async def values_fresh(nb: Nb) -> None:
 
 async def start_after_kill(nb: Nb) -> Any:
     entry = nb.engine.kernels[nb.kernel_id]
-    os.kill(entry.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
-    for _ in range(100):
-        if entry.state == "dead":
-            break
-        await asyncio.sleep(0.1)
-    assert entry.state == "dead"
+    await sigkill(entry)
     rec = await nb.engine.create_kernel(notebook=str(nb.path))  # `ipykeep start` again
     assert rec.kernel_id == nb.kernel_id and rec.state == "idle"
     return layer(nb.engine).state(entry).last_restore

@@ -7,13 +7,11 @@ acceptance suite's.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
 from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from kernel_loss import sigkill
 from test_staleness_acceptance import Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
@@ -75,12 +73,7 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
     # twice: the cheap cells' re-runs keep their place in the run order, so a second loss
     # restores the same way
     for _ in range(2):
-        os.kill(session.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
-        for _ in range(100):
-            if session.state == "dead":
-                break
-            await asyncio.sleep(0.1)
-        assert session.state == "dead"
+        await sigkill(session)
         before = len(session.executions)
         rec = await engine.create_kernel(notebook=str(nb.path))  # `ipykeep start` again
         assert rec.kernel_id == nb.kernel_id and rec.state == "idle"

@@ -26,6 +26,7 @@ changed a ``print``): sampled fingerprints never prove equality. Every public fu
 a JSON string and never raises into the user's code.
 """
 
+import hashlib
 import json
 import re
 import sys
@@ -284,18 +285,26 @@ RNG_NAMES = ("<numpy.random>", "<random>")
 
 
 def _global_rngs():
+    """Each hidden generator's state as a digest that is equal in every process for an equal
+    state: a checkpoint restored into a new kernel compares the states it saved with the ones the
+    new kernel's re-runs reach (``hash()`` of bytes is salted per process, and of ``None`` is an
+    address on Python < 3.12)."""
     out: dict[str, Any] = {}
     np = sys.modules.get("numpy")
     if np is not None:
         try:
             st = np.random.mtrand._rand.get_state()
-            out["<numpy.random>"] = ("rs", st[1].tobytes(), st[2], st[3], st[4])
+            h = hashlib.blake2b(st[1].tobytes(), digest_size=16)
+            h.update(repr((st[0], st[2], st[3], st[4])).encode())
+            out["<numpy.random>"] = h.hexdigest()
         except Exception:
             pass
     rnd = sys.modules.get("random")
     if rnd is not None and hasattr(rnd, "_inst"):
         try:
-            out["<random>"] = ("random", hash(rnd._inst.getstate()))
+            version, words, gauss = rnd._inst.getstate()
+            # ints and floats hash alike in every process (strings, bytes and None do not)
+            out["<random>"] = str(hash((version, words, gauss is None, gauss or 0.0)))
         except Exception:
             pass
     return out
@@ -392,7 +401,7 @@ def collect():
             "opaque": sorted(opaque)[:MAX_REPORT],
             "truncated": max(len(bound), len(mutated), len(deleted), len(opaque)) > MAX_REPORT,
             # the hidden generators' state, so equal states are recognised as the same value
-            "states": {n: str(hash(cur[n][1])) for n in RNG_NAMES if n in cur},
+            "states": {n: cur[n][1] for n in RNG_NAMES if n in cur},
             "ms": round((time.perf_counter() - start) * 1000, 3),
             # big values re-hashed / reused from the cache (``reach``); scan: everything looked at
             "hashed": _state["last"].hashed,
