@@ -106,6 +106,7 @@ def cell_effects(
     dyn: DynamicCellInfo | None = None,
     obs: Observed | None = None,
     carried: Observed | None = None,
+    modules: frozenset[str] = frozenset(),
 ) -> tuple[set[str], set[str], set[str]]:
     """(reads, writes, mutates) of one piece of code: static analysis, widened by what a tracer
     (ipyflow) saw, and corrected by what the kernel observed its last run do.
@@ -120,8 +121,16 @@ def cell_effects(
     place stay mutations and the names it bound stay its outputs until the edited cell has run
     once (a draw from ``rng`` edited is still a draw; ``globals()["g"] = …`` edited still binds
     ``g``): sound until the new text has evidence of its own.
+
+    ``modules``: names that cells above bind by an import. A call through one
+    (``sm.datasets.star98.load()``, ``np.concatenate(…)``) is no mutation of it: the module is
+    one shared object that re-running its import gives back as it is, and the kernel's evidence
+    never shows one changed (modules are compared by identity). Assigning into one
+    (``mod.flag = 1``) still is. Without this rule an edited cell calling through ``sm`` planned
+    the import cell and every reader of ``sm``.
     """
     reads, mutates = static_effects(an, lookup)
+    mutates -= (modules & an.mutates) - an.assigned_into
     writes = set(an.defs) | mutates | an.unbinds
     floor_writes = frozenset(writes)
     if dyn is not None:
@@ -194,6 +203,7 @@ def build_graph(
     carried = carried or {}
     code = [c for c in cells if c.cell_type == "code"]
     last_writer: dict[str, str] = {}
+    imported: set[str] = set()  # names whose last writer above binds them by an import
     functions: dict[str, FunctionInfo] = {}  # function name -> info, as seen from above
     out: list[GraphCell] = []
     writers: dict[str, list[str]] = {}
@@ -205,11 +215,12 @@ def build_graph(
         # The floor: static analysis of the source as it is now plus the kernel's evidence of
         # its last run. The tracer's edges may only add to it (ipyflow mode is at least as
         # sound as static mode), so the tracer's view is merged into it, never put in its place.
-        reads, writes, mutates = _seen_in_fresh_run(an, cell_effects(an, lookup, None, obs, kept), last_writer)
+        modules = frozenset(imported)
+        reads, writes, mutates = _seen_in_fresh_run(an, cell_effects(an, lookup, None, obs, kept, modules), last_writer)
         dyn = dynamic.get(cell.cell_id)
         if dyn is not None:
             d_reads, d_writes, d_mutates = _seen_in_fresh_run(
-                an, cell_effects(an, lookup, dyn, obs, kept), last_writer
+                an, cell_effects(an, lookup, dyn, obs, kept, modules), last_writer
             )
             # A name only the tracer saw read, that no cell above writes, is an artefact of its
             # bookkeeping (an ancestor of a value, a comprehension's variable): it must not
@@ -235,6 +246,10 @@ def build_graph(
         for name in writes:
             last_writer[name] = cell.cell_id
             writers.setdefault(name, []).append(cell.cell_id)
+            if name in an.imports:
+                imported.add(name)
+            else:
+                imported.discard(name)
         for name in an.defs:
             if name in an.functions:
                 functions[name] = an.functions[name]

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from .graph import Graph, GraphCell
 from .models import DynamicCellInfo, FileStamp, NotebookCell, Observed, Reason
-from .tracker_model import StatFn, TrackerState, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp, writer_label
+from .tracker_model import StatFn, TrackerState, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp, _Write, writer_label
 
 
 class PlanReasons(TrackerState):
@@ -162,6 +162,35 @@ class PlanReasons(TrackerState):
             cells = (write.cell_id,) if write.cell_id else ()
         draft.add(Reason("missing_producer", message, cells=cells, symbols=(name,)))
 
+    @staticmethod
+    def _same_import_binding(graph: Graph, name: str, a: str, b: str) -> bool:
+        """Whether cells ``a`` and ``b`` both bind ``name`` by the same import (``from scipy
+        import stats`` twice): the interpreter caches the module, so either gives the same
+        object, and re-running one does not overwrite what the other left."""
+        wanted = graph.by_id[a].analysis.imports.get(name)
+        return wanted is not None and wanted == graph.by_id[b].analysis.imports.get(name)
+
+    def _kernel_holds_import(self, graph: Graph, name: str, cell_id: str) -> bool:
+        """Whether the kernel holds ``name`` as bound by a cell's run importing exactly what
+        ``cell_id`` imports under that name (so the object ``cell_id`` would give)."""
+        return self._imported_as(graph, name, self._writers.get(name), cell_id)
+
+    def _imported_as(self, graph: Graph, name: str, write: _Write | None, cell_id: str) -> bool:
+        """Whether ``write`` of ``name`` was a cell run's import of exactly what ``cell_id``
+        imports under that name, in this kernel."""
+        wanted = graph.by_id[cell_id].analysis.imports.get(name)
+        latest = write
+        if wanted is None or latest is None or latest.origin != "cell" or latest.cell_id is None:
+            return False
+        run = self._runs.get(latest.cell_id)
+        return (
+            run is not None
+            and run.epoch == self._epoch
+            and run.outcome == "ok"
+            and run.imports.get(name) == wanted
+            and latest.version == run.version_of(name)
+        )
+
     def _read_reason(
         self, gc: GraphCell, graph: Graph, run: _Run, draft: _Draft, name: str
     ) -> None:
@@ -230,6 +259,8 @@ class PlanReasons(TrackerState):
                 )
             )
             return
+        if self._imported_as(graph, name, seen, producer):
+            return  # another cell's same import: the one module object either way
         old = self._label(graph, seen.cell_id)
         seen_id = seen.cell_id
         seen_here = seen_id is not None and seen_id in graph.by_id

@@ -32,7 +32,7 @@ class PlanRestores(PlanReasons):
                     if (
                         producer is not None
                         and drafts[producer].changes_output()
-                        and not self._same_import(graph.by_id[producer], name, drafts[producer])
+                        and not self._same_import(graph, graph.by_id[producer], name, drafts[producer])
                     ):
                         by_producer.setdefault(producer, []).append(name)
                 for producer, names in by_producer.items():
@@ -50,7 +50,7 @@ class PlanRestores(PlanReasons):
                     changed |= self._restore_inputs(gc, graph, drafts)
             changed |= self._restore_clobbered(graph, drafts)
 
-    def _same_import(self, producer: GraphCell, name: str, draft: _Draft) -> bool:
+    def _same_import(self, graph: Graph, producer: GraphCell, name: str, draft: _Draft) -> bool:
         """Whether re-running ``producer`` leaves ``name`` as it is: it is bound by the same
         import statement its last run executed (the module object is cached by the interpreter),
         and no module source file it read changed."""
@@ -63,7 +63,9 @@ class PlanRestores(PlanReasons):
         if any(r.kind == "file_changed" and (r.path or "").endswith(".py") for r in draft.reasons):
             return False
         latest = self._writers.get(name)
-        return latest is not None and latest.cell_id == producer.cell_id
+        return latest is not None and (
+            latest.cell_id == producer.cell_id or self._kernel_holds_import(graph, name, producer.cell_id)
+        )
 
     def _restore_inputs(self, gc: GraphCell, graph: Graph, drafts: dict[str, _Draft]) -> bool:
         """Restore before re-read: a planned cell must read what a fresh run gives it at that
@@ -112,13 +114,15 @@ class PlanRestores(PlanReasons):
         for writer in reversed(graph.writers.get(name, ())):
             if graph.position[writer] < p_pos and drafts[writer].reasons and (
                 "missing_producer" not in drafts[writer].kinds()
-            ):
+            ) and not self._same_import_binding(graph, name, writer, producer):
                 return f"re-running {self._label(graph, writer)} overwrites it first"
         latest = self._writers.get(name)
         if latest is None:
             return "it is no longer defined in the kernel"
         if latest.origin != "cell":
             return "scratch code changed it" if latest.origin == "scratch" else "the browser changed it"
+        if self._kernel_holds_import(graph, name, producer):
+            return None
         if latest.cell_id == gc.cell_id:
             return "the kernel holds its own earlier result"
         if latest.cell_id != producer:
@@ -159,7 +163,9 @@ class PlanRestores(PlanReasons):
             clobbering = [
                 w
                 for w in writer_ids[:-1]
-                if drafts[w].reasons and "missing_producer" not in drafts[w].kinds()
+                if drafts[w].reasons
+                and "missing_producer" not in drafts[w].kinds()
+                and not self._same_import_binding(graph, name, w, final)
             ]
             if clobbering:
                 first = clobbering[0]
@@ -184,6 +190,8 @@ class PlanRestores(PlanReasons):
         latest = self._writers.get(name)
         if latest is not None and latest.origin == "cell" and latest.cell_id == final:
             return None  # it is the kernel's last writer (its run is its latest one)
+        if self._kernel_holds_import(graph, name, final):
+            return None
         if latest is None:
             return Reason("restores", f"{name} is no longer defined in the kernel", symbols=(name,))
         if latest.origin != "cell":

@@ -1,6 +1,6 @@
-"""Restore on a notebook we did not write: statsmodels' ``ols.ipynb`` (BSD-3-Clause, under
-tests/fixtures/thirdparty) with every cell checkpointed, its kernel SIGKILLed, then ``start``
-again. The restored kernel must hold what a fresh top-to-bottom run in a separate interpreter
+"""Restore on notebooks we did not write: statsmodels' ``ols.ipynb`` and ``glm.ipynb``
+(BSD-3-Clause, under tests/fixtures/thirdparty) with every cell checkpointed, the kernel
+SIGKILLed, then ``start`` again. The restored kernel must hold what a fresh top-to-bottom run in a separate interpreter
 gives (every comparable global) and plan nothing; after an edit, the plan must be the one a
 kernel that was never lost makes, run exactly the same cells (skipping the same ones at run
 time) and leave the kernel equal to a fresh run. Both dataflow modes.
@@ -15,7 +15,16 @@ import pytest
 import pytest_asyncio
 from kernel_loss import sigkill
 from test_staleness_acceptance import MODES, kinds
-from test_staleness_thirdparty import assert_matches_fresh_run, copy_ols, edit_beta_and_run
+from test_staleness_thirdparty import (
+    FIXTURE,
+    GLM,
+    GLM_UNCOMPARABLE,
+    UNCOMPARABLE,
+    assert_matches_fresh_run,
+    copy_thirdparty,
+    edit_beta_and_run,
+    edit_glm_fit_and_run,
+)
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
@@ -42,9 +51,18 @@ def _layer(engine: Engine) -> CheckpointService:
     return next(o for o in engine.observers if isinstance(o, CheckpointService))
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_statsmodels_notebook_restored_after_a_kill_equals_a_fresh_run(engine: Engine, mode: str, tmp_path_factory: Any) -> None:
-    nb = copy_ols(engine, tmp_path_factory, mode)
+CASES = [pytest.param(fx, mode, id=f"{fx.stem}-{mode}") for fx in (FIXTURE, GLM) for mode in MODES]
+#: per notebook: the names a fresh-run comparison cannot cover, and an edit whose plan runs
+#: exactly what a kernel that was never lost runs (asserted inside)
+EDITS = {FIXTURE: (UNCOMPARABLE, edit_beta_and_run), GLM: (GLM_UNCOMPARABLE, edit_glm_fit_and_run)}
+
+
+@pytest.mark.parametrize(("fixture", "mode"), CASES)
+async def test_statsmodels_notebook_restored_after_a_kill_equals_a_fresh_run(
+    engine: Engine, fixture: Any, mode: str, tmp_path_factory: Any
+) -> None:
+    uncomparable, edit_and_run = EDITS[fixture]
+    nb = copy_thirdparty(engine, tmp_path_factory, mode, fixture)
     await nb.start()
     try:
         session = engine.kernels[nb.kernel_id]
@@ -59,13 +77,13 @@ async def test_statsmodels_notebook_restored_after_a_kill_equals_a_fresh_run(eng
         # only what cannot be saved re-runs (the plots' figures and axes, the influence plot)
         assert len(restored) > len(rerun), (restored, rerun, report.not_restorable)
         assert kinds(await nb.plan()) == {}
-        await assert_matches_fresh_run(nb)
+        await assert_matches_fresh_run(nb, uncomparable)
 
         # an edit after the restore: exactly what test_staleness_thirdparty's live kernel runs.
-        # The cells drawing from numpy's global generator are skipped at run time because the
-        # generator states the restored runs recorded compare equal to the ones this process's
-        # re-runs reach, and (ipyflow) because the tracer's evidence is replayed with each run
-        await edit_beta_and_run(nb)
-        await assert_matches_fresh_run(nb)
+        # In ols.ipynb the cells drawing from numpy's global generator are skipped at run time
+        # because the generator states the restored runs recorded compare equal to the ones
+        # this process's re-runs reach, and (ipyflow) because the tracer's evidence is replayed
+        await edit_and_run(nb)
+        await assert_matches_fresh_run(nb, uncomparable)
     finally:
         await nb.close()

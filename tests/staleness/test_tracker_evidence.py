@@ -220,3 +220,49 @@ def test_name_bound_by_exec_stays_an_output_when_rebound_to_an_equal_value() -> 
     sim.observed["g"] = Observed()  # re-run: g rebound to an equal value, no change seen
     sim.run("g")
     assert sim.plan().is_empty and sim.blocked() == {}
+
+
+def test_a_call_through_an_imported_module_is_no_mutation_of_it() -> None:
+    # statsmodels' glm.ipynb: editing the data cell planned the import cell and every cell
+    # reading ``sm``, as if ``sm.datasets.star98.load()`` had changed the module
+    sim = Sim(
+        [
+            ("imp", "import statsmodels.api as sm"),
+            ("load", "data = sm.datasets.star98.load()\ndata.exog = sm.add_constant(data.exog)"),
+            ("note", "print(sm.datasets.scotland.NOTE)"),
+            ("fit", "res = sm.GLM(data.endog, data.exog).fit()"),
+        ],
+        observed={"load": Observed(bound=frozenset({"data"}))},
+    )
+    sim.run_all()
+    assert sim.plan().is_empty
+    sim.edit("load", "data = sm.datasets.star98.load()\ndata.exog = sm.add_constant(data.exog, prepend=True)")
+    assert sim.kinds() == {"load": {"source_changed"}, "fit": {"upstream"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
+    # assigning into a module still changes it
+    sim.edit("load", "sm.flag = 1\ndata = sm.datasets.star98.load()")
+    assert "note" in sim.kinds()
+
+
+def test_the_same_import_in_two_cells_gives_one_module() -> None:
+    # glm.ipynb imports ``from scipy import stats`` at the top and again further down
+    sim = Sim(
+        [
+            ("imp", "from scipy import stats"),
+            ("data", "v = [1.0, 2.0, 4.0]"),
+            ("z", "z = stats.zscore(v)"),
+            ("again", "from scipy import stats\nw = stats.norm.cdf(0)"),
+        ]
+    )
+    sim.run_all()
+    sim.edit("z", "z = stats.zscore(v, ddof=1)")
+    # the kernel holds ``stats`` from the second import: the same module the first gives
+    assert sim.kinds() == {"z": {"source_changed"}}
+    sim.run_plan()
+    assert sim.plan().is_empty  # z read ``stats`` as ``again`` left it: the same module
+    # an edit of the first import re-runs it; the second keeps the last word only if it differs
+    sim.edit("imp", "from scipy import stats\nimport math")
+    assert sim.kinds() == {"imp": {"source_changed"}}
+    sim.edit("imp", "from scipy import special as stats")
+    assert sim.kinds() == {"imp": {"source_changed"}, "z": {"upstream", "state_changed"}, "again": {"restores"}}
