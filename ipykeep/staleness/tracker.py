@@ -305,6 +305,8 @@ class StalenessTracker(PlanRestores):
         for path, stamp in run.files.items():
             if path in previous.files and not _same_stamp(previous.files[path], stamp):
                 return False
+        if any(self._reloaded_since(name, run.cell_id) for name in run.imports):
+            return False  # its import now gives the module another cell loaded anew
         return any(
             (w := self._writers.get(name)) is None or w.cell_id != run.cell_id
             for name in writes

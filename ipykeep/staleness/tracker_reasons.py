@@ -163,17 +163,46 @@ class PlanReasons(TrackerState):
         draft.add(Reason("missing_producer", message, cells=cells, symbols=(name,)))
 
     @staticmethod
-    def _same_import_binding(graph: Graph, name: str, a: str, b: str) -> bool:
-        """Whether cells ``a`` and ``b`` both bind ``name`` by the same import (``from scipy
-        import stats`` twice): the interpreter caches the module, so either gives the same
-        object, and re-running one does not overwrite what the other left."""
+    def _same_import_binding(graph: Graph, name: str, a: str, b: str, draft_a: _Draft) -> bool:
+        """Whether re-running cell ``a`` binds ``name`` to what cell ``b`` left: both import the
+        same thing under it (``from scipy import stats`` twice), which the interpreter caches,
+        and ``a`` is not planned because a module source file changed (see ``_reimports``)."""
+        return PlanReasons._imports_alike(graph, name, a, b) and not PlanReasons._module_changed(draft_a)
+
+    @staticmethod
+    def _reimports(graph: Graph, name: str, a: str, b: str, draft_a: _Draft) -> bool:
+        """Whether re-running ``a`` loads new code for the module that ``b`` imports under
+        ``name`` too: ``b``'s binding then changes when it re-runs (it finds ``a``'s newly loaded
+        module in the interpreter's cache), so its readers must re-run after it."""
+        return PlanReasons._imports_alike(graph, name, a, b) and PlanReasons._module_changed(draft_a)
+
+    @staticmethod
+    def _imports_alike(graph: Graph, name: str, a: str, b: str) -> bool:
         wanted = graph.by_id[a].analysis.imports.get(name)
         return wanted is not None and wanted == graph.by_id[b].analysis.imports.get(name)
 
+    @staticmethod
+    def _module_changed(draft: _Draft) -> bool:
+        return any(r.kind == "file_changed" and (r.path or "").endswith(".py") for r in draft.reasons)
+
     def _kernel_holds_import(self, graph: Graph, name: str, cell_id: str) -> bool:
         """Whether the kernel holds ``name`` as bound by a cell's run importing exactly what
-        ``cell_id`` imports under that name (so the object ``cell_id`` would give)."""
-        return self._imported_as(graph, name, self._writers.get(name), cell_id)
+        ``cell_id`` imports under that name (so the object ``cell_id`` would give), and that
+        object is the one ``cell_id``'s own readers saw (see ``_reloaded_since``)."""
+        return self._imported_as(graph, name, self._writers.get(name), cell_id) and not self._reloaded_since(
+            name, cell_id
+        )
+
+    def _reloaded_since(self, name: str, cell_id: str) -> bool:
+        """Whether another cell's import bound ``name`` to a new object after ``cell_id`` last
+        ran: the module was loaded again (its source changed and it was dropped from the
+        interpreter's cache), so what ``cell_id``'s readers read is not what it gives now."""
+        latest = self._writers.get(name)
+        run = self._runs.get(cell_id)
+        if latest is None or run is None or latest.origin != "cell" or latest.cell_id in (None, cell_id):
+            return False
+        other = self._runs.get(latest.cell_id or "")
+        return other is not None and other.seq > run.seq and other.observed is not None and name in other.observed.bound
 
     def _imported_as(self, graph: Graph, name: str, write: _Write | None, cell_id: str) -> bool:
         """Whether ``write`` of ``name`` was a cell run's import of exactly what ``cell_id``

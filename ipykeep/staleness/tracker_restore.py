@@ -32,7 +32,7 @@ class PlanRestores(PlanReasons):
                     if (
                         producer is not None
                         and drafts[producer].changes_output()
-                        and not self._same_import(graph, graph.by_id[producer], name, drafts[producer])
+                        and not self._same_import(graph, graph.by_id[producer], name, drafts)
                     ):
                         by_producer.setdefault(producer, []).append(name)
                 for producer, names in by_producer.items():
@@ -50,17 +50,21 @@ class PlanRestores(PlanReasons):
                     changed |= self._restore_inputs(gc, graph, drafts)
             changed |= self._restore_clobbered(graph, drafts)
 
-    def _same_import(self, graph: Graph, producer: GraphCell, name: str, draft: _Draft) -> bool:
+    def _same_import(self, graph: Graph, producer: GraphCell, name: str, drafts: Mapping[str, _Draft]) -> bool:
         """Whether re-running ``producer`` leaves ``name`` as it is: it is bound by the same
         import statement its last run executed (the module object is cached by the interpreter),
-        and no module source file it read changed."""
+        and no module source file it (or another cell importing the same) read changed."""
         run = self._runs.get(producer.cell_id)
         wanted = producer.analysis.imports.get(name)
         if run is None or wanted is None or run.epoch != self._epoch or run.outcome != "ok":
             return False
         if run.imports.get(name) != wanted:
             return False
-        if any(r.kind == "file_changed" and (r.path or "").endswith(".py") for r in draft.reasons):
+        if self._module_changed(drafts[producer.cell_id]) or any(
+            self._reimports(graph, name, w, producer.cell_id, drafts[w])
+            for w in graph.writers.get(name, ())
+            if w != producer.cell_id
+        ):
             return False
         latest = self._writers.get(name)
         return latest is not None and (
@@ -114,7 +118,7 @@ class PlanRestores(PlanReasons):
         for writer in reversed(graph.writers.get(name, ())):
             if graph.position[writer] < p_pos and drafts[writer].reasons and (
                 "missing_producer" not in drafts[writer].kinds()
-            ) and not self._same_import_binding(graph, name, writer, producer):
+            ) and not self._same_import_binding(graph, name, writer, producer, drafts[writer]):
                 return f"re-running {self._label(graph, writer)} overwrites it first"
         latest = self._writers.get(name)
         if latest is None:
@@ -158,6 +162,16 @@ class PlanRestores(PlanReasons):
                 # drawing from it re-run after it is reset (``upstream``), not its final value
                 continue
             final = writer_ids[-1]
+            reloading = [w for w in writer_ids[:-1] if drafts[w].reasons and self._reimports(graph, name, w, final, drafts[w])]
+            if reloading:
+                changed |= drafts[final].add(
+                    Reason(
+                        "upstream",
+                        f"imports {name} as {self._label(graph, reloading[0])} does, which loads its changed source",
+                        cells=(reloading[0],),
+                        symbols=(name,),
+                    )
+                )
             if drafts[final].reasons:
                 continue
             clobbering = [
@@ -165,7 +179,7 @@ class PlanRestores(PlanReasons):
                 for w in writer_ids[:-1]
                 if drafts[w].reasons
                 and "missing_producer" not in drafts[w].kinds()
-                and not self._same_import_binding(graph, name, w, final)
+                and not self._same_import_binding(graph, name, w, final, drafts[w])
             ]
             if clobbering:
                 first = clobbering[0]
@@ -192,6 +206,13 @@ class PlanRestores(PlanReasons):
             return None  # it is the kernel's last writer (its run is its latest one)
         if self._kernel_holds_import(graph, name, final):
             return None
+        if latest is not None and self._imported_as(graph, name, latest, final) and self._reloaded_since(name, final):
+            return Reason(
+                "upstream",
+                f"imports {name} as {self._label(graph, latest.cell_id or '')} does, which loaded its changed source since",
+                cells=(latest.cell_id,) if latest.cell_id else (),
+                symbols=(name,),
+            )
         if latest is None:
             return Reason("restores", f"{name} is no longer defined in the kernel", symbols=(name,))
         if latest.origin != "cell":

@@ -238,6 +238,28 @@ async def test_edited_local_module_is_reloaded(make_nb: Any, mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+async def test_a_local_module_imported_twice_is_reloaded_for_both(make_nb: Any, mode: str) -> None:
+    # the second import finds the module cached (it reads no file); when the module's source
+    # changes, it must re-run after the first loads the new code, and so must its readers
+    nb = make_nb(
+        mode,
+        [
+            ("imp", "import helpers_mod\na = helpers_mod.f()"),
+            ("again", "import helpers_mod"),
+            ("use", "v = helpers_mod.f()"),
+        ],
+        {"helpers_mod.py": "def f():\n    return 1\n"},
+    )
+    await nb.start()
+    assert kinds(await nb.plan()) == {}
+    nb.rewrite_file("helpers_mod.py", "def f():\n    return 2\n")
+    assert kinds(await nb.plan()) == {"imp": {"file_changed"}, "again": {"upstream"}, "use": {"upstream"}}
+    await execute_exactly(nb, ["imp", "again", "use"])
+    await nb.assert_fresh("a", "v")
+    assert await nb.values("v") == ["2"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_listed_directory_gains_a_file(make_nb: Any, mode: str) -> None:
     nb = make_nb(
         mode,

@@ -266,3 +266,24 @@ def test_the_same_import_in_two_cells_gives_one_module() -> None:
     assert sim.kinds() == {"imp": {"source_changed"}}
     sim.edit("imp", "from scipy import special as stats")
     assert sim.kinds() == {"imp": {"source_changed"}, "z": {"upstream", "state_changed"}, "again": {"restores"}}
+
+
+def test_a_changed_local_module_imported_twice_reaches_the_second_importers_readers() -> None:
+    # the first import reads helpers.py; the second finds the module cached and reads nothing.
+    # When helpers.py changes, the first import re-runs with the new code, and the second must
+    # re-run after it (and its readers), as the same-import rule must not hide the new module
+    sim = Sim(
+        [
+            ("first", "import helpers\na = helpers.f()"),
+            ("second", "import helpers"),
+            ("use", "b = helpers.f()"),
+        ],
+        files={"helpers.py": 1},
+        reads={"first": ["helpers.py"]},
+    )
+    sim.run_all()
+    assert sim.plan().is_empty
+    sim.touch("helpers.py")
+    assert sim.kinds() == {"first": {"file_changed"}, "second": {"upstream"}, "use": {"upstream"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
