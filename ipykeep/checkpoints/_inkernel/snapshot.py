@@ -367,47 +367,55 @@ def settle(timeout):
     return take_manifests()
 
 
-def _write_private(path, data):
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+def _write_private(directory, write, destination):
+    """Write a new file, 0600 in ``directory`` (0700), with ``write(file)``; then move it to
+    ``destination``: a path, or a function asked once the file is written (a blob's name is its
+    MAC) that returns None to drop it."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    tmp = f"{directory}/.{os.getpid()}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
-            for part in data if isinstance(data, list) else [data]:
-                fh.write(part)
-        os.replace(tmp, path)
+            write(fh)
+        path = destination() if callable(destination) else destination
+        if path is None:
+            os.unlink(tmp)
+        else:
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _tee(pieces, fh):
+    """Each piece, once written to ``fh``."""
+    for piece in pieces:
+        fh.write(piece)
+        yield piece
 
 
 def _write_blob(blob):
     """Write ``blob`` under its id (hashed while written: one read of each live byte)."""
-    blobs = os.path.join(_cfg["root"], "blobs")
-    os.makedirs(blobs, mode=0o700, exist_ok=True)
-    tmp = f"{blobs}/.{os.getpid()}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            def written():
-                for piece in blob.pieces():
-                    fh.write(piece)
-                    yield piece
-            blob_id = _fmt.blob_id(_cfg["key"], written())
-        path = _blob_path(blob_id)
+    found = []
+
+    def write(fh):
+        found.append(_fmt.blob_id(_cfg["key"], _tee(blob.pieces(), fh)))
+
+    def destination():
+        path = _blob_path(found[0])
         if os.path.exists(path):  # content-addressed: already there
-            os.unlink(tmp)
             os.utime(path)
-        else:
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            os.replace(tmp, path)
-        return blob_id
+            return None
+        return path
+
+    try:
+        _write_private(os.path.join(_cfg["root"], "blobs"), write, destination)
     except BaseException:
         blob.done()
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise
+    return found[0]
 
 
 def _canonical(payload):
@@ -440,7 +448,8 @@ def _writer():
                 with _lock:  # the path is the daemon's: it writes the manifest there
                     _outbox.append([meta["path"], manifest])
             else:
-                _write_private(meta["path"], json.dumps(manifest).encode())
+                data = json.dumps(manifest).encode()
+                _write_private(os.path.dirname(meta["path"]), lambda fh, data=data: fh.write(data), meta["path"])
             _written.append((meta["path"], True, ""))
         except Exception as exc:  # a full disk costs the checkpoint, never the kernel
             _written.append((meta.get("path"), False, f"{type(exc).__name__}: {exc}"))
