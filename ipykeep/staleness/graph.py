@@ -9,6 +9,7 @@ the last cell above it that writes the name.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from .analysis import CellAnalysis, FunctionInfo, analyze_source
@@ -106,7 +107,7 @@ def cell_effects(
     dyn: DynamicCellInfo | None = None,
     obs: Observed | None = None,
     carried: Observed | None = None,
-    modules: frozenset[str] = frozenset(),
+    modules: AbstractSet[str] = frozenset(),
 ) -> tuple[set[str], set[str], set[str]]:
     """(reads, writes, mutates) of one piece of code: static analysis, widened by what a tracer
     (ipyflow) saw, and corrected by what the kernel observed its last run do.
@@ -215,12 +216,11 @@ def build_graph(
         # The floor: static analysis of the source as it is now plus the kernel's evidence of
         # its last run. The tracer's edges may only add to it (ipyflow mode is at least as
         # sound as static mode), so the tracer's view is merged into it, never put in its place.
-        modules = frozenset(imported)
-        reads, writes, mutates = _seen_in_fresh_run(an, cell_effects(an, lookup, None, obs, kept, modules), last_writer)
+        reads, writes, mutates = _seen_in_fresh_run(an, cell_effects(an, lookup, None, obs, kept, imported), last_writer)
         dyn = dynamic.get(cell.cell_id)
         if dyn is not None:
             d_reads, d_writes, d_mutates = _seen_in_fresh_run(
-                an, cell_effects(an, lookup, dyn, obs, kept, modules), last_writer
+                an, cell_effects(an, lookup, dyn, obs, kept, imported), last_writer
             )
             # A name only the tracer saw read, that no cell above writes, is an artefact of its
             # bookkeeping (an ancestor of a value, a comprehension's variable): it must not

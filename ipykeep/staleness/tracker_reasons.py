@@ -207,17 +207,32 @@ class PlanReasons(TrackerState):
     def _imported_as(self, graph: Graph, name: str, write: _Write | None, cell_id: str) -> bool:
         """Whether ``write`` of ``name`` was a cell run's import of exactly what ``cell_id``
         imports under that name, in this kernel."""
-        wanted = graph.by_id[cell_id].analysis.imports.get(name)
-        latest = write
-        if wanted is None or latest is None or latest.origin != "cell" or latest.cell_id is None:
+        if write is None or write.origin != "cell" or write.cell_id is None:
             return False
-        run = self._runs.get(latest.cell_id)
+        run = self._runs.get(write.cell_id)
+        return self._run_imported(run, name, graph.by_id[cell_id].analysis.imports.get(name)) and (
+            run is not None and write.version == run.version_of(name)
+        )
+
+    def _run_imported(self, run: _Run | None, name: str, wanted: str | None) -> bool:
+        """Whether ``run`` (an ok run in this kernel) bound ``name`` by importing ``wanted``."""
         return (
-            run is not None
+            wanted is not None
+            and run is not None
             and run.epoch == self._epoch
             and run.outcome == "ok"
             and run.imports.get(name) == wanted
-            and latest.version == run.version_of(name)
+        )
+
+    def _reload_reason(self, graph: Graph, name: str, importer: str) -> Reason:
+        """Why a cell importing ``name`` as ``importer`` does must re-run after it, with its
+        readers: ``importer`` loads (or loaded) the module's changed source (``_reimports``,
+        ``_reloaded_since``)."""
+        return Reason(
+            "upstream",
+            f"imports {name} as {self._label(graph, importer)} does, which loads its changed source",
+            cells=(importer,),
+            symbols=(name,),
         )
 
     def _read_reason(

@@ -54,11 +54,7 @@ class PlanRestores(PlanReasons):
         """Whether re-running ``producer`` leaves ``name`` as it is: it is bound by the same
         import statement its last run executed (the module object is cached by the interpreter),
         and no module source file it (or another cell importing the same) read changed."""
-        run = self._runs.get(producer.cell_id)
-        wanted = producer.analysis.imports.get(name)
-        if run is None or wanted is None or run.epoch != self._epoch or run.outcome != "ok":
-            return False
-        if run.imports.get(name) != wanted:
+        if not self._run_imported(self._runs.get(producer.cell_id), name, producer.analysis.imports.get(name)):
             return False
         if self._module_changed(drafts[producer.cell_id]) or any(
             self._reimports(graph, name, w, producer.cell_id, drafts[w])
@@ -164,14 +160,7 @@ class PlanRestores(PlanReasons):
             final = writer_ids[-1]
             reloading = [w for w in writer_ids[:-1] if drafts[w].reasons and self._reimports(graph, name, w, final, drafts[w])]
             if reloading:
-                changed |= drafts[final].add(
-                    Reason(
-                        "upstream",
-                        f"imports {name} as {self._label(graph, reloading[0])} does, which loads its changed source",
-                        cells=(reloading[0],),
-                        symbols=(name,),
-                    )
-                )
+                changed |= drafts[final].add(self._reload_reason(graph, name, reloading[0]))
             if drafts[final].reasons:
                 continue
             clobbering = [
@@ -204,15 +193,10 @@ class PlanRestores(PlanReasons):
         latest = self._writers.get(name)
         if latest is not None and latest.origin == "cell" and latest.cell_id == final:
             return None  # it is the kernel's last writer (its run is its latest one)
-        if self._kernel_holds_import(graph, name, final):
-            return None
-        if latest is not None and self._imported_as(graph, name, latest, final) and self._reloaded_since(name, final):
-            return Reason(
-                "upstream",
-                f"imports {name} as {self._label(graph, latest.cell_id or '')} does, which loaded its changed source since",
-                cells=(latest.cell_id,) if latest.cell_id else (),
-                symbols=(name,),
-            )
+        if latest is not None and latest.cell_id is not None and self._imported_as(graph, name, latest, final):
+            # the same import: the kernel holds what ``final`` gives, unless the module was
+            # loaded anew since ``final`` ran (its readers then hold the old one)
+            return self._reload_reason(graph, name, latest.cell_id) if self._reloaded_since(name, final) else None
         if latest is None:
             return Reason("restores", f"{name} is no longer defined in the kernel", symbols=(name,))
         if latest.origin != "cell":
