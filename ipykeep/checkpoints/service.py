@@ -215,11 +215,9 @@ class CheckpointService(SessionObserver):
                 "kernel_id": session.kernel_id,
                 "cheap": decision.cheap,
                 "recompute_s": decision.recompute_s,
+                "dynamic": planning.dynamic_json(d) if (d := tracker.run_dynamic(cell.cell_id)) is not None else None,
             },
         }
-        dynamic = tracker.run_dynamic(cell.cell_id)
-        if dynamic is not None:
-            meta["manifest"]["dynamic"] = planning.dynamic_json(dynamic)
         st.cheap.pop(cell.cell_id, None)
         previous = st.cells.get(cell.cell_id)
         if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
