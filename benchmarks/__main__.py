@@ -18,23 +18,34 @@ import time
 import traceback
 from pathlib import Path
 
-from .context import Pool, RunContext
-from .report import ScenarioOutcome, markdown_table, write_chart, write_json
-from .scenarios import ALL
+from benchmarks.context import Pool, RunContext
+from benchmarks.report import ScenarioOutcome, markdown_table, write_chart, write_json
+from benchmarks.scenarios import ALL
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     names = [s.NAME for s in ALL]
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description="ipykeep vs baselines, side by side.")
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks", description="ipykeep vs baselines, side by side."
+    )
     p.add_argument("--quick", action="store_true", help="each scenario once, at small sizes")
     p.add_argument(
-        "--smoke", action="store_true",
+        "--smoke",
+        action="store_true",
         help="--quick with one repetition and only the sides each scenario needs: checks that every scenario runs (the test suite uses it)",
     )
-    p.add_argument("--out", type=Path, help="results directory (default: benchmarks/results/<timestamp>)")
-    p.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=f"run only these: {', '.join(names)}")
+    p.add_argument(
+        "--out", type=Path, help="results directory (default: benchmarks/results/<timestamp>)"
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        choices=names,
+        metavar="NAME",
+        help=f"run only these: {', '.join(names)}",
+    )
     return p.parse_args(argv)
 
 
@@ -58,7 +69,12 @@ async def run_all(args: argparse.Namespace, out: Path) -> list[ScenarioOutcome]:
                 outcome.error = f"{type(exc).__name__}: {exc}"
                 (logs / f"{scenario.NAME}.error.txt").write_text(traceback.format_exc())
             outcome.seconds = time.perf_counter() - t0
-            print(f"  done in {outcome.seconds:.1f} s" + (f" — FAILED: {outcome.error}" if outcome.error else ""), file=sys.stderr, flush=True)
+            print(
+                f"  done in {outcome.seconds:.1f} s"
+                + (f" — FAILED: {outcome.error}" if outcome.error else ""),
+                file=sys.stderr,
+                flush=True,
+            )
             outcomes.append(outcome)
     finally:
         await pool.close()

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .rawkernel import KernelKind, RawKernel, raw_kernel
-from .sessions import Mcp, make_project, mcp_server
+from benchmarks.rawkernel import KernelKind, RawKernel, raw_kernel
+from benchmarks.sessions import Mcp, make_project, mcp_server
 
 
 @dataclass

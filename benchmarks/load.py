@@ -45,7 +45,12 @@ class CallOutcome:
 
     @property
     def correct(self) -> bool:
-        return self.error is None and self.state == "ok" and self.text.count("tag-") == 1 and self.tag in self.text
+        return (
+            self.error is None
+            and self.state == "ok"
+            and self.text.count("tag-") == 1
+            and self.tag in self.text
+        )
 
 
 def server_params(root: Path, dataflow: str) -> StdioServerParameters:
@@ -56,36 +61,49 @@ def server_params(root: Path, dataflow: str) -> StdioServerParameters:
         "IPYKEEP_IDLE_TIMEOUT": "0",
         "IPYKEEP_DATAFLOW": dataflow,
     }
-    return StdioServerParameters(command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=env)
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=env
+    )
 
 
 def _text(result: Any) -> str:
-    return "\n".join(getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text")
+    return "\n".join(
+        getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text"
+    )
 
 
 async def _one_call(client: Client, kernel_id: str, c: int, i: int) -> CallOutcome:
     tag = f"tag-{c}-{i}"
     began = time.perf_counter()
-    res = await client.call_tool("ipython", {"kernel_id": kernel_id, "code": f"print({tag!r})", "yield_time_ms": 30000})
+    res = await client.call_tool(
+        "ipython", {"kernel_id": kernel_id, "code": f"print({tag!r})", "yield_time_ms": 30000}
+    )
     texts = [_text(res)]
     summary = res.structured_content or {}
     while not res.is_error and summary.get("state") in ("queued", "running"):
         res = await client.call_tool(
-            "read_cell", {"kernel_id": kernel_id, "handle": summary["handle"], "yield_time_ms": 30000}
+            "read_cell",
+            {"kernel_id": kernel_id, "handle": summary["handle"], "yield_time_ms": 30000},
         )
         texts.append(_text(res))
         summary = res.structured_content or {}
     seconds = time.perf_counter() - began
     if res.is_error:
-        return CallOutcome(c, i, kernel_id, seconds, "error", "\n".join(texts), error=str(summary.get("code")))
+        return CallOutcome(
+            c, i, kernel_id, seconds, "error", "\n".join(texts), error=str(summary.get("code"))
+        )
     return CallOutcome(c, i, kernel_id, seconds, str(summary.get("state")), "\n".join(texts))
 
 
-async def run_load(root: Path, *, clients: int, calls: int, kernels: int, dataflow: str = "static") -> list[CallOutcome]:
+async def run_load(
+    root: Path, *, clients: int, calls: int, kernels: int, dataflow: str = "static"
+) -> list[CallOutcome]:
     """Drive ``clients`` concurrent MCP clients over ``kernels`` fresh kernels of ``root``."""
     params = server_params(root, dataflow)
     async with AsyncExitStack() as stack:
-        sessions = [await stack.enter_async_context(Client(params, mode="legacy")) for _ in range(clients)]  # type: ignore[arg-type]
+        sessions = [
+            await stack.enter_async_context(Client(params, mode="legacy")) for _ in range(clients)
+        ]  # type: ignore[arg-type]
         kernel_ids = []
         for k in range(kernels):
             res = await sessions[k % clients].call_tool("create_kernel", {})
@@ -104,7 +122,11 @@ async def run_load(root: Path, *, clients: int, calls: int, kernels: int, datafl
 
 
 def percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if len(values) > 1 else values[0]
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+        if len(values) > 1
+        else values[0]
+    )
 
 
 def report(outcomes: list[CallOutcome]) -> dict[str, Any]:
@@ -125,14 +147,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels", type=int, nargs="+", default=[1, 5])
     p.add_argument("--dataflow", choices=["static", "ipyflow"], default="static")
     args = p.parse_args(argv)
-    from ipykeep.core.client import DaemonClient, find_daemon
+    from ipykeep.client.connection import DaemonClient, find_daemon
 
     results = {}
     for n in args.kernels:
         root = Path(tempfile.mkdtemp(prefix="ipykeep-load-"))
         (root / ".git").mkdir()
         try:
-            outcomes = asyncio.run(run_load(root, clients=args.clients, calls=args.calls, kernels=n, dataflow=args.dataflow))
+            outcomes = asyncio.run(
+                run_load(
+                    root, clients=args.clients, calls=args.calls, kernels=n, dataflow=args.dataflow
+                )
+            )
         finally:
             desc = find_daemon(root)
             if desc is not None:
@@ -140,7 +166,9 @@ def main(argv: list[str] | None = None) -> int:
                     DaemonClient(desc).call("shutdown")
                 except Exception:
                     pass
-        results[f"{args.clients} clients x {args.calls} calls on {n} kernel(s), {args.dataflow}"] = report(outcomes)
+        results[
+            f"{args.clients} clients x {args.calls} calls on {n} kernel(s), {args.dataflow}"
+        ] = report(outcomes)
     print(json.dumps(results, indent=2))
     return 0 if all(r["correct"] == r["calls"] for r in results.values()) else 1
 

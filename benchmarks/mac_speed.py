@@ -48,16 +48,24 @@ def main() -> None:
     key = os.urandom(32)
     times: dict[str, list[float]] = {"hmac-sha256": [], "blake2b": [], "chunked": []}
     for _ in range(3):  # interleaved: a busy machine slows all alike
-        for name, fn in (("hmac-sha256", _hmac_sha256), ("blake2b", _blake2b), ("chunked", _chunked)):
+        for name, fn in (
+            ("hmac-sha256", _hmac_sha256),
+            ("blake2b", _blake2b),
+            ("chunked", _chunked),
+        ):
             t = time.perf_counter()
             fn(key, parts)
             times[name].append(time.perf_counter() - t)
     size = len(data) / 2**30
     for name, ts in times.items():
         best = min(ts)
-        print(f"{name:12s} {size:.2f} GiB: best {best:.3f} s ({size / best:.2f} GiB/s), runs {', '.join(f'{t:.3f}' for t in ts)}")
+        print(
+            f"{name:12s} {size:.2f} GiB: best {best:.3f} s ({size / best:.2f} GiB/s), runs {', '.join(f'{t:.3f}' for t in ts)}"
+        )
     print(f"blake2b / hmac-sha256 (best): {min(times['blake2b']) / min(times['hmac-sha256']):.2f}")
-    print(f"chunked (format 2) / hmac-sha256 (best): {min(times['chunked']) / min(times['hmac-sha256']):.2f}")
+    print(
+        f"chunked (format 2) / hmac-sha256 (best): {min(times['chunked']) / min(times['hmac-sha256']):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,11 @@ EXAMPLES = REPO / "examples"
 def write_notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
     """Write code cells given as ``(id, source)``."""
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells = [nbformat.v4.new_code_cell(src, id=cid) for cid, src in cells]
     nbformat.write(nb, path)
     return path
@@ -53,7 +57,9 @@ def write_csv(path: Path, rows: int) -> Path:
     return path
 
 
-def analysis_notebook(path: Path, *, load_sleep: float, cheap_cells: int = 20) -> tuple[Path, str, str]:
+def analysis_notebook(
+    path: Path, *, load_sleep: float, cheap_cells: int = 20
+) -> tuple[Path, str, str]:
     """A slow load (sleep + CSV parse) then ``cheap_cells`` analysis cells and a summary.
 
     Returns the path, the id of the downstream cell the scenario edits, and a source template
@@ -62,7 +68,10 @@ def analysis_notebook(path: Path, *, load_sleep: float, cheap_cells: int = 20) -
     cells = [
         ("imports", "import time\nimport pandas as pd"),
         ("load", f"time.sleep({load_sleep})\nraw = pd.read_csv('data.csv')\nprint(len(raw))"),
-        ("clean", "clean = raw.dropna(subset=['unit_price']).copy()\nclean['revenue'] = clean['units'] * clean['unit_price']"),
+        (
+            "clean",
+            "clean = raw.dropna(subset=['unit_price']).copy()\nclean['revenue'] = clean['units'] * clean['unit_price']",
+        ),
     ]
     for i in range(cheap_cells):
         col = f"v{i % 5}"
@@ -70,7 +79,12 @@ def analysis_notebook(path: Path, *, load_sleep: float, cheap_cells: int = 20) -
         cells.append((f"stat{i}", f"stat{i} = float(clean[{col!r}].{kind}()) + {i}"))
     edited = f"stat{cheap_cells // 2}"
     template = f"stat{cheap_cells // 2} = float(clean['v0'].quantile(0.{{k:02d}}))"
-    cells.append(("summary", f"summary = {{'best': clean.groupby('region')['revenue'].sum().idxmax(), 'edited': {edited}}}\nsummary"))
+    cells.append(
+        (
+            "summary",
+            f"summary = {{'best': clean.groupby('region')['revenue'].sum().idxmax(), 'edited': {edited}}}\nsummary",
+        )
+    )
     write_notebook(path, cells)
     return path, edited, template
 
@@ -99,6 +113,8 @@ async def nbclient_run_all(path: Path, kernel_name: str = "python3") -> int:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name=kernel_name, resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name=kernel_name, resources={"metadata": {"path": str(path.parent)}}
+    )
     await client.async_execute()
     return sum(1 for c in nb.cells if c.cell_type == "code")

@@ -59,7 +59,9 @@ class RawKernel:
             elif kind == "error":
                 size += len("\n".join(content.get("traceback", [])).encode())
 
-        reply = await self.kc.execute_interactive(code, output_hook=hook, timeout=timeout, stop_on_error=False)
+        reply = await self.kc.execute_interactive(
+            code, output_hook=hook, timeout=timeout, stop_on_error=False
+        )
         return RawResult(reply["content"]["status"], size)
 
 

@@ -91,7 +91,9 @@ def analysis_cells() -> list[str]:
     # The middle of a long analysis: many small, similar checks, one per product family.
     for i in range(0, 40, 2):
         p = f"p{i:02d}"
-        cells.append(f"sub_{p} = clean[clean['product'] == '{p}']\nsub_{p}['revenue'].describe()[['mean', '50%', 'max']].round(2)")
+        cells.append(
+            f"sub_{p} = clean[clean['product'] == '{p}']\nsub_{p}['revenue'].describe()[['mean', '50%', 'max']].round(2)"
+        )
         cells.append(f"zs_{p} = zscore(sub_{p}['revenue'])\nint((zs_{p}.abs() > 3).sum())")
     cells += [
         "outliers = clean[zscore(clean['revenue']).abs() > 3]\nlen(outliers)",
@@ -135,7 +137,9 @@ def code_cells(count: int = 150) -> list[str]:
     k = 0
     while len(cells) < 150:
         col = ("units", "unit_price", "revenue", "discount")[k % 4]
-        cells.append(f"check_{k} = float(clean[{col!r}].quantile({0.05 + 0.9 * (k % 10) / 10:.2f}))\ncheck_{k}")
+        cells.append(
+            f"check_{k} = float(clean[{col!r}].quantile({0.05 + 0.9 * (k % 10) / 10:.2f}))\ncheck_{k}"
+        )
         k += 1
     return cells[:count]
 
@@ -143,7 +147,11 @@ def code_cells(count: int = 150) -> list[str]:
 def build(path: Path, cells_count: int = 150) -> Path:
     """The notebook's first ``cells_count`` code cells (a prefix runs on its own) at ``path``."""
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     cells = []
     for i, src in enumerate(code_cells(cells_count)):
         if i % 6 == 0:

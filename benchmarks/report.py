@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .timing import Metric, Stats
+from benchmarks.timing import Metric, Stats
 
 
 @dataclass
@@ -61,7 +61,9 @@ def markdown_table(outcomes: list[ScenarioOutcome]) -> str:
     ]
     for out in outcomes:
         if out.error:
-            lines.append(f"| {out.title} | failed: {out.error.splitlines()[0][:120]} | | | | | | | |")
+            lines.append(
+                f"| {out.title} | failed: {out.error.splitlines()[0][:120]} | | | | | | | |"
+            )
             continue
         for m in out.metrics:
             lines.append(
@@ -89,7 +91,11 @@ def write_json(path: Path, outcomes: list[ScenarioOutcome], *, quick: bool, tota
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "quick": quick,
         "total_seconds": round(total_s, 1),
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": _cpus()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": _cpus(),
+        },
         "scenarios": {
             o.name: {
                 "title": o.title,
@@ -106,7 +112,9 @@ def write_json(path: Path, outcomes: list[ScenarioOutcome], *, quick: bool, tota
 def _cpus() -> int:
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    )
 
 
 def write_chart(path: Path, outcomes: list[ScenarioOutcome]) -> None:
@@ -116,7 +124,9 @@ def write_chart(path: Path, outcomes: list[ScenarioOutcome]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(o.title, m) for o in outcomes for m in o.metrics if m.ratio is not None and m.ratio > 0]
+    rows = [
+        (o.title, m) for o in outcomes for m in o.metrics if m.ratio is not None and m.ratio > 0
+    ]
     fig, ax = plt.subplots(figsize=(11, 0.42 * max(len(rows), 1) + 1.6))
     labels, ratios, colors = [], [], []
     for title, m in rows:
@@ -136,7 +146,9 @@ def write_chart(path: Path, outcomes: list[ScenarioOutcome]) -> None:
     ax.set_yticks(ys)
     ax.set_yticklabels(labels, fontsize=8)
     ax.set_xlabel("ipykeep / baseline (log scale; < 1 is better; black tick = target)")
-    ax.set_title("ipykeep vs baseline, same invocation (green: target met, red: missed, grey: no target)")
+    ax.set_title(
+        "ipykeep vs baseline, same invocation (green: target met, red: missed, grey: no target)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -21,11 +21,11 @@ from typing import Any
 
 import anyio
 
-from ipykeep.composition import compose
-from ipykeep.core.client import DaemonClient, ensure_daemon, find_daemon, pid_alive
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.project import ProjectPaths
+from ipykeep.client.connection import DaemonClient, ensure_daemon, find_daemon, pid_alive
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 
 
 def bench_env() -> dict[str, str]:
@@ -72,7 +72,9 @@ def daemon(root: Path) -> Iterator[DaemonClient]:
 
 def wire_bytes(result: Any) -> int:
     """Bytes of an MCP result as the client received it (its JSON form)."""
-    return len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)).encode())
+    return len(
+        json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)).encode()
+    )
 
 
 def model_bytes(result: Any) -> int:
@@ -80,7 +82,11 @@ def model_bytes(result: Any) -> int:
     present, as Claude Code and Codex do, else the text); images not counted (capped apart)."""
     if result.structured_content is not None:
         return len(json.dumps(result.structured_content, ensure_ascii=False).encode())
-    return len("\n".join(getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text").encode())
+    return len(
+        "\n".join(
+            getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text"
+        ).encode()
+    )
 
 
 @dataclass
@@ -94,7 +100,9 @@ class McpCall:
 
     @property
     def text(self) -> str:
-        return "\n".join(getattr(b, "text", "") for b in self.result.content if getattr(b, "type", "") == "text")
+        return "\n".join(
+            getattr(b, "text", "") for b in self.result.content if getattr(b, "type", "") == "text"
+        )
 
     @property
     def data(self) -> Any:
@@ -122,11 +130,15 @@ class Mcp:
 
 
 def wire_text(result: Any) -> str:
-    return "\n".join(getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text")[:2000]
+    return "\n".join(
+        getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text"
+    )[:2000]
 
 
 @contextlib.asynccontextmanager
-async def mcp_server(root: Path, *, dataflow: str | None = None, log: Path | None = None) -> AsyncIterator[Mcp]:
+async def mcp_server(
+    root: Path, *, dataflow: str | None = None, log: Path | None = None
+) -> AsyncIterator[Mcp]:
     """``ipykeep mcp-serve`` for ``root`` through the official MCP client; the daemon it starts
     is stopped on exit."""
     from mcp.client.session import ClientSession
@@ -135,11 +147,16 @@ async def mcp_server(root: Path, *, dataflow: str | None = None, log: Path | Non
     env = bench_env()
     if dataflow:
         env["IPYKEEP_DATAFLOW"] = dataflow
-    params = StdioServerParameters(command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=env
+    )
     errlog = open(log or os.devnull, "a")
     try:
         with anyio.fail_after(900):
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 yield Mcp(session)
     finally:

@@ -1,3 +1,3 @@
-from ipykeep.entry import main
+from ipykeep.cli.entry import main
 
 main()

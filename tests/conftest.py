@@ -23,7 +23,13 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 120, env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str,
+    cwd: Path,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ipykeep", *args],
         cwd=cwd,
@@ -45,7 +51,7 @@ def make_project(root: Path, *, example: bool = True) -> Path:
 
 
 def stop_daemon(root: Path) -> None:
-    from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
+    from ipykeep.client.connection import DaemonClient, find_daemon, pid_alive
 
     desc = find_daemon(root)
     if desc is None:
@@ -82,4 +88,6 @@ LONGEST_FIRST = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    items.sort(
+        key=lambda item: rank.get(item.path.name, len(rank))
+    )  # stable: the rest keep their order

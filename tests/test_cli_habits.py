@@ -9,8 +9,8 @@ import pytest
 import typer
 
 import ipykeep
-from ipykeep import cli_fast
-from ipykeep.cli_options import BIND_HELP
+from ipykeep.cli import fast as cli_fast
+from ipykeep.cli.options import BIND_HELP
 from tests.conftest import cli_env, make_project, run_cli
 
 PATHS = {"fast": cli_env(), "typer": cli_env(IPYKEEP_CLI_FULL="1")}
@@ -46,7 +46,12 @@ def test_json_before_the_command_is_the_same_as_after(project: Path, path: str) 
 
 def test_normalize_argv_moves_only_leading_global_flags() -> None:
     assert cli_fast.normalize_argv(["--json", "status"]) == ["status", "--json"]
-    assert cli_fast.normalize_argv(["--json", "--json", "exec", "--", "-1"]) == ["exec", "--json", "--", "-1"]
+    assert cli_fast.normalize_argv(["--json", "--json", "exec", "--", "-1"]) == [
+        "exec",
+        "--json",
+        "--",
+        "-1",
+    ]
     assert cli_fast.normalize_argv(["exec", "--json", "1"]) == ["exec", "--json", "1"]
     assert cli_fast.normalize_argv(["--json"]) == ["--json"]
     assert cli_fast.normalize_argv(["--json", "--version"]) == ["--json", "--version"]
@@ -64,8 +69,8 @@ def test_shell_completion_script_and_completions(project: Path) -> None:
 
 
 def _commands() -> dict[str, Any]:
-    from ipykeep.cli import app
-    from ipykeep.cli_extensions import register_all
+    from ipykeep.cli.app import app
+    from ipykeep.cli.extensions import register_all
 
     if not any(c.name == "serve" for c in app.registered_commands):
         register_all(app)
@@ -84,9 +89,33 @@ def test_the_notebook_argument_is_spelled_the_same_everywhere() -> None:
         assert getattr(option, "param_type_name", "") != "argument", name
         assert sorted(option.opts) == ["--notebook", "-n"], name
         assert option.metavar == "NOTEBOOK", name
-        helps = {getattr(p, "help", None) for p in command.params if p.name in ("notebook", "notebook_opt")}
-        allowed = {cli_fast.NOTEBOOK_HELP, BIND_HELP, "Notebook to bind by default (written to ipykeep.toml)."}
+        helps = {
+            getattr(p, "help", None)
+            for p in command.params
+            if p.name in ("notebook", "notebook_opt")
+        }
+        allowed = {
+            cli_fast.NOTEBOOK_HELP,
+            BIND_HELP,
+            "Notebook to bind by default (written to ipykeep.toml).",
+        }
         assert helps <= allowed and len(helps) == 1, (name, helps)
-    expected = {"start", "stop", "status", "run", "restart", "exec", "interrupt", "run-stale", "watch",
-                "inspect", "namespace", "serve", "publish", "init"}
-    assert expected <= set(with_notebook)  # commands added later are held to the same spelling above
+    expected = {
+        "start",
+        "stop",
+        "status",
+        "run",
+        "restart",
+        "exec",
+        "interrupt",
+        "run-stale",
+        "watch",
+        "inspect",
+        "namespace",
+        "serve",
+        "publish",
+        "init",
+    }
+    assert expected <= set(
+        with_notebook
+    )  # commands added later are held to the same spelling above

@@ -75,7 +75,9 @@ def test_modules_stay_small() -> None:
 #: the jupyter_client/jupyter_server internals the --serve kernel map once set by hand; adoption
 #: goes through the public start path instead (ipykeep/serve/kernels.py)
 #: (``._ready`` as an attribute: a method of ours named ``_ready`` being called is not it)
-PRIVATE_KERNEL_STATE = re.compile(r"\._kernel_spec\b|\._kernels\[|\._kernel_connections\b|\._kernel_ports\b|\._ready\b(?!\()")
+PRIVATE_KERNEL_STATE = re.compile(
+    r"\._kernel_spec\b|\._kernels\[|\._kernel_connections\b|\._kernel_ports\b|\._ready\b(?!\()"
+)
 
 
 def test_no_private_kernel_manager_state_is_touched() -> None:

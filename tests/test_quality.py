@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_ruff_finds_nothing() -> None:

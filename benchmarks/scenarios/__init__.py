@@ -1,6 +1,6 @@
 """One module per scenario; each exposes ``NAME``, ``TITLE`` and ``async run(ctx) -> list[Metric]``."""
 
-from . import (
+from benchmarks.scenarios import (
     s1_round_trip,
     s2_edit_to_fresh,
     s3_dataflow_overhead,

@@ -20,10 +20,10 @@ from typing import Any
 
 import anyio
 
-from ..context import RunContext
-from ..realistic import build
-from ..sessions import bench_env, make_project, stop_daemon
-from ..timing import Metric, Stats, Target, timed
+from benchmarks.context import RunContext
+from benchmarks.realistic import build
+from benchmarks.sessions import bench_env, make_project, stop_daemon
+from benchmarks.timing import Metric, Stats, Target, timed
 
 NAME = "warm_up"
 TITLE = "10. Warm-up of a 150-cell notebook"
@@ -50,7 +50,13 @@ def _real(path: Path, cells: int) -> Path:
 
 
 async def _ipykeep_start(
-    ctx: RunContext, cells: int, dataflow: str, per_cell: list[float], *, traced: bool = True, source: Any = build
+    ctx: RunContext,
+    cells: int,
+    dataflow: str,
+    per_cell: list[float],
+    *,
+    traced: bool = True,
+    source: Any = build,
 ) -> float:
     root = make_project(ctx.workdir(f"{NAME}-{dataflow}-{traced}-{source.__name__}"))
     env = bench_env()
@@ -61,8 +67,18 @@ async def _ipykeep_start(
 
         async def start() -> tuple[int, bytes]:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ipykeep", "start", str(nb), "--json", "--dataflow", dataflow,
-                cwd=str(root), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-m",
+                "ipykeep",
+                "start",
+                str(nb),
+                "--json",
+                "--dataflow",
+                dataflow,
+                cwd=str(root),
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
             out, err = await proc.communicate()
             if proc.returncode == 0 and json.loads(out).get("warm", {}).get("failed"):
@@ -80,8 +96,12 @@ async def _ipykeep_start(
 
 async def _jupyter_execute(nb: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "jupyter-execute"), str(nb),
-        cwd=str(nb.parent), env=bench_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        str(Path(sys.executable).parent / "jupyter-execute"),
+        str(nb),
+        cwd=str(nb.parent),
+        env=bench_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, err = await proc.communicate()
     if proc.returncode != 0:
@@ -94,20 +114,38 @@ async def run(ctx: RunContext) -> list[Metric]:
     per_cell: dict[str, list[float]] = {"ipyflow": [], "untraced": [], "static": []}
     for _ in range(ctx.reps(1, 1)):
         if not ctx.quick:  # the smoke test keeps to one ipykeep side
-            samples["ipyflow"].append(await _ipykeep_start(ctx, cells, "ipyflow", per_cell["ipyflow"]))
+            samples["ipyflow"].append(
+                await _ipykeep_start(ctx, cells, "ipyflow", per_cell["ipyflow"])
+            )
         nb = build(ctx.workdir(f"{NAME}-nbclient") / "sales.ipynb", cells)
         seconds, _ = await timed(lambda: _jupyter_execute(nb))
         samples["nbclient"].append(seconds)
         samples["static"].append(await _ipykeep_start(ctx, cells, "static", per_cell["static"]))
         if not ctx.quick:
-            samples["untraced"].append(await _ipykeep_start(ctx, cells, "ipyflow", per_cell["untraced"], traced=False))
+            samples["untraced"].append(
+                await _ipykeep_start(ctx, cells, "ipyflow", per_cell["untraced"], traced=False)
+            )
     base = Stats.of(samples["nbclient"])
     extra = {
         f"{mode}_cell_median_s": round(statistics.median(v), 4) for mode, v in per_cell.items() if v
-    } | {f"{mode}_cells_total_s": round(sum(v) / ctx.reps(1, 1), 3) for mode, v in per_cell.items() if v}
+    } | {
+        f"{mode}_cells_total_s": round(sum(v) / ctx.reps(1, 1), 3)
+        for mode, v in per_cell.items()
+        if v
+    }
     label = f"{cells}-cell notebook to warm"
     metrics = [
-        Metric(NAME, f"{label}, static", "s", Stats.of(samples["static"]), "ipykeep start --dataflow static", "jupyter execute (nbclient)", base, Target("ratio", "<=", 1.2), extra=extra),
+        Metric(
+            NAME,
+            f"{label}, static",
+            "s",
+            Stats.of(samples["static"]),
+            "ipykeep start --dataflow static",
+            "jupyter execute (nbclient)",
+            base,
+            Target("ratio", "<=", 1.2),
+            extra=extra,
+        ),
     ]
     if ctx.quick:
         return metrics
@@ -118,15 +156,62 @@ async def run(ctx: RunContext) -> list[Metric]:
         real["nbclient"].append(seconds)
         real["static"].append(await _ipykeep_start(ctx, 0, "static", [], source=_real))
         real["ipyflow"].append(await _ipykeep_start(ctx, 0, "ipyflow", [], source=_real))
-        real["untraced"].append(await _ipykeep_start(ctx, 0, "ipyflow", [], traced=False, source=_real))
+        real["untraced"].append(
+            await _ipykeep_start(ctx, 0, "ipyflow", [], traced=False, source=_real)
+        )
     real_base = Stats.of(real["nbclient"])
     real_label = "statsmodels examples (146 real cells) to warm"
     metrics += [
-        Metric(NAME, f"{real_label}, static", "s", Stats.of(real["static"]), "ipykeep start --dataflow static", "jupyter execute (nbclient)", real_base, Target("ratio", "<=", 1.2)),
-        Metric(NAME, f"{real_label}, ipyflow", "s", Stats.of(real["ipyflow"]), "ipykeep start (ipyflow)", "jupyter execute (nbclient)", real_base, Target("ratio", "<=", 1.5)),
-        Metric(NAME, f"{real_label}, ipyflow, warm_tracing = false", "s", Stats.of(real["untraced"]), "ipykeep start (ipyflow, untraced warm-up)", "jupyter execute (nbclient)", real_base, Target("ratio", "<=", 1.5)),
+        Metric(
+            NAME,
+            f"{real_label}, static",
+            "s",
+            Stats.of(real["static"]),
+            "ipykeep start --dataflow static",
+            "jupyter execute (nbclient)",
+            real_base,
+            Target("ratio", "<=", 1.2),
+        ),
+        Metric(
+            NAME,
+            f"{real_label}, ipyflow",
+            "s",
+            Stats.of(real["ipyflow"]),
+            "ipykeep start (ipyflow)",
+            "jupyter execute (nbclient)",
+            real_base,
+            Target("ratio", "<=", 1.5),
+        ),
+        Metric(
+            NAME,
+            f"{real_label}, ipyflow, warm_tracing = false",
+            "s",
+            Stats.of(real["untraced"]),
+            "ipykeep start (ipyflow, untraced warm-up)",
+            "jupyter execute (nbclient)",
+            real_base,
+            Target("ratio", "<=", 1.5),
+        ),
     ]
     return metrics + [
-        Metric(NAME, f"{label}, ipyflow", "s", Stats.of(samples["ipyflow"]), "ipykeep start (ipyflow)", "jupyter execute (nbclient)", base, Target("ratio", "<=", 1.5)),
-        Metric(NAME, f"{label}, ipyflow, warm_tracing = false", "s", Stats.of(samples["untraced"]), "ipykeep start (ipyflow, untraced warm-up)", "jupyter execute (nbclient)", base, Target("ratio", "<=", 1.5)),
+        Metric(
+            NAME,
+            f"{label}, ipyflow",
+            "s",
+            Stats.of(samples["ipyflow"]),
+            "ipykeep start (ipyflow)",
+            "jupyter execute (nbclient)",
+            base,
+            Target("ratio", "<=", 1.5),
+        ),
+        Metric(
+            NAME,
+            f"{label}, ipyflow, warm_tracing = false",
+            "s",
+            Stats.of(samples["untraced"]),
+            "ipykeep start (ipyflow, untraced warm-up)",
+            "jupyter execute (nbclient)",
+            base,
+            Target("ratio", "<=", 1.5),
+        ),
     ]

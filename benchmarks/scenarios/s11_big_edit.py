@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import anyio
 
-from ..context import RunContext
-from ..notebooks import nbclient_run_all, set_source
-from ..realistic import build, code_cells
-from ..sessions import daemon, make_project
-from ..timing import Metric, Stats, timed
+from benchmarks.context import RunContext
+from benchmarks.notebooks import nbclient_run_all, set_source
+from benchmarks.realistic import build, code_cells
+from benchmarks.sessions import daemon, make_project
+from benchmarks.timing import Metric, Stats, timed
 
 NAME = "big_edit"
 TITLE = "11. Big edit: plan vs fresh run"
@@ -33,28 +33,59 @@ async def run(ctx: RunContext) -> list[Metric]:
     samples: dict[str, list[float]] = {"plan": [], "fresh": [], "nbclient": []}
     extra: dict[str, object] = {"dataflow": dataflow}
     with daemon(root) as client:
-        rec = await client.acall("create_kernel", notebook=str(nb), warm=True, wait=True, dataflow=dataflow)
+        rec = await client.acall(
+            "create_kernel", notebook=str(nb), warm=True, wait=True, dataflow=dataflow
+        )
         kid = rec["kernel_id"]
         if rec.get("warm", {}).get("failed"):
             raise RuntimeError(f"warm-up failed: {rec['warm']}")
         for rep in range(ctx.reps(1, 1)):
-            for side in ("plan",) if ctx.smoke else ("plan", "fresh"):  # smoke: --fresh is tested in tests/kernel
-                edit = original.replace("N = 60_000", f"N = {59_000 - 10 * rep - (side == 'fresh')}")
+            for side in (
+                ("plan",) if ctx.smoke else ("plan", "fresh")
+            ):  # smoke: --fresh is tested in tests/kernel
+                edit = original.replace(
+                    "N = 60_000", f"N = {59_000 - 10 * rep - (side == 'fresh')}"
+                )
                 await anyio.to_thread.run_sync(set_source, nb, EDITED, edit)
                 plan = await client.acall("run_stale", kernel_id=kid)
                 if side == "plan":
                     extra.update(stale_cells=len(plan["stale"]), estimate=plan.get("cost"))
-                seconds, res = await timed(lambda: client.acall("run_stale", kernel_id=kid, execute=True, fresh=side == "fresh"))
+                seconds, res = await timed(
+                    lambda: client.acall(
+                        "run_stale", kernel_id=kid, execute=True, fresh=side == "fresh"
+                    )
+                )
                 if not res.get("ok"):
-                    raise RuntimeError(f"run_stale ({side}) failed: {res.get('batch', {}).get('results', [])[-1:]}")
+                    raise RuntimeError(
+                        f"run_stale ({side}) failed: {res.get('batch', {}).get('results', [])[-1:]}"
+                    )
                 samples[side].append(seconds)
             seconds, _ = await timed(lambda: nbclient_run_all(nb))
             samples["nbclient"].append(seconds)
     base = Stats.of(samples["nbclient"])
     label = f"edit cell 4 of {cells} ({dataflow})"
     metrics = [
-        Metric(NAME, f"{label}: execute the plan", "s", Stats.of(samples["plan"]), "run_stale(execute)", "nbclient run-all", base, extra=extra),
+        Metric(
+            NAME,
+            f"{label}: execute the plan",
+            "s",
+            Stats.of(samples["plan"]),
+            "run_stale(execute)",
+            "nbclient run-all",
+            base,
+            extra=extra,
+        ),
     ]
     if samples["fresh"]:
-        metrics.append(Metric(NAME, f"{label}: --execute --fresh", "s", Stats.of(samples["fresh"]), "run_stale(execute, fresh)", "nbclient run-all", base))
+        metrics.append(
+            Metric(
+                NAME,
+                f"{label}: --execute --fresh",
+                "s",
+                Stats.of(samples["fresh"]),
+                "run_stale(execute, fresh)",
+                "nbclient run-all",
+                base,
+            )
+        )
     return metrics

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..context import RunContext
-from ..timing import Metric, Stats, Target, interleave
+from benchmarks.context import RunContext
+from benchmarks.timing import Metric, Stats, Target, interleave
 
 NAME = "mcp_startup"
 TITLE = "12. MCP start-up"
@@ -44,7 +44,11 @@ INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"},
+    },
 }
 
 
@@ -61,7 +65,12 @@ async def initialize_seconds(argv: list[str], cwd: Path, **extra_env: str) -> fl
     env = {**os.environ, "IPYKEEP_IDLE_TIMEOUT": "0", **extra_env}
     t0 = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     assert proc.stdin and proc.stdout
     try:
@@ -99,7 +108,9 @@ async def run(ctx: RunContext) -> list[Metric]:
         samples["ipykeep"].append(await initialize_seconds(ours, work))
 
     async def via_ipykeep_no_early() -> None:
-        samples["no_early"].append(await initialize_seconds(ours, work, IPYKEEP_MCP_EARLY_HANDSHAKE="0"))
+        samples["no_early"].append(
+            await initialize_seconds(ours, work, IPYKEEP_MCP_EARLY_HANDSHAKE="0")
+        )
 
     async def via_minimal() -> None:
         samples["minimal"].append(await initialize_seconds(base, work))
@@ -111,22 +122,42 @@ async def run(ctx: RunContext) -> list[Metric]:
     warmup = 0 if ctx.smoke else 1
     await interleave(sides, ctx.reps(10, 2), warmup=warmup)
     # spawn-to-reply time is measured inside each call (the wrapper adds only the wait for exit)
-    ms = {k: Stats.of([x * 1000 for x in v[warmup:]]) for k, v in samples.items() if v}  # first: warm-up
+    ms = {
+        k: Stats.of([x * 1000 for x in v[warmup:]]) for k, v in samples.items() if v
+    }  # first: warm-up
     first = Metric(
-        NAME, "spawn → initialize reply (stdio)", "ms", ms["ipykeep"], "ipykeep mcp-serve",
-        "minimal MCPServer, same SDK", ms["minimal"], Target("ratio", "<=", 1.3),
+        NAME,
+        "spawn → initialize reply (stdio)",
+        "ms",
+        ms["ipykeep"],
+        "ipykeep mcp-serve",
+        "minimal MCPServer, same SDK",
+        ms["minimal"],
+        Target("ratio", "<=", 1.3),
         extra={"command": " ".join(ours), "goal_ms": 300},
     )
     if ctx.smoke:
         return [first]
     return [
         Metric(
-            NAME, "spawn → initialize reply (stdio)", "ms", ms["ipykeep"], "ipykeep mcp-serve",
-            "minimal MCPServer, same SDK", ms["minimal"], Target("ratio", "<=", 1.3),
+            NAME,
+            "spawn → initialize reply (stdio)",
+            "ms",
+            ms["ipykeep"],
+            "ipykeep mcp-serve",
+            "minimal MCPServer, same SDK",
+            ms["minimal"],
+            Target("ratio", "<=", 1.3),
             extra={"command": " ".join(ours), "goal_ms": 300},
         ),
         Metric(
-            NAME, "spawn → initialize reply, early answers off", "ms", ms["no_early"],
-            "IPYKEEP_MCP_EARLY_HANDSHAKE=0", "minimal MCPServer, same SDK", ms["minimal"], Target("ratio", "<=", 1.3),
+            NAME,
+            "spawn → initialize reply, early answers off",
+            "ms",
+            ms["no_early"],
+            "IPYKEEP_MCP_EARLY_HANDSHAKE=0",
+            "minimal MCPServer, same SDK",
+            ms["minimal"],
+            Target("ratio", "<=", 1.3),
         ),
     ]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ..context import RunContext
-from ..timing import Metric, Stats, interleave
+from benchmarks.context import RunContext
+from benchmarks.timing import Metric, Stats, interleave
 
 NAME = "remote_providers"
 TITLE = "13. Remote kernel providers"
@@ -34,10 +34,14 @@ async def run(ctx: RunContext) -> list[Metric]:
         sshd = LoopbackSshd(work / "sshd", free_port())
     os.environ["JUPYTER_GATEWAY_AUTH_TOKEN"] = gateway.token
     root = make_remote_project(work)
-    engine = make_engine(root, **({"ssh_config": str(sshd.config), "remote_python": sys.executable} if sshd else {}))
+    engine = make_engine(
+        root, **({"ssh_config": str(sshd.config), "remote_python": sys.executable} if sshd else {})
+    )
     try:
         kernels = {"local": (await engine.create_kernel(cwd=str(root), warm=False)).kernel_id}
-        kernels["gateway"] = (await engine.create_kernel(cwd=str(root), gateway=gateway.url, warm=False)).kernel_id
+        kernels["gateway"] = (
+            await engine.create_kernel(cwd=str(root), gateway=gateway.url, warm=False)
+        ).kernel_id
         if sshd is not None:
             kernels["ssh"] = (await engine.create_kernel(cwd=sshd.url(root), warm=False)).kernel_id
 
@@ -49,7 +53,9 @@ async def run(ctx: RunContext) -> list[Metric]:
             return call
 
         warmup = 0 if ctx.smoke else ctx.reps(3, 1)
-        samples = await interleave({k: side(v) for k, v in kernels.items()}, ctx.reps(50, 5), warmup=warmup)
+        samples = await interleave(
+            {k: side(v) for k, v in kernels.items()}, ctx.reps(50, 5), warmup=warmup
+        )
     finally:
         await engine.shutdown()
         gateway.stop()
@@ -58,10 +64,26 @@ async def run(ctx: RunContext) -> list[Metric]:
         os.environ.pop("JUPYTER_GATEWAY_AUTH_TOKEN", None)
     ms = {k: Stats.of([x * 1000 for x in v]) for k, v in samples.items()}
     metrics = [
-        Metric(NAME, "execute('1+1'), kernel gateway on loopback", "ms", ms["gateway"], "gateway provider", "local provider", ms["local"])
+        Metric(
+            NAME,
+            "execute('1+1'), kernel gateway on loopback",
+            "ms",
+            ms["gateway"],
+            "gateway provider",
+            "local provider",
+            ms["local"],
+        )
     ]
     if "ssh" in ms:
         metrics.append(
-            Metric(NAME, "execute('1+1'), SSH to loopback sshd", "ms", ms["ssh"], "ssh provider", "local provider", ms["local"])
+            Metric(
+                NAME,
+                "execute('1+1'), SSH to loopback sshd",
+                "ms",
+                ms["ssh"],
+                "ssh provider",
+                "local provider",
+                ms["local"],
+            )
         )
     return metrics

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..context import RunContext
-from ..notebooks import write_notebook
-from ..sessions import engine, make_project
-from ..timing import Metric, Stats, Target, rss_bytes, timed
-from .s3_dataflow_overhead import IMPORTS, LABELS, workloads
+from benchmarks.context import RunContext
+from benchmarks.notebooks import write_notebook
+from benchmarks.scenarios.s3_dataflow_overhead import IMPORTS, LABELS, workloads
+from benchmarks.sessions import engine, make_project
+from benchmarks.timing import Metric, Stats, Target, rss_bytes, timed
 
 NAME = "checkpoints"
 TITLE = "14. Checkpoints"
@@ -38,7 +38,10 @@ BIG = {
 def restore_cells(rows: int, sleep_s: float) -> list[tuple[str, str]]:
     return [
         ("imports", "import time\nimport numpy as np\nimport pandas as pd"),
-        ("load", f"time.sleep({sleep_s})\nbig = pd.DataFrame(np.random.default_rng(0).random(({rows}, 10)))"),
+        (
+            "load",
+            f"time.sleep({sleep_s})\nbig = pd.DataFrame(np.random.default_rng(0).random(({rows}, 10)))",
+        ),
         ("stats", "means = big.mean()\nquant = big.quantile([0.1, 0.5, 0.9])"),
         ("feature", "top = big.nlargest(1000, 0)"),
     ]
@@ -65,14 +68,23 @@ async def _restore_vs_rerun(ctx: RunContext) -> list[Metric]:
     cell_time: list[float] = []
     saved_bytes = 0
     async with (
-        engine(roots["rerun"], dataflow="static", write_outputs=False, checkpoints=False) as eng_off,
+        engine(
+            roots["rerun"], dataflow="static", write_outputs=False, checkpoints=False
+        ) as eng_off,
         # small sizes (--quick, --smoke) make every cell cheaper than checkpoint_min_cell_s:
         # save them all there, so the restore path is what is timed
-        engine(roots["restore"], dataflow="static", write_outputs=False, **BIG,
-               **({"checkpoint_min_cell_s": 0.0} if ctx.quick or ctx.smoke else {})) as eng_on,
+        engine(
+            roots["restore"],
+            dataflow="static",
+            write_outputs=False,
+            **BIG,
+            **({"checkpoint_min_cell_s": 0.0} if ctx.quick or ctx.smoke else {}),
+        ) as eng_on,
     ):
         # the first run leaves checkpoints behind (timed only in a smoke run, as its baseline)
-        first_s, rec = await timed(lambda: eng_on.create_kernel(notebook=str(roots["restore"] / "slow.ipynb")))
+        first_s, rec = await timed(
+            lambda: eng_on.create_kernel(notebook=str(roots["restore"] / "slow.ipynb"))
+        )
         held, saved_cells_s = _snapshot_cost(eng_on, rec.kernel_id)
         held += await _frozen_s(eng_on, rec.kernel_id)
         await _flush(eng_on, rec.kernel_id)
@@ -99,14 +111,37 @@ async def _restore_vs_rerun(ctx: RunContext) -> list[Metric]:
                 await eng.close_kernel(kernel_id=rec.kernel_id)
     size = f"{rows * 80 / 1e9:.2f} GB frame, {sleep_s:g} s load"
     return [
-        Metric(NAME, f"start after a lost kernel ({size}): restore vs re-run", "s", Stats.of(samples["restore"]),
-               "restore from checkpoints", "re-run every cell", Stats.of(samples["rerun"]), Target("ratio", "<=", 0.1),
-               extra={"checkpoint_bytes": saved_bytes}),
-        Metric(NAME, f"restore step alone vs the cells' run time ({size})", "s", Stats.of(step),
-               "restore step", "cells' last run time", Stats.of(cell_time), Target("ratio", "<=", 0.1)),
-        Metric(NAME, f"kernel held saving the saved cells' values vs those cells' run time ({size})", "s",
-               Stats.of([held]), "snapshot steps and copies", "the saved cells' run time", Stats.of([saved_cells_s]),
-               Target("ratio", "<=", 0.05)),
+        Metric(
+            NAME,
+            f"start after a lost kernel ({size}): restore vs re-run",
+            "s",
+            Stats.of(samples["restore"]),
+            "restore from checkpoints",
+            "re-run every cell",
+            Stats.of(samples["rerun"]),
+            Target("ratio", "<=", 0.1),
+            extra={"checkpoint_bytes": saved_bytes},
+        ),
+        Metric(
+            NAME,
+            f"restore step alone vs the cells' run time ({size})",
+            "s",
+            Stats.of(step),
+            "restore step",
+            "cells' last run time",
+            Stats.of(cell_time),
+            Target("ratio", "<=", 0.1),
+        ),
+        Metric(
+            NAME,
+            f"kernel held saving the saved cells' values vs those cells' run time ({size})",
+            "s",
+            Stats.of([held]),
+            "snapshot steps and copies",
+            "the saved cells' run time",
+            Stats.of([saved_cells_s]),
+            Target("ratio", "<=", 0.05),
+        ),
     ]
 
 
@@ -158,7 +193,9 @@ async def _overhead(ctx: RunContext) -> list[Metric]:
             for cell in cells:
                 for side in ("on", "off"):
                     eng, kid, _ = kernels[side]
-                    seconds, batch = await timed(lambda eng=eng, kid=kid, cell=cell: eng.run_cells([cell], kernel_id=kid))
+                    seconds, batch = await timed(
+                        lambda eng=eng, kid=kid, cell=cell: eng.run_cells([cell], kernel_id=kid)
+                    )
                     if not batch.ok:
                         raise RuntimeError(f"{cell} failed ({side}): {batch.results[0].error}")
                     if round_ or ctx.quick:
@@ -171,10 +208,29 @@ async def _overhead(ctx: RunContext) -> list[Metric]:
     for cell, by_side in samples.items():
         label = LABELS[cell] if cell == "empty" else f"{LABELS[cell]} ({n:,})"
         target = None if cell == "empty" else Target("ratio", "<=", 1.05)
-        metrics.append(Metric(NAME, f"{label}: checkpoints on", "s", Stats.of(by_side["on"]), "checkpoints on",
-                              "checkpoints off", Stats.of(by_side["off"]), target))
-    metrics.append(Metric(NAME, "kernel RSS after the compute cells", "MB", Stats.of([rss["on"]]), "checkpoints on",
-                          "checkpoints off", Stats.of([rss["off"]])))
+        metrics.append(
+            Metric(
+                NAME,
+                f"{label}: checkpoints on",
+                "s",
+                Stats.of(by_side["on"]),
+                "checkpoints on",
+                "checkpoints off",
+                Stats.of(by_side["off"]),
+                target,
+            )
+        )
+    metrics.append(
+        Metric(
+            NAME,
+            "kernel RSS after the compute cells",
+            "MB",
+            Stats.of([rss["on"]]),
+            "checkpoints on",
+            "checkpoints off",
+            Stats.of([rss["off"]]),
+        )
+    )
     return metrics
 
 

@@ -7,8 +7,8 @@ agent's call travels: client → stdio → server → JSON-RPC → daemon → ke
 
 from __future__ import annotations
 
-from ..context import RunContext
-from ..timing import Metric, Stats, Target, interleave
+from benchmarks.context import RunContext
+from benchmarks.timing import Metric, Stats, Target, interleave
 
 NAME = "round_trip"
 TITLE = "1. Round trip"
@@ -28,7 +28,9 @@ async def run(ctx: RunContext) -> list[Metric]:
         assert res.data["state"] == "ok", res.text
 
     async def via_mcp_static() -> None:
-        res = await mcp_static.mcp.call("ipython", {"kernel_id": mcp_static.kernel_id, "code": CODE})
+        res = await mcp_static.mcp.call(
+            "ipython", {"kernel_id": mcp_static.kernel_id, "code": CODE}
+        )
         assert res.data["state"] == "ok", res.text
 
     async def via_raw_flow() -> None:
@@ -44,9 +46,45 @@ async def run(ctx: RunContext) -> list[Metric]:
     s = await interleave(sides, n, warmup=ctx.reps(3, 1))
     ms = {k: Stats.of([x * 1000 for x in v]) for k, v in s.items()}
     if ctx.smoke:
-        return [Metric(NAME, "ipython('1+1'), plain kernel (static)", "ms", ms["mcp_static"], "MCP stdio", "raw jupyter_client", ms["raw_plain"])]
+        return [
+            Metric(
+                NAME,
+                "ipython('1+1'), plain kernel (static)",
+                "ms",
+                ms["mcp_static"],
+                "MCP stdio",
+                "raw jupyter_client",
+                ms["raw_plain"],
+            )
+        ]
     return [
-        Metric(NAME, "ipython('1+1'), ipyflow kernel", "ms", ms["mcp_flow"], "MCP stdio", "raw jupyter_client", ms["raw_flow"], Target("ratio", "<=", 1.5)),
-        Metric(NAME, "ipython('1+1'), plain kernel (static)", "ms", ms["mcp_static"], "MCP stdio", "raw jupyter_client", ms["raw_plain"], Target("ratio", "<=", 1.5)),
-        Metric(NAME, "execute '1+1', ipyflow vs plain kernel", "ms", ms["raw_flow"], "raw ipyflow kernel", "raw plain kernel", ms["raw_plain"]),
+        Metric(
+            NAME,
+            "ipython('1+1'), ipyflow kernel",
+            "ms",
+            ms["mcp_flow"],
+            "MCP stdio",
+            "raw jupyter_client",
+            ms["raw_flow"],
+            Target("ratio", "<=", 1.5),
+        ),
+        Metric(
+            NAME,
+            "ipython('1+1'), plain kernel (static)",
+            "ms",
+            ms["mcp_static"],
+            "MCP stdio",
+            "raw jupyter_client",
+            ms["raw_plain"],
+            Target("ratio", "<=", 1.5),
+        ),
+        Metric(
+            NAME,
+            "execute '1+1', ipyflow vs plain kernel",
+            "ms",
+            ms["raw_flow"],
+            "raw ipyflow kernel",
+            "raw plain kernel",
+            ms["raw_plain"],
+        ),
     ]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import anyio
 
-from ..context import RunContext
-from ..notebooks import analysis_notebook, nbclient_run_all, set_source, write_csv
-from ..sessions import daemon, make_project
-from ..timing import Metric, Stats, Target, timed
+from benchmarks.context import RunContext
+from benchmarks.notebooks import analysis_notebook, nbclient_run_all, set_source, write_csv
+from benchmarks.sessions import daemon, make_project
+from benchmarks.timing import Metric, Stats, Target, timed
 
 NAME = "edit_to_fresh"
 TITLE = "2. Edit to fresh"
@@ -23,7 +23,9 @@ async def run(ctx: RunContext) -> list[Metric]:
     root = make_project(ctx.workdir(NAME))
     rows = ctx.size(200_000, 20_000, smoke=5_000)
     write_csv(root / "data.csv", rows)
-    nb, edited, template = analysis_notebook(root / "analysis.ipynb", load_sleep=ctx.size(2.0, 0.5, smoke=0.1))
+    nb, edited, template = analysis_notebook(
+        root / "analysis.ipynb", load_sleep=ctx.size(2.0, 0.5, smoke=0.1)
+    )
     ours: list[float] = []
     theirs: list[float] = []
     executed: list[int] = []
@@ -36,7 +38,9 @@ async def run(ctx: RunContext) -> list[Metric]:
         for _ in range(ctx.reps(5, 1)):
             edit += 1
             await anyio.to_thread.run_sync(set_source, nb, edited, template.format(k=edit % 100))
-            seconds, res = await timed(lambda: client.acall("run_stale", kernel_id=kid, execute=True))
+            seconds, res = await timed(
+                lambda: client.acall("run_stale", kernel_id=kid, execute=True)
+            )
             batch = res.get("batch") or {}
             if not res.get("ok") or not batch.get("results"):
                 raise RuntimeError(f"run_stale did not run the edit cleanly: {res}")

@@ -17,13 +17,12 @@ import json
 import statistics
 from typing import Any
 
+from benchmarks.context import RunContext
+from benchmarks.notebooks import write_notebook
+from benchmarks.rawkernel import raw_kernel
+from benchmarks.sessions import engine, make_project
+from benchmarks.timing import Metric, Stats, Target, timed
 from ipykeep.staleness.probes import decode_expression_value
-
-from ..context import RunContext
-from ..notebooks import write_notebook
-from ..rawkernel import raw_kernel
-from ..sessions import engine, make_project
-from ..timing import Metric, Stats, Target, timed
 
 NAME = "dataflow_overhead"
 TITLE = "3. Dataflow overhead"
@@ -43,7 +42,12 @@ def workloads(n: int) -> dict[str, str]:
     }
 
 
-LABELS = {"empty": "empty cell (fixed per-cell cost)", "loop": "pure-Python loop", "frame": "build DataFrame", "groupby": "groupby"}
+LABELS = {
+    "empty": "empty cell (fixed per-cell cost)",
+    "loop": "pure-Python loop",
+    "frame": "build DataFrame",
+    "groupby": "groupby",
+}
 
 PROFILE = """
 import cProfile as _cp, pstats as _ps, io as _io, json as _js
@@ -101,7 +105,11 @@ async def run(ctx: RunContext) -> list[Metric]:
     ):
         # The smoke test keeps to static mode against the plain kernel.
         with_flow = not ctx.smoke
-        eng_flow = await extra.enter_async_context(engine(roots["ipyflow"], dataflow="ipyflow")) if with_flow else None
+        eng_flow = (
+            await extra.enter_async_context(engine(roots["ipyflow"], dataflow="ipyflow"))
+            if with_flow
+            else None
+        )
         flow = await extra.enter_async_context(raw_kernel("ipyflow")) if with_flow else None
         # The "%flow disable" kernel and the profile only explain ipyflow's cost: full runs only.
         flow_off = None if ctx.quick else await extra.enter_async_context(raw_kernel("ipyflow"))
@@ -126,7 +134,9 @@ async def run(ctx: RunContext) -> list[Metric]:
             async def go() -> None:
                 batch = await eng.run_cells([cell], kernel_id=kid, wait_for_write=wait_for_write)
                 if not batch.ok:
-                    raise RuntimeError(f"{cell} failed in ipykeep ({mode}): {batch.results[0].error}")
+                    raise RuntimeError(
+                        f"{cell} failed in ipykeep ({mode}): {batch.results[0].error}"
+                    )
                 if mode == "static" and not wait_for_write:
                     probe_ms[cell].append(_probe_ms(eng, kid, batch.results[0].handle))
 
@@ -145,7 +155,10 @@ async def run(ctx: RunContext) -> list[Metric]:
             for cell, code in cells.items():
                 sides = {"static": engine_side("static", cell), "plain": raw_side(plain, code)}
                 if with_flow:
-                    sides |= {"ipyflow": engine_side("ipyflow", cell), "raw_ipyflow": raw_side(flow, code)}
+                    sides |= {
+                        "ipyflow": engine_side("ipyflow", cell),
+                        "raw_ipyflow": raw_side(flow, code),
+                    }
                 if flow_off is not None:
                     sides["raw_ipyflow_off"] = raw_side(flow_off, code)
                     sides["static_wait"] = engine_side("static", cell, wait_for_write=True)
@@ -163,22 +176,69 @@ async def run(ctx: RunContext) -> list[Metric]:
         st = {k: Stats.of(v) for k, v in by_side.items()}
         label = LABELS[cell] if cell == "empty" else f"{LABELS[cell]} ({n:,})"
         # the runtime evidence's share of the static side: the probe's time inside the kernel
-        evidence = {"static_probe_ms_median": round(statistics.median(probe_ms[cell]), 3)} if probe_ms[cell] else {}
+        evidence = (
+            {"static_probe_ms_median": round(statistics.median(probe_ms[cell]), 3)}
+            if probe_ms[cell]
+            else {}
+        )
         metrics.append(
-            Metric(NAME, f"{label}: static", "s", st["static"], "ipykeep static", "plain ipykernel", st["plain"], Target("ratio", "<=", 1.1), extra=evidence)
+            Metric(
+                NAME,
+                f"{label}: static",
+                "s",
+                st["static"],
+                "ipykeep static",
+                "plain ipykernel",
+                st["plain"],
+                Target("ratio", "<=", 1.1),
+                extra=evidence,
+            )
         )
         if "static_wait" in st:
             metrics.append(
-                Metric(NAME, f"{label}: static, reply after the notebook write", "s", st["static_wait"], "ipykeep static (CLI, RPC)", "plain ipykernel", st["plain"])
+                Metric(
+                    NAME,
+                    f"{label}: static, reply after the notebook write",
+                    "s",
+                    st["static_wait"],
+                    "ipykeep static (CLI, RPC)",
+                    "plain ipykernel",
+                    st["plain"],
+                )
             )
         if "ipyflow" in st:
             metrics += [
-                Metric(NAME, f"{label}: ipyflow", "s", st["ipyflow"], "ipykeep ipyflow", "plain ipykernel", st["plain"], Target("ratio", "<=", 1.5)),
-                Metric(NAME, f"{label}: raw ipyflow kernel", "s", st["raw_ipyflow"], "raw ipyflow kernel", "plain ipykernel", st["plain"]),
+                Metric(
+                    NAME,
+                    f"{label}: ipyflow",
+                    "s",
+                    st["ipyflow"],
+                    "ipykeep ipyflow",
+                    "plain ipykernel",
+                    st["plain"],
+                    Target("ratio", "<=", 1.5),
+                ),
+                Metric(
+                    NAME,
+                    f"{label}: raw ipyflow kernel",
+                    "s",
+                    st["raw_ipyflow"],
+                    "raw ipyflow kernel",
+                    "plain ipykernel",
+                    st["plain"],
+                ),
             ]
         if "raw_ipyflow_off" in st:
             metrics.append(
-                Metric(NAME, f"{label}: ipyflow, %flow disable", "s", st["raw_ipyflow_off"], "raw ipyflow, dataflow off", "plain ipykernel", st["plain"])
+                Metric(
+                    NAME,
+                    f"{label}: ipyflow, %flow disable",
+                    "s",
+                    st["raw_ipyflow_off"],
+                    "raw ipyflow, dataflow off",
+                    "plain ipykernel",
+                    st["plain"],
+                )
             )
     if profile:
         metrics[0].extra["ipyflow_loop_profile"] = profile

@@ -12,10 +12,10 @@ import sys
 
 import anyio
 
-from ..context import RunContext
-from ..notebooks import copy_example, nbclient_run_all
-from ..sessions import bench_env, make_project, stop_daemon
-from ..timing import Metric, Stats, timed
+from benchmarks.context import RunContext
+from benchmarks.notebooks import copy_example, nbclient_run_all
+from benchmarks.sessions import bench_env, make_project, stop_daemon
+from benchmarks.timing import Metric, Stats, timed
 
 NAME = "cold_start"
 TITLE = "4. Cold start"
@@ -28,8 +28,18 @@ async def _ipykeep_start(ctx: RunContext, dataflow: str) -> float:
 
         async def start() -> tuple[int, bytes]:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ipykeep", "start", str(nb), "--json", "--dataflow", dataflow,
-                cwd=str(root), env=bench_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-m",
+                "ipykeep",
+                "start",
+                str(nb),
+                "--json",
+                "--dataflow",
+                dataflow,
+                cwd=str(root),
+                env=bench_env(),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
             _, err = await proc.communicate()
             return proc.returncode or 0, err
@@ -56,8 +66,27 @@ async def run(ctx: RunContext) -> list[Metric]:
         static.append(await _ipykeep_start(ctx, "static"))
     base = Stats.of(theirs) if theirs else None
     metrics = [
-        Metric(NAME, "examples/01_eda.ipynb to warm, static", "s", Stats.of(static), "ipykeep start --dataflow static", "nbclient run-all", base),
+        Metric(
+            NAME,
+            "examples/01_eda.ipynb to warm, static",
+            "s",
+            Stats.of(static),
+            "ipykeep start --dataflow static",
+            "nbclient run-all",
+            base,
+        ),
     ]
     if flow:
-        metrics.insert(0, Metric(NAME, "examples/01_eda.ipynb to warm, ipyflow", "s", Stats.of(flow), "ipykeep start --dataflow ipyflow", "nbclient run-all", base))
+        metrics.insert(
+            0,
+            Metric(
+                NAME,
+                "examples/01_eda.ipynb to warm, ipyflow",
+                "s",
+                Stats.of(flow),
+                "ipykeep start --dataflow ipyflow",
+                "nbclient run-all",
+                base,
+            ),
+        )
     return metrics

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from ..context import RunContext
-from ..notebooks import write_notebook
-from ..rawkernel import raw_kernel
-from ..sessions import engine, make_project
-from ..timing import Metric, Stats, Target, rss_bytes
+from benchmarks.context import RunContext
+from benchmarks.notebooks import write_notebook
+from benchmarks.rawkernel import raw_kernel
+from benchmarks.sessions import engine, make_project
+from benchmarks.timing import Metric, Stats, Target, rss_bytes
 
 NAME = "memory"
 TITLE = "5. Memory"
@@ -50,7 +50,9 @@ async def _engine_growth(ctx: RunContext, mode: str, code: str, runs: int) -> fl
         async def run_cell() -> None:
             batch = await eng.run_cells(["build"], kernel_id=rec.kernel_id)
             if not batch.ok:
-                raise RuntimeError(f"memory cell failed in ipykeep ({mode}): {batch.results[0].error}")
+                raise RuntimeError(
+                    f"memory cell failed in ipykeep ({mode}): {batch.results[0].error}"
+                )
 
         assert rec.pid is not None
         return await _growth(rec.pid, run_cell, runs)
@@ -83,9 +85,51 @@ async def run(ctx: RunContext) -> list[Metric]:
     label = f"RSS growth, {runs} re-runs of a {mb:.0f} MB frame"
     extra = {"frame_mb": round(mb, 1), "runs": runs}
     if ctx.smoke:
-        return [Metric(NAME, f"{label}: static", "MB", st["static"], "ipykeep static", "plain ipykernel", st["plain"], None, extra)]
+        return [
+            Metric(
+                NAME,
+                f"{label}: static",
+                "MB",
+                st["static"],
+                "ipykeep static",
+                "plain ipykernel",
+                st["plain"],
+                None,
+                extra,
+            )
+        ]
     return [
-        Metric(NAME, f"{label}: static", "MB", st["static"], "ipykeep static", "plain ipykernel", st["plain"], Target("ratio", "<=", 1.2), extra),
-        Metric(NAME, f"{label}: ipyflow", "MB", st["ipyflow"], "ipykeep ipyflow", "plain ipykernel", st["plain"], Target("ratio", "<=", 2.0), extra),
-        Metric(NAME, f"{label}: raw ipyflow kernel", "MB", st["raw_ipyflow"], "raw ipyflow kernel", "plain ipykernel", st["plain"], None, extra),
+        Metric(
+            NAME,
+            f"{label}: static",
+            "MB",
+            st["static"],
+            "ipykeep static",
+            "plain ipykernel",
+            st["plain"],
+            Target("ratio", "<=", 1.2),
+            extra,
+        ),
+        Metric(
+            NAME,
+            f"{label}: ipyflow",
+            "MB",
+            st["ipyflow"],
+            "ipykeep ipyflow",
+            "plain ipykernel",
+            st["plain"],
+            Target("ratio", "<=", 2.0),
+            extra,
+        ),
+        Metric(
+            NAME,
+            f"{label}: raw ipyflow kernel",
+            "MB",
+            st["raw_ipyflow"],
+            "raw ipyflow kernel",
+            "plain ipykernel",
+            st["plain"],
+            None,
+            extra,
+        ),
     ]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import anyio
 
-from ..context import RunContext
-from ..timing import Metric, Stats, Target, interleave, single
+from benchmarks.context import RunContext
+from benchmarks.timing import Metric, Stats, Target, interleave, single
 
 NAME = "output_volume"
 #: Longest an execution may take through MCP before the scenario reports it as hung.
@@ -29,18 +29,25 @@ async def run(ctx: RunContext) -> list[Metric]:
     sizes: dict[str, int] = {}
     metrics: list[Metric] = []
     modes = (("ipyflow", "ipyflow"), ("static", "plain"))
-    for mode, kind in modes[1:] if ctx.smoke else modes:  # the smoke test keeps to the plain kernels
+    for mode, kind in (
+        modes[1:] if ctx.smoke else modes
+    ):  # the smoke test keeps to the plain kernels
         side = await ctx.pool.mcp(mode)
         raw = await ctx.pool.raw(kind)  # type: ignore[arg-type]
 
         async def via_mcp() -> None:
             # An agent whose call yields before the end keeps reading with read_cell: count it all.
-            res = await side.mcp.call("ipython", {"kernel_id": side.kernel_id, "code": src, "yield_time_ms": 30000})
+            res = await side.mcp.call(
+                "ipython", {"kernel_id": side.kernel_id, "code": src, "yield_time_ms": 30000}
+            )
             total = res.bytes
             with anyio.move_on_after(DEADLINE_S):
                 while res.data.get("state") in ("queued", "running"):
                     handle = res.data["handle"]
-                    res = await side.mcp.call("read_cell", {"kernel_id": side.kernel_id, "handle": handle, "yield_time_ms": 30000})
+                    res = await side.mcp.call(
+                        "read_cell",
+                        {"kernel_id": side.kernel_id, "handle": handle, "yield_time_ms": 30000},
+                    )
                     total += res.bytes
             if res.data.get("state") in ("queued", "running"):
                 raise RuntimeError(
@@ -56,12 +63,33 @@ async def run(ctx: RunContext) -> list[Metric]:
             res = await raw.execute(src)
             sizes[f"raw_{mode}"] = res.output_bytes
 
-        s = await interleave({"mcp": via_mcp, "raw": via_raw}, ctx.reps(5, 1), warmup=ctx.reps(1, 0))
-        label = f"{lines:,} flushed prints, {mode if mode == 'ipyflow' else 'plain (static)'} kernel"
-        metrics.append(
-            Metric(NAME, f"{label}: wall time", "s", Stats.of(s["mcp"]), "MCP ipython", "raw jupyter_client", Stats.of(s["raw"]), Target("ratio", "<=", 1.5))
+        s = await interleave(
+            {"mcp": via_mcp, "raw": via_raw}, ctx.reps(5, 1), warmup=ctx.reps(1, 0)
+        )
+        label = (
+            f"{lines:,} flushed prints, {mode if mode == 'ipyflow' else 'plain (static)'} kernel"
         )
         metrics.append(
-            Metric(NAME, f"{label}: bytes to the agent", "B", single(sizes[f"mcp_{mode}"]), "MCP result", "raw output", single(sizes[f"raw_{mode}"]))
+            Metric(
+                NAME,
+                f"{label}: wall time",
+                "s",
+                Stats.of(s["mcp"]),
+                "MCP ipython",
+                "raw jupyter_client",
+                Stats.of(s["raw"]),
+                Target("ratio", "<=", 1.5),
+            )
+        )
+        metrics.append(
+            Metric(
+                NAME,
+                f"{label}: bytes to the agent",
+                "B",
+                single(sizes[f"mcp_{mode}"]),
+                "MCP result",
+                "raw output",
+                single(sizes[f"raw_{mode}"]),
+            )
         )
     return metrics

@@ -8,13 +8,12 @@
 
 from __future__ import annotations
 
-from ipykeep.core.inspection_service import InspectionService
-from ipykeep.core.staleness_service import StalenessService
-
-from ..context import RunContext
-from ..notebooks import chain_notebook, set_source
-from ..sessions import engine, make_project
-from ..timing import Metric, Stats, Target, timed
+from benchmarks.context import RunContext
+from benchmarks.notebooks import chain_notebook, set_source
+from benchmarks.sessions import engine, make_project
+from benchmarks.timing import Metric, Stats, Target, timed
+from ipykeep.inspection.service import InspectionService
+from ipykeep.staleness.service import StalenessService
 
 NAME = "plan_inspect"
 TITLE = "8. Plan and inspect latency"
@@ -74,7 +73,33 @@ async def run(ctx: RunContext) -> list[Metric]:
             seconds, listing = await timed(lambda: inspection.namespace(kernel_id=kid))
             ns_times.append(seconds * 1000)
     return [
-        Metric(NAME, "run_stale plan, 60-cell notebook (engine call)", "ms", Stats.of(plan_times), target=Target("value", "<=", 30), extra={"cells_in_plan": planned}),
-        Metric(NAME, f"inspect a {rows:,}-row DataFrame", "s", Stats.of(inspect_times), target=Target("value", "<", 1), extra={"kind": summary.kind if summary else None, "degraded": summary.degraded if summary else None}),
-        Metric(NAME, "namespace, 200+ variables", "ms", Stats.of(ns_times), extra={"variables": listing.count if listing else 0, "degraded": listing.degraded if listing else None}),
+        Metric(
+            NAME,
+            "run_stale plan, 60-cell notebook (engine call)",
+            "ms",
+            Stats.of(plan_times),
+            target=Target("value", "<=", 30),
+            extra={"cells_in_plan": planned},
+        ),
+        Metric(
+            NAME,
+            f"inspect a {rows:,}-row DataFrame",
+            "s",
+            Stats.of(inspect_times),
+            target=Target("value", "<", 1),
+            extra={
+                "kind": summary.kind if summary else None,
+                "degraded": summary.degraded if summary else None,
+            },
+        ),
+        Metric(
+            NAME,
+            "namespace, 200+ variables",
+            "ms",
+            Stats.of(ns_times),
+            extra={
+                "variables": listing.count if listing else 0,
+                "degraded": listing.degraded if listing else None,
+            },
+        ),
     ]

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import anyio
 
-from ..context import RunContext
-from ..notebooks import write_notebook
-from ..sessions import bench_env, daemon, make_project
-from ..timing import Metric, Stats, Target, timed
+from benchmarks.context import RunContext
+from benchmarks.notebooks import write_notebook
+from benchmarks.sessions import bench_env, daemon, make_project
+from benchmarks.timing import Metric, Stats, Target, timed
 
 NAME = "cli_call"
 TITLE = "9. CLI call vs bare interpreter"
@@ -41,7 +41,9 @@ async def run(ctx: RunContext) -> list[Metric]:
     cli = str(Path(sys.executable).parent / "ipykeep")
     samples: dict[str, list[float]] = {"bare": [], **{k: [] for k in COMMANDS}}
     with daemon(root) as client:
-        rec = await client.acall("create_kernel", notebook=str(nb), warm=True, wait=True, dataflow="static")
+        rec = await client.acall(
+            "create_kernel", notebook=str(nb), warm=True, wait=True, dataflow="static"
+        )
         if rec.get("warm", {}).get("failed"):
             raise RuntimeError(f"warm-up failed: {rec['warm']}")
         first = 0 if ctx.smoke else 1  # the smoke test skips the page-cache round
@@ -53,6 +55,15 @@ async def run(ctx: RunContext) -> list[Metric]:
                     samples[side].append(seconds)
     base = Stats.of(samples["bare"])
     return [
-        Metric(NAME, f"ipykeep {label}", "s", Stats.of(samples[label]), f"ipykeep {label}", "python -c pass", base, Target("ratio", "<=", 3))
+        Metric(
+            NAME,
+            f"ipykeep {label}",
+            "s",
+            Stats.of(samples[label]),
+            f"ipykeep {label}",
+            "python -c pass",
+            base,
+            Target("ratio", "<=", 3),
+        )
         for label in COMMANDS
     ]

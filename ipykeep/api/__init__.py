@@ -11,5 +11,5 @@ The daemon dispatches through ``Binding``s of these methods (``core.daemon.metho
 the client sends their names and params, the MCP catalog maps each tool onto one of them and
 the CLI calls them by name: ``grep names.EXECUTE`` finds every hop of an ``execute`` call.
 
-Nothing is imported here so that ``ipykeep.api.names`` and ``ipykeep.api.errors`` stay cheap.
+Nothing is imported here so that ``ipykeep.api.names`` and ``ipykeep.api.error_codes`` stay cheap.
 """

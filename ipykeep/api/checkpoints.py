@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import Field
 
-from ..core.records import Record
-from . import errors as e
-from . import names
-from .kernels import KERNEL_LOOKUP
-from .spec import KernelParams, Method
+from ipykeep.api import error_codes as e
+from ipykeep.api import names
+from ipykeep.api.kernels import KERNEL_LOOKUP
+from ipykeep.api.records import Record
+from ipykeep.api.spec import KernelParams, Method
 
 
 class CellCheckpointInfo(Record):
@@ -61,11 +61,14 @@ class RestoreReport(Record):
         if self.restored:
             head += ": " + ", ".join(str(c["index"]) for c in self.restored)
         if self.recomputed:
-            head += f"; {len(self.recomputed)} cheap cell(s) re-ran: " + ", ".join(str(c["index"]) for c in self.recomputed)
+            head += f"; {len(self.recomputed)} cheap cell(s) re-ran: " + ", ".join(
+                str(c["index"]) for c in self.recomputed
+            )
         rerun = f"; {len(self.rerun)} cell(s) must re-run"
         if self.rerun:
             rerun += ": " + ", ".join(
-                f"{e['index']} ({', '.join(sorted({r['kind'] for r in e['reasons']}))})" for e in self.rerun
+                f"{e['index']} ({', '.join(sorted({r['kind'] for r in e['reasons']}))})"
+                for e in self.rerun
             )
         tail = "".join(f"; {e}" for e in self.errors[:3])
         return head + rerun + tail
@@ -113,14 +116,23 @@ class RestoreParams(KernelParams):
 _CALLS = KERNEL_LOOKUP + (e.KERNEL_BUSY, e.KERNEL_DIED, e.TIMEOUT, e.CHECKPOINT_ERROR)
 
 CHECKPOINT: Method[CheckpointParams, NamedCheckpointResult] = Method(
-    names.CHECKPOINT, CheckpointParams, NamedCheckpointResult, _CALLS,
+    names.CHECKPOINT,
+    CheckpointParams,
+    NamedCheckpointResult,
+    _CALLS,
     "Save every user variable of the kernel under a name, to roll back to with restore.",
 )
 RESTORE: Method[RestoreParams, RollbackResult] = Method(
-    names.RESTORE, RestoreParams, RollbackResult, _CALLS + (e.CHECKPOINT_TAMPERED, e.UNKNOWN_CHECKPOINT),
+    names.RESTORE,
+    RestoreParams,
+    RollbackResult,
+    _CALLS + (e.CHECKPOINT_TAMPERED, e.UNKNOWN_CHECKPOINT),
     "Roll the kernel's variables back to a named checkpoint; variables made since are deleted.",
 )
 CHECKPOINTS: Method[KernelParams, CheckpointListing] = Method(
-    names.CHECKPOINTS, KernelParams, CheckpointListing, KERNEL_LOOKUP,
+    names.CHECKPOINTS,
+    KernelParams,
+    CheckpointListing,
+    KERNEL_LOOKUP,
     "What is checkpointed for the kernel's notebook (per cell and named), and its size.",
 )

@@ -1,101 +1,158 @@
-"""The registry of error codes: each code the daemon may send, and the class that raises it.
+"""The error hierarchy shared by the engine, the daemon, the CLI and the MCP server.
 
-Errors cross the RPC boundary as their envelope (``{code, message, retryable, hint}``) and the
-client rebuilds them with ``error_from_envelope``. The class is looked up here, by code, and
-imported on demand: the rebuilt error no longer depends on which modules the client process
-happened to import (a fresh CLI used to get ``probe_failed`` as a plain ``internal`` error).
-Standard library only, because the thin CLI rebuilds errors too.
-
-A new error class must be added here; ``tests/api/test_registry.py`` finds every
-``IpykeepError`` subclass in the package and fails on one that is missing or mismatched.
+Every error carries a stable ``code`` (used in the MCP error envelope and mapped to a CLI exit
+code), a message that says what happened and where, a ``hint`` that says what to do next, and
+whether retrying the same call may succeed. Errors cross the daemon's RPC boundary as their
+envelope and are rebuilt on the client side with the same class (looked up by code in the
+registry ``ipykeep.api.error_codes``, which lists every class here and in the other layers), so a
+caller can catch ``UnknownCellError`` whether it runs in-process or talks to a daemon.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
-from functools import cache
-from typing import TYPE_CHECKING, Any, Final
-
-if TYPE_CHECKING:
-    from ..core.errors import IpykeepError
-
-INTERNAL: Final = "internal"
-BAD_ARGUMENT: Final = "bad_argument"
-CONFIG_INVALID: Final = "config_invalid"
-DAEMON_UNREACHABLE: Final = "daemon_unreachable"
-UNAUTHORIZED: Final = "unauthorized"
-NOTEBOOK_INVALID: Final = "notebook_invalid"
-NOTEBOOK_WRITE_FAILED: Final = "notebook_write_failed"
-NOTEBOOK_CONFLICT: Final = "notebook_conflict"
-UNKNOWN_CELL: Final = "unknown_cell"
-UNKNOWN_KERNEL: Final = "unknown_kernel"
-UNKNOWN_NAME: Final = "unknown_name"
-KERNEL_START_FAILED: Final = "kernel_start_failed"
-KERNEL_DIED: Final = "kernel_died"
-TIMEOUT: Final = "timeout"
-EXECUTION_LOST: Final = "execution_lost"
-KERNEL_BUSY: Final = "kernel_busy"
-NOT_SUPPORTED: Final = "not_supported"
-MISSING_EXTRA: Final = "missing_extra"
-PROBE_FAILED: Final = "probe_failed"
-SERVE_FAILED: Final = "serve_failed"
-TUNNEL_FAILED: Final = "tunnel_failed"
-REMOTE_AUTH_FAILED: Final = "remote_auth_failed"
-REMOTE_UNREACHABLE: Final = "remote_unreachable"
-CHECKPOINT_ERROR: Final = "checkpoint_error"
-CHECKPOINT_TAMPERED: Final = "checkpoint_tampered"
-UNKNOWN_CHECKPOINT: Final = "unknown_checkpoint"
-
-#: code -> "module:Class" of the error that carries it (imported only to rebuild one).
-ERROR_CLASSES: Final[Mapping[str, str]] = {
-    INTERNAL: "ipykeep.core.errors:IpykeepError",
-    BAD_ARGUMENT: "ipykeep.core.errors:UsageError",
-    CONFIG_INVALID: "ipykeep.core.errors:ConfigError",
-    DAEMON_UNREACHABLE: "ipykeep.core.errors:DaemonUnreachableError",
-    UNAUTHORIZED: "ipykeep.core.errors:AuthError",
-    NOTEBOOK_INVALID: "ipykeep.core.errors:NotebookInvalidError",
-    NOTEBOOK_WRITE_FAILED: "ipykeep.core.errors:NotebookWriteError",
-    NOTEBOOK_CONFLICT: "ipykeep.core.errors:NotebookConflictError",
-    UNKNOWN_CELL: "ipykeep.core.errors:UnknownCellError",
-    UNKNOWN_KERNEL: "ipykeep.core.errors:UnknownKernelError",
-    UNKNOWN_NAME: "ipykeep.core.errors:UnknownNameError",
-    KERNEL_START_FAILED: "ipykeep.core.errors:KernelStartError",
-    KERNEL_DIED: "ipykeep.core.errors:KernelDiedError",
-    TIMEOUT: "ipykeep.core.errors:ExecutionTimeoutError",
-    EXECUTION_LOST: "ipykeep.core.errors:ExecutionLostError",
-    KERNEL_BUSY: "ipykeep.core.errors:KernelBusyError",
-    NOT_SUPPORTED: "ipykeep.core.errors:RemoteNotSupportedError",
-    MISSING_EXTRA: "ipykeep.core.errors:MissingExtraError",
-    PROBE_FAILED: "ipykeep.core.errors:ProbeFailedError",
-    SERVE_FAILED: "ipykeep.serve.errors:ServeError",
-    TUNNEL_FAILED: "ipykeep.serve.errors:TunnelError",
-    REMOTE_AUTH_FAILED: "ipykeep.core.errors:RemoteAuthError",
-    REMOTE_UNREACHABLE: "ipykeep.core.errors:RemoteUnreachableError",
-    CHECKPOINT_ERROR: "ipykeep.checkpoints.store:CheckpointError",
-    CHECKPOINT_TAMPERED: "ipykeep.checkpoints.store:TamperedCheckpointError",
-    UNKNOWN_CHECKPOINT: "ipykeep.checkpoints.store:UnknownCheckpointError",
-}
-
-#: Codes any call may get: its arguments are checked, the token too, and bugs happen.
-ANY_CALL: Final = (BAD_ARGUMENT, UNAUTHORIZED, INTERNAL)
+from typing import Any, ClassVar
 
 
-@cache
-def error_class(code: str) -> type[IpykeepError]:
-    """The class registered for ``code`` (``IpykeepError``, code ``internal``, for an unknown one)."""
-    module, _, name = ERROR_CLASSES.get(code, ERROR_CLASSES[INTERNAL]).partition(":")
-    cls: type[IpykeepError] = getattr(importlib.import_module(module), name)
-    return cls
+class IpykeepError(Exception):
+    """Root of every error ipykeep raises on purpose."""
+
+    code: ClassVar[str] = "internal"
+    exit_code: ClassVar[int] = 1
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, hint: str = "", details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details or {}
+
+    def envelope(self) -> dict[str, Any]:
+        """The typed error envelope ``{code, message, retryable, hint}`` (plus details)."""
+        env: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "hint": self.hint,
+        }
+        if self.details:
+            env["details"] = self.details
+        return env
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
-def error_from_envelope(envelope: Mapping[str, Any]) -> IpykeepError:
-    """Rebuild an error received over RPC from its envelope, as the class that sent it."""
-    code = str(envelope.get("code"))
-    cls = error_class(code)
-    err = cls(
-        str(envelope.get("message", "unknown error")),
-        hint=str(envelope.get("hint", "")),
-        details=envelope.get("details") or None,
-    )
-    return err
+class UsageError(IpykeepError):
+    code = "bad_argument"
+    exit_code = 2
+
+
+class ConfigError(IpykeepError):
+    code = "config_invalid"
+    exit_code = 2
+
+
+class DaemonUnreachableError(IpykeepError):
+    code = "daemon_unreachable"
+    exit_code = 3
+
+
+class AuthError(IpykeepError):
+    code = "unauthorized"
+    exit_code = 3
+
+
+class NotebookInvalidError(IpykeepError):
+    code = "notebook_invalid"
+    exit_code = 4
+
+
+class NotebookWriteError(IpykeepError):
+    """Outputs could not be written back (read-only file or directory, full disk…)."""
+
+    code = "notebook_write_failed"
+    exit_code = 4
+
+
+class NotebookConflictError(IpykeepError):
+    code = "notebook_conflict"
+    exit_code = 4
+    retryable = True
+
+
+class UnknownCellError(IpykeepError):
+    code = "unknown_cell"
+    exit_code = 5
+
+
+class UnknownKernelError(IpykeepError):
+    code = "unknown_kernel"
+    exit_code = 6
+
+
+class UnknownNameError(IpykeepError):
+    code = "unknown_name"
+    exit_code = 5
+
+
+class KernelStartError(IpykeepError):
+    code = "kernel_start_failed"
+    exit_code = 7
+
+
+class RemoteAuthError(KernelStartError):
+    """A remote kernel host (gateway, SSH) refused ipykeep's credentials."""
+
+    code = "remote_auth_failed"
+
+
+class RemoteUnreachableError(KernelStartError):
+    """A remote kernel host (gateway, SSH) could not be reached."""
+
+    code = "remote_unreachable"
+    retryable = True
+
+
+class ProbeFailedError(IpykeepError):
+    """An in-kernel probe failed (the staleness package's ``ProbeError`` at the engine's boundary)."""
+
+    code = "probe_failed"
+    exit_code = 1
+
+
+class KernelDiedError(IpykeepError):
+    code = "kernel_died"
+    exit_code = 7
+    retryable = True
+
+
+class ExecutionTimeoutError(IpykeepError):
+    code = "timeout"
+    exit_code = 8
+    retryable = True
+
+
+class ExecutionLostError(IpykeepError):
+    """The kernel never answered a request; the execution was given up, the kernel kept."""
+
+    code = "execution_lost"
+    exit_code = 7
+    retryable = True
+
+
+class KernelBusyError(IpykeepError):
+    """The kernel's queue is full: try again once running work has finished."""
+
+    code = "kernel_busy"
+    exit_code = 9
+    retryable = True
+
+
+class RemoteNotSupportedError(IpykeepError):
+    code = "not_supported"
+    exit_code = 2
+
+
+class MissingExtraError(IpykeepError):
+    code = "missing_extra"
+    exit_code = 2

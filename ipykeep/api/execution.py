@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..core.records import BatchResult, CellsRecord, ExecutionRecord, InterruptResult, Record
-from . import errors as e
-from . import names
-from .kernels import KERNEL_LOOKUP
-from .spec import CellRef, KernelParams, Method, Params, PathArg
+from ipykeep.api import error_codes as e
+from ipykeep.api import names
+from ipykeep.api.kernels import KERNEL_LOOKUP
+from ipykeep.api.records import BatchResult, CellsRecord, ExecutionRecord, InterruptResult, Record
+from ipykeep.api.spec import CellRef, KernelParams, Method, Params, PathArg
 
 #: The execution handle's description, shared by every method that takes one.
 HANDLE = "execution handle, e.g. c12"
@@ -73,27 +73,51 @@ class Artifact(Record):
 RUNS = KERNEL_LOOKUP + (e.KERNEL_DIED, e.KERNEL_BUSY, e.EXECUTION_LOST, e.TIMEOUT)
 
 EXECUTE: Method[ExecuteParams, ExecutionRecord] = Method(
-    names.EXECUTE, ExecuteParams, ExecutionRecord, RUNS, "Run scratch code; return when it ends or after yield_time_ms."
+    names.EXECUTE,
+    ExecuteParams,
+    ExecutionRecord,
+    RUNS,
+    "Run scratch code; return when it ends or after yield_time_ms.",
 )
 READ_EXECUTION: Method[ReadExecutionParams, ExecutionRecord] = Method(
-    names.READ_EXECUTION, ReadExecutionParams, ExecutionRecord, KERNEL_LOOKUP + (e.UNKNOWN_CELL,),
+    names.READ_EXECUTION,
+    ReadExecutionParams,
+    ExecutionRecord,
+    KERNEL_LOOKUP + (e.UNKNOWN_CELL,),
     "Output of an execution since the reader's cursor; waits up to yield_time_ms for its end.",
 )
 INTERRUPT: Method[InterruptParams, InterruptResult] = Method(
-    names.INTERRUPT, InterruptParams, InterruptResult, KERNEL_LOOKUP + (e.UNKNOWN_CELL, e.KERNEL_START_FAILED),
+    names.INTERRUPT,
+    InterruptParams,
+    InterruptResult,
+    KERNEL_LOOKUP + (e.UNKNOWN_CELL, e.KERNEL_START_FAILED),
     "Interrupt running code (kill and restart the kernel if it ignores SIGINT).",
 )
 RUN_CELLS: Method[RunCellsParams, BatchResult] = Method(
-    names.RUN_CELLS, RunCellsParams, BatchResult, RUNS + (e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED),
+    names.RUN_CELLS,
+    RunCellsParams,
+    BatchResult,
+    RUNS + (e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED),
     "Run notebook cells in the given order, with their source on disk now.",
 )
 LIST_CELLS: Method[KernelParams, CellsRecord] = Method(
-    names.LIST_CELLS, KernelParams, CellsRecord, KERNEL_LOOKUP + (e.NOTEBOOK_INVALID,),
+    names.LIST_CELLS,
+    KernelParams,
+    CellsRecord,
+    KERNEL_LOOKUP + (e.NOTEBOOK_INVALID,),
     "Notebook cells with their state, and recent scratch executions.",
 )
 MARKDOWN: Method[MarkdownParams, MarkdownResult] = Method(
-    names.MARKDOWN, MarkdownParams, MarkdownResult, KERNEL_LOOKUP, "Append a Markdown note to the kernel's record."
+    names.MARKDOWN,
+    MarkdownParams,
+    MarkdownResult,
+    KERNEL_LOOKUP,
+    "Append a Markdown note to the kernel's record.",
 )
 READ_ARTIFACT: Method[ReadArtifactParams, Artifact] = Method(
-    names.READ_ARTIFACT, ReadArtifactParams, Artifact, (), "A stored output, by its ipykeep://artifacts/… URI."
+    names.READ_ARTIFACT,
+    ReadArtifactParams,
+    Artifact,
+    (),
+    "A stored output, by its ipykeep://artifacts/… URI.",
 )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..inspection.models import NamespaceListing, Summary
-from . import errors as e
-from . import names
-from .kernels import KERNEL_LOOKUP
-from .spec import KernelParams, Method
+from ipykeep.api import error_codes as e
+from ipykeep.api import names
+from ipykeep.api.kernels import KERNEL_LOOKUP
+from ipykeep.api.spec import KernelParams, Method
+from ipykeep.api.summaries import NamespaceListing, Summary
 
 
 class InspectParams(KernelParams):
@@ -18,8 +18,16 @@ class InspectParams(KernelParams):
 _PROBES = KERNEL_LOOKUP + (e.KERNEL_BUSY, e.KERNEL_DIED, e.TIMEOUT, e.EXECUTION_LOST)
 
 INSPECT: Method[InspectParams, Summary] = Method(
-    names.INSPECT, InspectParams, Summary, _PROBES + (e.UNKNOWN_NAME,), "A typed, bounded summary of a live variable."
+    names.INSPECT,
+    InspectParams,
+    Summary,
+    _PROBES + (e.UNKNOWN_NAME,),
+    "A typed, bounded summary of a live variable.",
 )
 NAMESPACE: Method[KernelParams, NamespaceListing] = Method(
-    names.NAMESPACE, KernelParams, NamespaceListing, _PROBES, "Every user variable with type, size and defining cell."
+    names.NAMESPACE,
+    KernelParams,
+    NamespaceListing,
+    _PROBES,
+    "Every user variable with type, size and defining cell.",
 )

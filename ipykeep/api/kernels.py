@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..core.records import DaemonInfo, KernelRecord, Record, StatusRecord
-from . import errors as e
-from . import names
-from .spec import KernelParams, Method, Params, PathArg
+from ipykeep.api import error_codes as e
+from ipykeep.api import names
+from ipykeep.api.records import DaemonInfo, KernelRecord, Record, StatusRecord
+from ipykeep.api.spec import KernelParams, Method, Params, PathArg
 
 #: Errors of a call that names a kernel (by id or notebook) that may not exist.
 KERNEL_LOOKUP = (e.UNKNOWN_KERNEL,)
@@ -24,7 +24,9 @@ class StatusParams(KernelParams):
 
 
 class CreateKernelParams(Params):
-    notebook: PathArg | None = Field(default=None, description=".ipynb to bind (none: a scratch kernel)")
+    notebook: PathArg | None = Field(
+        default=None, description=".ipynb to bind (none: a scratch kernel)"
+    )
     cwd: PathArg | None = Field(default=None, description="working directory of a scratch kernel")
     python: PathArg | None = Field(default=None, description="interpreter that runs the kernel")
     warm: bool = True
@@ -45,9 +47,15 @@ class ShutdownResult(Record):
     pid: int
 
 
-PING: Method[NoParams, DaemonInfo] = Method(names.PING, NoParams, DaemonInfo, (), "The daemon's pid, version and project.")
+PING: Method[NoParams, DaemonInfo] = Method(
+    names.PING, NoParams, DaemonInfo, (), "The daemon's pid, version and project."
+)
 STATUS: Method[StatusParams, StatusRecord] = Method(
-    names.STATUS, StatusParams, StatusRecord, KERNEL_LOOKUP + (e.NOTEBOOK_INVALID,), "Kernels with per-cell state."
+    names.STATUS,
+    StatusParams,
+    StatusRecord,
+    KERNEL_LOOKUP + (e.NOTEBOOK_INVALID,),
+    "Kernels with per-cell state.",
 )
 LIST_KERNELS: Method[NoParams, list[KernelRecord]] = Method(
     names.LIST_KERNELS, NoParams, list[KernelRecord], (), "Kernels that are not closed."
@@ -56,18 +64,38 @@ CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
     names.CREATE_KERNEL,
     CreateKernelParams,
     KernelRecord,
-    (e.NOTEBOOK_INVALID, e.KERNEL_START_FAILED, e.NOT_SUPPORTED, e.CONFIG_INVALID, e.PROBE_FAILED, e.REMOTE_AUTH_FAILED, e.REMOTE_UNREACHABLE),
+    (
+        e.NOTEBOOK_INVALID,
+        e.KERNEL_START_FAILED,
+        e.NOT_SUPPORTED,
+        e.CONFIG_INVALID,
+        e.PROBE_FAILED,
+        e.REMOTE_AUTH_FAILED,
+        e.REMOTE_UNREACHABLE,
+    ),
     "Start a kernel (bound to a notebook if given), or return the one already bound.",
 )
 WAIT_WARM: Method[WaitWarmParams, KernelRecord] = Method(
-    names.WAIT_WARM, WaitWarmParams, KernelRecord, KERNEL_LOOKUP, "Wait up to timeout s for warm-up; the record has its progress."
+    names.WAIT_WARM,
+    WaitWarmParams,
+    KernelRecord,
+    KERNEL_LOOKUP,
+    "Wait up to timeout s for warm-up; the record has its progress.",
 )
 CLOSE_KERNEL: Method[KernelParams, KernelRecord] = Method(
     names.CLOSE_KERNEL, KernelParams, KernelRecord, KERNEL_LOOKUP, "Shut a kernel down."
 )
 RESTART: Method[KernelParams, KernelRecord] = Method(
-    names.RESTART, KernelParams, KernelRecord, KERNEL_LOOKUP + (e.KERNEL_START_FAILED,), "Restart a kernel in place: same id, fresh state."
+    names.RESTART,
+    KernelParams,
+    KernelRecord,
+    KERNEL_LOOKUP + (e.KERNEL_START_FAILED,),
+    "Restart a kernel in place: same id, fresh state.",
 )
 SHUTDOWN: Method[NoParams, ShutdownResult] = Method(
-    names.SHUTDOWN, NoParams, ShutdownResult, (), "Close every kernel and exit the daemon (after replying)."
+    names.SHUTDOWN,
+    NoParams,
+    ShutdownResult,
+    (),
+    "Close every kernel and exit the daemon (after replying).",
 )

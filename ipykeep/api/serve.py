@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..core.records import KernelRecord, Record
-from . import errors as e
-from . import names
-from .kernels import KERNEL_LOOKUP
-from .spec import KernelParams, Method
+from ipykeep.api import error_codes as e
+from ipykeep.api import names
+from ipykeep.api.kernels import KERNEL_LOOKUP
+from ipykeep.api.records import KernelRecord, Record
+from ipykeep.api.spec import KernelParams, Method
 
 
 class PublishParams(KernelParams):
@@ -25,12 +25,23 @@ class PublishResult(Record):
 _HOSTING = KERNEL_LOOKUP + (e.MISSING_EXTRA, e.SERVE_FAILED)
 
 SERVE: Method[KernelParams, KernelRecord] = Method(
-    names.SERVE, KernelParams, KernelRecord, _HOSTING, "Host the kernel in the project's Jupyter server."
+    names.SERVE,
+    KernelParams,
+    KernelRecord,
+    _HOSTING,
+    "Host the kernel in the project's Jupyter server.",
 )
 UNSERVE: Method[KernelParams, KernelRecord] = Method(
-    names.UNSERVE, KernelParams, KernelRecord, KERNEL_LOOKUP + (e.SERVE_FAILED,), "Detach the kernel from the Jupyter server."
+    names.UNSERVE,
+    KernelParams,
+    KernelRecord,
+    KERNEL_LOOKUP + (e.SERVE_FAILED,),
+    "Detach the kernel from the Jupyter server.",
 )
 PUBLISH: Method[PublishParams, PublishResult] = Method(
-    names.PUBLISH, PublishParams, PublishResult, _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
+    names.PUBLISH,
+    PublishParams,
+    PublishResult,
+    _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
     "A live, token-protected view of the kernel's notebook with cells captioned.",
 )

@@ -12,11 +12,19 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 
-from ..core.errors import UsageError
-from . import errors as codes
-from .names import ALL
+from ipykeep.api import error_codes as codes
+from ipykeep.api.errors import UsageError
+from ipykeep.api.names import ALL
 
 
 class Params(BaseModel):
@@ -103,7 +111,10 @@ class Method(Generic[P, R]):
                 else:
                     problems.append(f"{where}: {err['msg']}")
             takes = ", ".join(self.params.model_fields) or "no arguments"
-            raise UsageError(f"{self.name}: bad argument(s): {'; '.join(problems)}", hint=f"{self.name} takes: {takes}") from None
+            raise UsageError(
+                f"{self.name}: bad argument(s): {'; '.join(problems)}",
+                hint=f"{self.name} takes: {takes}",
+            ) from None
 
     def build(self, **kwargs: Any) -> P:
         """The params model from keyword arguments, checked as ``validate`` does."""
@@ -131,5 +142,7 @@ class Binding(Generic[P, R]):
     handler: Callable[..., Awaitable[R]] | Callable[..., R]
 
 
-def bind(method: Method[P, R], handler: Callable[..., Awaitable[R]] | Callable[..., R]) -> Binding[P, R]:
+def bind(
+    method: Method[P, R], handler: Callable[..., Awaitable[R]] | Callable[..., R]
+) -> Binding[P, R]:
     return Binding(method, handler)

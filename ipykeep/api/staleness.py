@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..core.records import Record, RunStaleResult
-from . import errors as e
-from . import names
-from .execution import RUNS
-from .kernels import KERNEL_LOOKUP
-from .spec import KernelParams, Method, PathArg
+from ipykeep.api import error_codes as e
+from ipykeep.api import names
+from ipykeep.api.execution import RUNS
+from ipykeep.api.kernels import KERNEL_LOOKUP
+from ipykeep.api.records import Record, RunStaleResult
+from ipykeep.api.spec import KernelParams, Method, PathArg
 
 
 class RunStaleParams(KernelParams):
@@ -23,7 +23,9 @@ class RunStaleParams(KernelParams):
 
 
 class WatchFileParams(KernelParams):
-    path: PathArg = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
+    path: PathArg = Field(
+        description="file (relative to the kernel's cwd) whose changes make its readers stale"
+    )
 
 
 class PlanProgress(Record):
@@ -47,12 +49,23 @@ class WatchResult(Record):
 
 
 RUN_STALE: Method[RunStaleParams, RunStaleResult] = Method(
-    names.RUN_STALE, RunStaleParams, RunStaleResult, RUNS + (e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED, e.PROBE_FAILED),
+    names.RUN_STALE,
+    RunStaleParams,
+    RunStaleResult,
+    RUNS + (e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED, e.PROBE_FAILED),
     "The cells that must re-run after edits, with reasons; execute runs them in order.",
 )
 PLAN_PROGRESS: Method[KernelParams, PlanProgress] = Method(
-    names.PLAN_PROGRESS, KernelParams, PlanProgress, KERNEL_LOOKUP, "Progress of the plan run_stale is executing."
+    names.PLAN_PROGRESS,
+    KernelParams,
+    PlanProgress,
+    KERNEL_LOOKUP,
+    "Progress of the plan run_stale is executing.",
 )
 WATCH_FILE: Method[WatchFileParams, WatchResult] = Method(
-    names.WATCH_FILE, WatchFileParams, WatchResult, KERNEL_LOOKUP, "Register a file as an input of the notebook."
+    names.WATCH_FILE,
+    WatchFileParams,
+    WatchResult,
+    KERNEL_LOOKUP,
+    "Register a file as an input of the notebook.",
 )

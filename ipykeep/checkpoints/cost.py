@@ -62,6 +62,10 @@ def decide(
         chain |= {w} | info.chain
     chain.discard(cell_id)
     recompute = duration + sum(cheap[c].duration for c in chain if c in cheap)
-    cheaper = imports_only or recompute < min_cell_s or (snapshot_s is not None and recompute < snapshot_s)
+    cheaper = (
+        imports_only
+        or recompute < min_cell_s
+        or (snapshot_s is not None and recompute < snapshot_s)
+    )
     is_cheap = min_cell_s > 0 and not reads_saved and cheaper
     return Decision(cheap=is_cheap, recompute_s=round(recompute, 6), chain=frozenset(chain))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .store import CheckpointError, CheckpointStore
+from ipykeep.checkpoints.store import CheckpointError, CheckpointStore
 
 MB = 1024 * 1024
 
@@ -57,7 +57,11 @@ class CollectReport:
 
 
 def _referenced(manifest: dict[str, Any]) -> set[str]:
-    return {v["blob"] for v in (manifest.get("values") or {}).values() if isinstance(v, dict) and "blob" in v}
+    return {
+        v["blob"]
+        for v in (manifest.get("values") or {}).values()
+        if isinstance(v, dict) and "blob" in v
+    }
 
 
 def collect(store: CheckpointStore, limits: Limits, *, now: float | None = None) -> CollectReport:
@@ -70,7 +74,9 @@ def collect(store: CheckpointStore, limits: Limits, *, now: float | None = None)
             data = store.read_manifest(path)
         except CheckpointError:
             data = None  # unauthenticated manifests are useless: dropped
-        if data is None or (limits.max_age_s > 0 and now - float(data.get("created", 0)) > limits.max_age_s):
+        if data is None or (
+            limits.max_age_s > 0 and now - float(data.get("created", 0)) > limits.max_age_s
+        ):
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed_manifests += 1

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..staleness import FileStamp, NotebookCell, StalenessTracker
-from ..staleness.models import DynamicCellInfo, Observed
+from ipykeep.staleness import FileStamp, NotebookCell, StalenessTracker
+from ipykeep.staleness.models import DynamicCellInfo, Observed
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,10 @@ class CellCheckpoint:
             index=int(data.get("index", 0)),
             source=str(data["source"]),
             duration=float(data.get("duration") or 0.0),
-            files=tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in data.get("files", ())),
+            files=tuple(
+                FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size"))
+                for f in data.get("files", ())
+            ),
             written=tuple(map(str, data.get("written", ()))),
             observed=observed,
             writes=frozenset(map(str, data.get("writes", ()))),
@@ -81,7 +84,9 @@ class CellCheckpoint:
             failed={str(k): str(v) for k, v in (data.get("failed") or {}).items()},
             restorable=bool(data.get("restorable")) and observed is not None,
             cheap=bool(data.get("cheap")),
-            shared={n: frozenset(map(str, v["shared"])) for n, v in values.items() if v.get("shared")},
+            shared={
+                n: frozenset(map(str, v["shared"])) for n, v in values.items() if v.get("shared")
+            },
             dynamic=dynamic_from_json(str(data["cell_id"]), data.get("dynamic")),
         )
 
@@ -121,10 +126,14 @@ def dynamic_from_json(cell_id: str, data: Any) -> DynamicCellInfo | None:
     )
 
 
-def candidates(checkpoints: Iterable[CellCheckpoint], cells: Sequence[NotebookCell]) -> list[CellCheckpoint]:
+def candidates(
+    checkpoints: Iterable[CellCheckpoint], cells: Sequence[NotebookCell]
+) -> list[CellCheckpoint]:
     """Restorable checkpoints of code cells still in the notebook, in the order they ran."""
     code = {c.cell_id for c in cells if c.cell_type == "code"}
-    return sorted((cp for cp in checkpoints if cp.cell_id in code and cp.restorable), key=lambda cp: cp.seq)
+    return sorted(
+        (cp for cp in checkpoints if cp.cell_id in code and cp.restorable), key=lambda cp: cp.seq
+    )
 
 
 def drop_with_cowriters(cps: Sequence[CellCheckpoint], dropped: set[str]) -> list[CellCheckpoint]:
@@ -133,7 +142,9 @@ def drop_with_cowriters(cps: Sequence[CellCheckpoint], dropped: set[str]) -> lis
     changed = True
     while changed:
         changed = False
-        names = set().union(*(cp.writes for cp in cps if cp.cell_id in dropped)) if dropped else set()
+        names = (
+            set().union(*(cp.writes for cp in cps if cp.cell_id in dropped)) if dropped else set()
+        )
         for cp in cps:
             if cp.cell_id not in dropped and cp.writes & names:
                 dropped.add(cp.cell_id)

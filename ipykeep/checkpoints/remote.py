@@ -24,11 +24,11 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from ..core.session import KernelSession
-from .limits import GRACE_S, Limits
-from .state import KernelCheckpoints, call_loader
-from .state import call as _call
-from .store import CheckpointStore
+from ipykeep.checkpoints.limits import GRACE_S, Limits
+from ipykeep.checkpoints.state import KernelCheckpoints, call_loader
+from ipykeep.checkpoints.state import call as _call
+from ipykeep.checkpoints.store import CheckpointStore
+from ipykeep.engine.session import KernelSession
 
 log = logging.getLogger("ipykeep.checkpoints")
 
@@ -42,7 +42,9 @@ def remote_root(session: KernelSession, store: CheckpointStore) -> str | None:
     One directory per project (named by a MAC of the project's key, which reveals nothing of
     it): two projects whose kernels share a host directory never collect each other's blobs.
     """
-    provider: Any = getattr(session.process, "provider", None)  # by kind: SSH code loads only when used
+    provider: Any = getattr(
+        session.process, "provider", None
+    )  # by kind: SSH code loads only when used
     if provider is not None and provider.kind == "ssh":
         project = hmac.new(store.key, b"ipykeep remote checkpoint store", "sha256").hexdigest()[:16]
         return posixpath.join(provider.target.path, REMOTE_STORE, project)
@@ -54,8 +56,12 @@ def configure_call(store: CheckpointStore, root: str | None, limits: Limits, con
     kernel reads the key file itself, or (``root``, an SSH kernel's directory on its host) with
     the key in the call (never log it)."""
     common = (
-        limits.max_value_bytes, limits.max_cell_bytes, limits.max_pending_bytes, limits.snapshot_budget_s,
-        list(config.checkpoint_exclude_names), list(config.checkpoint_exclude_types),
+        limits.max_value_bytes,
+        limits.max_cell_bytes,
+        limits.max_pending_bytes,
+        limits.snapshot_budget_s,
+        list(config.checkpoint_exclude_names),
+        list(config.checkpoint_exclude_types),
     )
     if root is None:
         return _call("configure", str(store.root), str(store.key_path), *common)
@@ -115,7 +121,9 @@ async def settle(session: KernelSession, store: CheckpointStore, st: KernelCheck
         if subshell is None:
             return
     try:
-        manifests = await proc.eval_silent(_call("settle", SETTLE_S), subshell_id=subshell, timeout=SETTLE_S + 30)
+        manifests = await proc.eval_silent(
+            _call("settle", SETTLE_S), subshell_id=subshell, timeout=SETTLE_S + 30
+        )
     finally:
         if subshell is not None:
             proc.release_subshell(subshell)
@@ -130,11 +138,17 @@ def live_blobs(store: CheckpointStore) -> list[str]:
             data = store.read_manifest(path)
         except Exception:
             continue
-        live |= {v["blob"] for v in (data.get("values") or {}).values() if isinstance(v, dict) and "blob" in v}
+        live |= {
+            v["blob"]
+            for v in (data.get("values") or {}).values()
+            if isinstance(v, dict) and "blob" in v
+        }
     return sorted(live)
 
 
 async def collect(session: KernelSession, store: CheckpointStore, limits: Limits) -> None:
     """Keep the host's store within the project limit, as ``limits.collect`` does here."""
     live = await asyncio.to_thread(live_blobs, store)
-    await session.process.eval_silent(call_loader("collect_blobs", live, limits.max_project_bytes, GRACE_S), timeout=120)
+    await session.process.eval_silent(
+        call_loader("collect_blobs", live, limits.max_project_bytes, GRACE_S), timeout=120
+    )

@@ -13,22 +13,26 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 
-from ..api.checkpoints import RestoreReport
-from ..core.errors import IpykeepError
-from ..core.notebook import NotebookSnapshot
-from ..core.session import CellRun, KernelSession
-from ..core.staleness_service import notebook_cells, stat_for
-from ..staleness import StalenessTracker, probes
-from . import planning
-from .state import SMALL_VALUE, KernelCheckpoints, call_loader
-from .store import CheckpointStore
+from ipykeep.api.checkpoints import RestoreReport
+from ipykeep.api.errors import IpykeepError
+from ipykeep.checkpoints import planning
+from ipykeep.checkpoints.state import SMALL_VALUE, KernelCheckpoints, call_loader
+from ipykeep.checkpoints.store import CheckpointStore
+from ipykeep.engine.session import CellRun, KernelSession
+from ipykeep.project.notebook import NotebookSnapshot
+from ipykeep.staleness import StalenessTracker, probes
+from ipykeep.staleness.service import notebook_cells, stat_for
 
 #: runs notebook cells in the kernel (the engine's batch); True when every one succeeded
 RunCells = Callable[[list[str]], Awaitable[bool]]
 
 
 async def restore_lost(
-    store: CheckpointStore, state: KernelCheckpoints, session: KernelSession, snap: NotebookSnapshot, run: RunCells
+    store: CheckpointStore,
+    state: KernelCheckpoints,
+    session: KernelSession,
+    snap: NotebookSnapshot,
+    run: RunCells,
 ) -> RestoreReport | None:
     """Re-run the cheap cells, load the values of the checkpointed cells still fresh; the
     staleness tracker learns they ran.
@@ -40,12 +44,15 @@ async def restore_lost(
     started = time.monotonic()
     manifests, bad = await asyncio.to_thread(store.cell_manifests, session.notebook)
     cells = notebook_cells(snap)
-    all_cps = [planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"]
+    all_cps = [
+        planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"
+    ]
     cps = planning.candidates(all_cps, cells)
     if not cps:
         return None
     not_restorable: dict[str, str] = {
-        cp.cell_id: "; ".join(f"{n}: {why}" for n, why in sorted(cp.failed.items())) or "no namespace evidence"
+        cp.cell_id: "; ".join(f"{n}: {why}" for n, why in sorted(cp.failed.items()))
+        or "no namespace evidence"
         for cp in all_cps
         if not cp.restorable
     }
@@ -97,7 +104,9 @@ async def restore_lost(
     deadline = session.config.restore_timeout
     results: dict[str, str] = {}
     if load:
-        reply = await session.process.eval_silent(call_loader("restore", load, deadline, [], same), timeout=deadline + 60)
+        reply = await session.process.eval_silent(
+            call_loader("restore", load, deadline, [], same), timeout=deadline + 60
+        )
         results = {str(k): str(v) for k, v in reply["results"].items()}
     errors: list[str] = list(bad)
     for name, outcome in results.items():
@@ -129,16 +138,30 @@ async def restore_lost(
     planning.replay(tracker, survivors)
     index = {c.cell_id: c.index for c in cells}
     for cp in survivors:
-        session.cell_runs[cp.cell_id] = CellRun("restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index))
+        session.cell_runs[cp.cell_id] = CellRun(
+            "restored", cp.source, "ok", None, index.get(cp.cell_id, cp.index)
+        )
     plan = tracker.plan(cells, stat)
     rerun_ids = set(plan.cell_ids)
     restored = [cp for cp in survivors if cp.cell_id not in rerun_ids]
     elapsed = time.monotonic() - started
     report = RestoreReport(
         kernel_id=session.kernel_id,
-        recomputed=[{"cell_id": cp.cell_id, "index": index.get(cp.cell_id, cp.index), "run_s": round(cp.duration, 3)} for cp in cheap],
+        recomputed=[
+            {
+                "cell_id": cp.cell_id,
+                "index": index.get(cp.cell_id, cp.index),
+                "run_s": round(cp.duration, 3),
+            }
+            for cp in cheap
+        ],
         restored=[
-            {"cell_id": cp.cell_id, "index": index[cp.cell_id], "run_s": round(cp.duration, 3), "bytes": cp.bytes}
+            {
+                "cell_id": cp.cell_id,
+                "index": index[cp.cell_id],
+                "run_s": round(cp.duration, 3),
+                "bytes": cp.bytes,
+            }
             for cp in sorted(restored, key=lambda cp: index[cp.cell_id])
         ],
         rerun=[e.to_json() for e in plan.stale],

@@ -24,27 +24,47 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..api.checkpoints import CellCheckpointInfo, CheckpointListing, NamedCheckpointResult, RestoreReport, RollbackResult
-from ..core.engine import Engine
-from ..core.errors import IpykeepError, KernelBusyError
-from ..core.execution import Execution
-from ..core.notebook import Cell, NotebookSnapshot
-from ..core.observer import SessionObserver
-from ..core.session import KernelSession
-from ..staleness import probes
-from ..staleness.models import Observed
-from . import cost, planning, remote
-from .limits import Limits, collect
-from .restore import restore_lost
-from .state import BLOB_MODULE, FLUSH_ON_CLOSE_S, HIDDEN, LOAD_MODULE, MODULE, KernelCheckpoints, call_loader
-from .state import call as _call
-from .state import human as _human
-from .state import inkernel_source as _source
-from .store import CheckpointError, CheckpointStore, TamperedCheckpointError, UnknownCheckpointError
+from ipykeep.api.checkpoints import (
+    CellCheckpointInfo,
+    CheckpointListing,
+    NamedCheckpointResult,
+    RestoreReport,
+    RollbackResult,
+)
+from ipykeep.api.errors import IpykeepError, KernelBusyError
+from ipykeep.checkpoints import cost, planning, remote
+from ipykeep.checkpoints.limits import Limits, collect
+from ipykeep.checkpoints.restore import restore_lost
+from ipykeep.checkpoints.state import (
+    BLOB_MODULE,
+    FLUSH_ON_CLOSE_S,
+    HIDDEN,
+    LOAD_MODULE,
+    MODULE,
+    KernelCheckpoints,
+    call_loader,
+)
+from ipykeep.checkpoints.state import call as _call
+from ipykeep.checkpoints.state import human as _human
+from ipykeep.checkpoints.state import inkernel_source as _source
+from ipykeep.checkpoints.store import (
+    CheckpointError,
+    CheckpointStore,
+    TamperedCheckpointError,
+    UnknownCheckpointError,
+)
+from ipykeep.engine.engine import Engine
+from ipykeep.engine.observer import SessionObserver
+from ipykeep.engine.session import KernelSession
+from ipykeep.kernel.execution import Execution
+from ipykeep.project.notebook import Cell, NotebookSnapshot
+from ipykeep.staleness import probes
+from ipykeep.staleness.models import Observed
 
 COLLECT_EVERY = 25
 
 log = logging.getLogger("ipykeep.checkpoints")
+
 
 class CheckpointService(SessionObserver):
     def __init__(self, engine: Engine) -> None:
@@ -69,7 +89,10 @@ class CheckpointService(SessionObserver):
         kind = getattr(getattr(session.process, "provider", None), "kind", "local")
         if kind not in ("local", "ssh"):
             # the kernel writes and reads the store itself: on the project's disk, or (SSH) on its host's
-            st.available, st.reason = False, f"checkpoints need a local or SSH kernel (this one runs on {kind})"
+            st.available, st.reason = (
+                False,
+                f"checkpoints need a local or SSH kernel (this one runs on {kind})",
+            )
             return
         limits = Limits.from_config(session.config)
         try:
@@ -79,7 +102,9 @@ class CheckpointService(SessionObserver):
             await session.process.install_helper(MODULE, _source())
             await session.process.install_helper(LOAD_MODULE, _source("loading.py"))
             # an SSH kernel's key travels in this request only (see ``remote``)
-            reply = await session.process.eval_silent(remote.configure_call(self.store, root, limits, session.config))
+            reply = await session.process.eval_silent(
+                remote.configure_call(self.store, root, limits, session.config)
+            )
         except IpykeepError as exc:
             st.available, st.reason = False, exc.message
             log.warning("checkpoints unavailable in %s: %s", session.kernel_id, exc.message)
@@ -108,11 +133,15 @@ class CheckpointService(SessionObserver):
                 await asyncio.wait_for(asyncio.shield(pending), FLUSH_ON_CLOSE_S)
         if self.state(session).available and session.process.alive:
             with contextlib.suppress(IpykeepError):
-                await session.process.eval_silent(_call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5)
+                await session.process.eval_silent(
+                    _call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5
+                )
                 if self.state(session).remote_root is not None:
                     await remote.take(session, self.store, self.state(session))
 
-    async def warm_cells(self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]) -> list[str]:
+    async def warm_cells(
+        self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]
+    ) -> list[str]:
         """At start: restore what is still fresh; warm-up then runs only the plan."""
         if not self.state(session).available or session.notebook is None:
             return cell_ids
@@ -155,8 +184,12 @@ class CheckpointService(SessionObserver):
         for c in st.cells.values():  # in run order: the latest checkpoint of a name wins
             sizes.update(c.sizes)
             failed += [f"{n} (cell {c.index}: {why})" for n, why in sorted(c.failed.items())]
-        shown = ", ".join(f"{n} {_human(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<"))
-        notes = [f"checkpointed: {shown} — {_human(sum(c.bytes for c in st.cells.values()))} in all"]
+        shown = ", ".join(
+            f"{n} {_human(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<")
+        )
+        notes = [
+            f"checkpointed: {shown} — {_human(sum(c.bytes for c in st.cells.values()))} in all"
+        ]
         if failed:
             notes.append("not checkpointed: " + "; ".join(failed)[:400])
         return notes
@@ -182,7 +215,11 @@ class CheckpointService(SessionObserver):
             st.cells.pop(cell.cell_id, None)
             st.cheap.pop(cell.cell_id, None)
             return
-        writes = sorted(n for n, c in tracker.last_writers().items() if c == cell.cell_id and (n.isidentifier() or n in HIDDEN))
+        writes = sorted(
+            n
+            for n, c in tracker.last_writers().items()
+            if c == cell.cell_id and (n.isidentifier() or n in HIDDEN)
+        )
         # importing numpy creates its global generator: that state is the import's own doing, and
         # re-running the import recreates it as a fresh run would (without this, a slow
         # ``import numpy`` cell was never cheap, and every fast cell reading ``np`` was pickled
@@ -190,8 +227,13 @@ class CheckpointService(SessionObserver):
         named = [n for n in writes if n not in HIDDEN]
         imports_only = bool(named) and set(named) <= set(tracker.run_imports(cell.cell_id))
         decision = cost.decide(
-            cell.cell_id, ex.duration or 0.0, tracker.run_inputs(cell.cell_id).values(), st.cheap,
-            session.config.checkpoint_min_cell_s, st.snapshot_s.get(cell.cell_id), imports_only,
+            cell.cell_id,
+            ex.duration or 0.0,
+            tracker.run_inputs(cell.cell_id).values(),
+            st.cheap,
+            session.config.checkpoint_min_cell_s,
+            st.snapshot_s.get(cell.cell_id),
+            imports_only,
         )
         files, written = tracker.run_files(cell.cell_id)
         seq = st.keep_seq.pop(cell.cell_id, None) or time.time_ns()
@@ -215,20 +257,30 @@ class CheckpointService(SessionObserver):
                 "kernel_id": session.kernel_id,
                 "cheap": decision.cheap,
                 "recompute_s": decision.recompute_s,
-                "dynamic": planning.dynamic_json(d) if (d := tracker.run_dynamic(cell.cell_id)) is not None else None,
+                "dynamic": planning.dynamic_json(d)
+                if (d := tracker.run_dynamic(cell.cell_id)) is not None
+                else None,
             },
         }
         st.cheap.pop(cell.cell_id, None)
         previous = st.cells.get(cell.cell_id)
         if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
             # an import-only cell costs restore the same either way: nothing for its readers
-            st.cheap[cell.cell_id] = cost.CheapCell(0.0 if imports_only else ex.duration or 0.0, decision.chain)
+            st.cheap[cell.cell_id] = cost.CheapCell(
+                0.0 if imports_only else ex.duration or 0.0, decision.chain
+            )
         try:
             if decision.cheap and (previous is None or previous.cheap):
                 # written here, not by the kernel: no round trip, the kernel is not held at all
                 # (when the kernel's writer may still hold an older snapshot of this cell, the
                 # manifest goes through it instead, so the newer one is written last)
-                manifest = {**meta["manifest"], "values": {}, "failed": {}, "restorable": True, "created": time.time()}
+                manifest = {
+                    **meta["manifest"],
+                    "values": {},
+                    "failed": {},
+                    "restorable": True,
+                    "created": time.time(),
+                }
                 self._write_later(session, path, manifest)
                 reply: dict[str, Any] = {}
             else:
@@ -249,9 +301,16 @@ class CheckpointService(SessionObserver):
         failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
         st.cells.pop(cell.cell_id, None)  # kept in run order: the latest writer of a name last
         st.cells[cell.cell_id] = CellCheckpointInfo(
-            cell_id=cell.cell_id, index=cell.index, restorable=not failed, bytes=sum(sizes.values()),
-            values=sorted(sizes), sizes=sizes, failed=failed, snapshot_s=float(reply.get("seconds") or 0.0),
-            cheap=decision.cheap, recompute_s=decision.recompute_s,
+            cell_id=cell.cell_id,
+            index=cell.index,
+            restorable=not failed,
+            bytes=sum(sizes.values()),
+            values=sorted(sizes),
+            sizes=sizes,
+            failed=failed,
+            snapshot_s=float(reply.get("seconds") or 0.0),
+            cheap=decision.cheap,
+            recompute_s=decision.recompute_s,
         )
         st.snapshots += 1
         if st.snapshots % COLLECT_EVERY == 0:
@@ -261,7 +320,11 @@ class CheckpointService(SessionObserver):
         try:
             await remote.settle(session, self.store, self.state(session))
         except (IpykeepError, OSError) as exc:
-            log.warning("checkpoint manifests of %s not fetched yet: %s", session.kernel_id, getattr(exc, "message", exc))
+            log.warning(
+                "checkpoint manifests of %s not fetched yet: %s",
+                session.kernel_id,
+                getattr(exc, "message", exc),
+            )
 
     def _write_later(self, session: KernelSession, path: Path, manifest: dict[str, Any]) -> None:
         """Write a cheap cell's manifest off the batch's path (the cell's run returns without
@@ -301,7 +364,9 @@ class CheckpointService(SessionObserver):
 
         session.scheduler.spawn(run())
 
-    async def restore_lost(self, session: KernelSession, snap: NotebookSnapshot) -> RestoreReport | None:
+    async def restore_lost(
+        self, session: KernelSession, snap: NotebookSnapshot
+    ) -> RestoreReport | None:
         pending = self.state(session).manifest_write
         if pending is not None:  # the manifests written last are read now
             with contextlib.suppress(Exception):
@@ -328,7 +393,9 @@ class CheckpointService(SessionObserver):
             )
         return session
 
-    async def checkpoint(self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None) -> NamedCheckpointResult:
+    async def checkpoint(
+        self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None
+    ) -> NamedCheckpointResult:
         """Save every user variable of the kernel under ``name`` (default: a timestamp)."""
         session = self._ready(kernel_id, notebook)
         name = name or time.strftime("ckpt-%Y%m%d-%H%M%S")
@@ -340,34 +407,59 @@ class CheckpointService(SessionObserver):
             names = await session.process.eval_silent(_call("user_names"))
             meta = {
                 "path": str(path),
-                "manifest": {"v": 1, "kind": "named", "name": name, "names": names, "kernel_id": session.kernel_id,
-                             "notebook": str(session.notebook) if session.notebook else None},
+                "manifest": {
+                    "v": 1,
+                    "kind": "named",
+                    "name": name,
+                    "names": names,
+                    "kernel_id": session.kernel_id,
+                    "notebook": str(session.notebook) if session.notebook else None,
+                },
             }
             budget = session.config.restore_timeout
-            reply = await session.process.eval_silent(_call("snapshot", json.dumps(meta), names), timeout=budget + 60)
+            reply = await session.process.eval_silent(
+                _call("snapshot", json.dumps(meta), names), timeout=budget + 60
+            )
             done = await session.process.eval_silent(_call("flush", budget), timeout=budget + 30)
             if st.remote_root is not None:  # what the snapshot's reply carried, then this one
                 await asyncio.to_thread(remote.deliver, self.store, st, reply.get("manifests"))
                 await remote.take(session, self.store, st)
         if not done:
-            raise CheckpointError(f"checkpoint {name!r} was not written within {budget:g} s", hint="retry; see `ipykeep status`")
+            raise CheckpointError(
+                f"checkpoint {name!r} was not written within {budget:g} s",
+                hint="retry; see `ipykeep status`",
+            )
         tracker = session.staleness.tracker
-        with contextlib.suppress(Exception):  # a tracker that cannot be copied: rollback records a change instead
-            self.state(session).named[name] = (session.process.generation, copy.deepcopy(tracker), dict(session.cell_runs))
+        with contextlib.suppress(
+            Exception
+        ):  # a tracker that cannot be copied: rollback records a change instead
+            self.state(session).named[name] = (
+                session.process.generation,
+                copy.deepcopy(tracker),
+                dict(session.cell_runs),
+            )
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
         return NamedCheckpointResult(
-            kernel_id=session.kernel_id, name=name, values=sorted(sizes), bytes=sum(sizes.values()),
-            failed=reply.get("failed") or {}, seconds=float(reply.get("seconds") or 0.0),
+            kernel_id=session.kernel_id,
+            name=name,
+            values=sorted(sizes),
+            bytes=sum(sizes.values()),
+            failed=reply.get("failed") or {},
+            seconds=float(reply.get("seconds") or 0.0),
         )
 
-    async def restore(self, name: str, kernel_id: str | None = None, notebook: str | None = None) -> RollbackResult:
+    async def restore(
+        self, name: str, kernel_id: str | None = None, notebook: str | None = None
+    ) -> RollbackResult:
         """Roll the kernel's variables back to checkpoint ``name``; names made since are deleted."""
         session = self._ready(kernel_id, notebook)
         path = self.store.named_manifest_path(self._scope(session), name)
         try:
             manifest = self.store.read_manifest(path)
         except UnknownCheckpointError:
-            known = sorted(m.get("name", "?") for m in self.store.named_manifests(self._scope(session))[0])
+            known = sorted(
+                m.get("name", "?") for m in self.store.named_manifests(self._scope(session))[0]
+            )
             raise UnknownCheckpointError(
                 f"no checkpoint named {name!r} for {self._scope(session).name}",
                 hint=f"known: {', '.join(known) or 'none'}; make one with `ipykeep checkpoint NAME`",
@@ -382,10 +474,13 @@ class CheckpointService(SessionObserver):
         started = time.monotonic()
         async with session.scheduler.main_lock:
             current = await session.process.eval_silent(_call("user_names"))
-            keep = set(manifest.get("names") or []) 
+            keep = set(manifest.get("names") or [])
             delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
             # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
-            check = await session.process.eval_silent(call_loader("verify", list(values.values())), timeout=session.config.restore_timeout + 60)
+            check = await session.process.eval_silent(
+                call_loader("verify", list(values.values())),
+                timeout=session.config.restore_timeout + 60,
+            )
             if any(str(why).startswith("outdated:") for why in check.values()):
                 raise CheckpointError(
                     f"checkpoint {name!r} was written in an earlier checkpoint format by an older ipykeep and "
@@ -401,9 +496,18 @@ class CheckpointService(SessionObserver):
                     hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
                 )
             # one snapshot: names that shared an object then share it again
-            same = planning.aliases({n: v.get("shared") or () for n, v in manifest["values"].items()}, dict.fromkeys(values, 0))
+            same = planning.aliases(
+                {n: v.get("shared") or () for n, v in manifest["values"].items()},
+                dict.fromkeys(values, 0),
+            )
             reply = await session.process.eval_silent(
-                call_loader("restore", [[n, b] for n, b in values.items() if n not in same], session.config.restore_timeout, delete, same),
+                call_loader(
+                    "restore",
+                    [[n, b] for n, b in values.items() if n not in same],
+                    session.config.restore_timeout,
+                    delete,
+                    same,
+                ),
                 timeout=session.config.restore_timeout + 60,
             )
             # the next cell must not be charged with the rollback's changes
@@ -413,7 +517,12 @@ class CheckpointService(SessionObserver):
         loaded = sorted(n for n, r in results.items() if r == "ok")
         failed = {n: r for n, r in results.items() if r != "ok"}
         saved = self.state(session).named.get(name)
-        if saved is not None and saved[0] == session.process.generation and saved[1] is not None and not failed:
+        if (
+            saved is not None
+            and saved[0] == session.process.generation
+            and saved[1] is not None
+            and not failed
+        ):
             session.staleness.tracker = copy.deepcopy(saved[1])
             session.cell_runs.clear()
             session.cell_runs.update(saved[2])
@@ -422,14 +531,23 @@ class CheckpointService(SessionObserver):
             if tracker is not None:
                 tracker.record_scratch(
                     f"# restore checkpoint {name}",
-                    observed=Observed(bound=frozenset(n for n in loaded if n.isidentifier()), deleted=frozenset(delete)),
+                    observed=Observed(
+                        bound=frozenset(n for n in loaded if n.isidentifier()),
+                        deleted=frozenset(delete),
+                    ),
                 )
         return RollbackResult(
-            kernel_id=session.kernel_id, name=name, restored=loaded, deleted=delete,
-            not_rolled_back={**(manifest.get("failed") or {}), **failed}, seconds=round(time.monotonic() - started, 3),
+            kernel_id=session.kernel_id,
+            name=name,
+            restored=loaded,
+            deleted=delete,
+            not_rolled_back={**(manifest.get("failed") or {}), **failed},
+            seconds=round(time.monotonic() - started, 3),
         )
 
-    async def checkpoints(self, kernel_id: str | None = None, notebook: str | None = None) -> CheckpointListing:
+    async def checkpoints(
+        self, kernel_id: str | None = None, notebook: str | None = None
+    ) -> CheckpointListing:
         """What is checkpointed for the kernel's notebook, and how big it is."""
         session = self.engine.session(kernel_id, notebook)
         st = self.state(session)
@@ -440,17 +558,29 @@ class CheckpointService(SessionObserver):
             manifests, _ = await asyncio.to_thread(self.store.cell_manifests, session.notebook)
             for m in manifests:
                 cp = planning.CellCheckpoint.from_manifest(m)
-                cells.append(CellCheckpointInfo(cell_id=cp.cell_id, index=cp.index, restorable=cp.restorable,
-                                                bytes=cp.bytes, values=sorted(cp.values), sizes=dict(cp.sizes),
-                                                failed=dict(cp.failed)))
+                cells.append(
+                    CellCheckpointInfo(
+                        cell_id=cp.cell_id,
+                        index=cp.index,
+                        restorable=cp.restorable,
+                        bytes=cp.bytes,
+                        values=sorted(cp.values),
+                        sizes=dict(cp.sizes),
+                        failed=dict(cp.failed),
+                    )
+                )
         return CheckpointListing(
             kernel_id=session.kernel_id,
             enabled=st.available,
             reason=st.reason or None,
             cells=sorted(cells, key=lambda c: c.index),
             named=[
-                {"name": m.get("name"), "created": m.get("created"), "values": len(m.get("values") or {}),
-                 "bytes": sum(int(v.get("size", 0)) for v in (m.get("values") or {}).values())}
+                {
+                    "name": m.get("name"),
+                    "created": m.get("created"),
+                    "values": len(m.get("values") or {}),
+                    "bytes": sum(int(v.get("size", 0)) for v in (m.get("values") or {}).values()),
+                }
                 for m in sorted(named, key=lambda m: m.get("created", 0))
             ],
             store_bytes=await asyncio.to_thread(self.store.usage),

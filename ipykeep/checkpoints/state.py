@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from ..api.checkpoints import CellCheckpointInfo, RestoreReport
-from ..core.session import CellRun
-from ..staleness import probes
-from .cost import CheapCell
+from ipykeep.api.checkpoints import CellCheckpointInfo, RestoreReport
+from ipykeep.checkpoints.cost import CheapCell
+from ipykeep.engine.session import CellRun
+from ipykeep.staleness import probes
 
 MODULE = "_ipykeep_ckpt"
 #: the blob format and its authentication, installed before ``MODULE`` (which uses it)

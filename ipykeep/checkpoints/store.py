@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import IpykeepError
-from ..fsutil import atomic_write_bytes
-from ._inkernel import blobfmt
+from ipykeep.api.errors import IpykeepError
+from ipykeep.checkpoints._inkernel import blobfmt
+from ipykeep.project.atomic import atomic_write_bytes
 
 BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -123,7 +123,10 @@ class CheckpointStore:
             )
         key = path.read_bytes()
         if len(key) != 32:
-            raise CheckpointError(f"the checkpoint key {path} is damaged", hint=f"delete {path}; checkpoints are then discarded")
+            raise CheckpointError(
+                f"the checkpoint key {path} is damaged",
+                hint=f"delete {path}; checkpoints are then discarded",
+            )
         return key
 
     # -- blobs -------------------------------------------------------------------------------
@@ -136,7 +139,10 @@ class CheckpointStore:
 
     def blob_path(self, blob_id: str) -> Path:
         if not BLOB_ID.match(blob_id):
-            raise TamperedCheckpointError(f"{blob_id!r} is not a checkpoint blob id", hint="checkpoint manifests name blobs by 64 hex digits")
+            raise TamperedCheckpointError(
+                f"{blob_id!r} is not a checkpoint blob id",
+                hint="checkpoint manifests name blobs by 64 hex digits",
+            )
         return self.blobs / blob_id[:2] / blob_id[2:]
 
     def put_blob(self, data: bytes) -> str:
@@ -162,7 +168,10 @@ class CheckpointStore:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise CheckpointError(f"checkpoint blob {blob_id[:12]} is missing (collected?)", hint="its cell re-runs instead") from None
+            raise CheckpointError(
+                f"checkpoint blob {blob_id[:12]} is missing (collected?)",
+                hint="its cell re-runs instead",
+            ) from None
         if not hmac.compare_digest(self.blob_id(data), blob_id):
             self.quarantine(blob_id)
             raise TamperedCheckpointError(
@@ -249,7 +258,9 @@ class CheckpointStore:
         except FileNotFoundError:
             raise UnknownCheckpointError(f"no checkpoint at {path}") from None
         except (OSError, ValueError) as exc:
-            raise TamperedCheckpointError(f"checkpoint manifest {path} is unreadable: {exc}", hint=f"delete {path}") from exc
+            raise TamperedCheckpointError(
+                f"checkpoint manifest {path} is unreadable: {exc}", hint=f"delete {path}"
+            ) from exc
         mac = data.get("mac") if isinstance(data, dict) else None
         if not isinstance(mac, str) or not hmac.compare_digest(
             hmac.new(self.key, canonical(data), hashlib.sha256).hexdigest(), mac
@@ -286,4 +297,3 @@ class CheckpointStore:
 
     def usage(self) -> int:
         return sum(b.size for b in self.iter_blobs())
-

@@ -1,15 +1,12 @@
-"""Typed variable inspection and namespace listing (models, probe protocol, rendering)."""
+"""Typed variable inspection and namespace listing (models, probe protocol, custom summarizers)."""
 
-from .models import ColumnSummary, NamespaceEntry, NamespaceListing, Summary
-from .registry import summarizer
-from .render import render_namespace, render_summary
+from ipykeep.api.summaries import ColumnSummary, NamespaceEntry, NamespaceListing, Summary
+from ipykeep.inspection.registry import summarizer
 
 __all__ = [
     "ColumnSummary",
     "NamespaceEntry",
     "NamespaceListing",
     "Summary",
-    "render_namespace",
-    "render_summary",
     "summarizer",
 ]

@@ -15,7 +15,9 @@ class InspectionError(Exception):
 
     code: ClassVar[str] = "internal"
 
-    def __init__(self, message: str, *, hint: str = "", details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str = "", details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint

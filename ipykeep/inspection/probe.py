@@ -23,9 +23,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import inkernel
-from .errors import BadPathError, InspectionError, UnknownVariableError
-from .models import NamespaceListing, Summary
+from ipykeep.api.summaries import NamespaceListing, Summary
+from ipykeep.inspection.errors import BadPathError, InspectionError, UnknownVariableError
+from ipykeep.kernel import inkernel
 
 MODULE_NAME = "_ipykeep_inspect"
 #: Must equal PROTOCOL_VERSION in _inkernel/summarize.py (checked by a test).
@@ -46,13 +46,23 @@ def source_digest() -> str:
 
 def install_expression() -> str:
     """An expression that installs the in-kernel module (if needed) and yields its protocol."""
-    return inkernel.install_expression(MODULE_NAME, module_source(), adopt="_adopt", result="PROTOCOL_VERSION")
+    return inkernel.install_expression(
+        MODULE_NAME, module_source(), adopt="_adopt", result="PROTOCOL_VERSION"
+    )
 
 
 def _call(function: str, args: str) -> str:
     # Yields a recognisable JSON answer, not a KeyError, when the module is missing or stale.
-    missing = json.dumps({"protocol": PROTOCOL_VERSION, "ok": False, "error": {
-        "code": _NOT_INSTALLED, "message": "the inspection module is not installed in this kernel"}})
+    missing = json.dumps(
+        {
+            "protocol": PROTOCOL_VERSION,
+            "ok": False,
+            "error": {
+                "code": _NOT_INSTALLED,
+                "message": "the inspection module is not installed in this kernel",
+            },
+        }
+    )
     return (
         f"(lambda m: m.{function}({args}) "
         f"if getattr(m, 'PROTOCOL_VERSION', None) == {PROTOCOL_VERSION} else {missing!r})"
@@ -85,7 +95,9 @@ def decode_user_expression(entry: dict[str, Any]) -> str:
         )
     text = entry.get("data", {}).get("text/plain")
     if not isinstance(text, str):
-        raise InspectionError("inspection reply has no text/plain value", hint="retry the inspection")
+        raise InspectionError(
+            "inspection reply has no text/plain value", hint="retry the inspection"
+        )
     value = ast.literal_eval(text)
     if not isinstance(value, str):
         raise InspectionError("inspection reply is not a string", hint="retry the inspection")
@@ -105,7 +117,9 @@ def _payload(json_text: str) -> dict[str, Any]:
     try:
         payload = json.loads(json_text)
     except ValueError as exc:
-        raise InspectionError(f"inspection reply is not JSON: {exc}", hint="retry the inspection") from None
+        raise InspectionError(
+            f"inspection reply is not JSON: {exc}", hint="retry the inspection"
+        ) from None
     if not isinstance(payload, dict):
         raise InspectionError("inspection reply is not a JSON object", hint="retry the inspection")
     if payload.get("protocol") != PROTOCOL_VERSION:
@@ -120,14 +134,27 @@ def _payload(json_text: str) -> dict[str, Any]:
     code, message = error.get("code"), str(error.get("message", "inspection failed"))
     matches = [str(m) for m in error.get("matches") or []]
     if code == "unknown_name":
-        hint = f"did you mean: {', '.join(matches)}?" if matches else "list variables with the namespace call"
-        raise UnknownVariableError(message, hint=hint, details={"name": error.get("name"), "matches": matches})
+        hint = (
+            f"did you mean: {', '.join(matches)}?"
+            if matches
+            else "list variables with the namespace call"
+        )
+        raise UnknownVariableError(
+            message, hint=hint, details={"name": error.get("name"), "matches": matches}
+        )
     if code == "bad_expression":
-        raise BadPathError(message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_')
+        raise BadPathError(
+            message, hint='use a name, attributes and constant keys, e.g. df["col"] or model.coef_'
+        )
     if code == _NOT_INSTALLED:
-        raise InspectionError(message, hint="install it with install_expression() and retry",
-                           details={"reason": _NOT_INSTALLED})
-    raise InspectionError(message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected")
+        raise InspectionError(
+            message,
+            hint="install it with install_expression() and retry",
+            details={"reason": _NOT_INSTALLED},
+        )
+    raise InspectionError(
+        message, hint="this is a bug in ipykeep's inspection; the kernel is unaffected"
+    )
 
 
 def parse_inspect_reply(json_text: str) -> Summary:

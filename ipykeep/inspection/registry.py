@@ -18,7 +18,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .probe import MODULE_NAME, install_expression
+from ipykeep.inspection.probe import MODULE_NAME, install_expression
 
 
 def inkernel_module() -> types.ModuleType:
@@ -30,7 +30,9 @@ def inkernel_module() -> types.ModuleType:
     return sys.modules[MODULE_NAME]
 
 
-def summarizer(match: Any, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def summarizer(
+    match: Any, name: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn(obj) -> dict | None`` as the summary of objects selected by ``match``.
 
     ``match`` is a type, a tuple of types, a dotted type name or a predicate. The function's

@@ -17,13 +17,13 @@ from typing import Any
 
 import anyio
 
-from ..api import methods as api
-from ..api.spec import Method, Params
-from ..core import archive
-from ..core.client import DaemonClient, ensure_daemon, find_daemon, pid_alive
-from ..core.engine import unknown_kernel_error
-from ..core.errors import DaemonUnreachableError, UnknownKernelError
-from ..core.project import ProjectPaths, find_project_root
+from ipykeep.api import methods as api
+from ipykeep.api.errors import DaemonUnreachableError, UnknownKernelError
+from ipykeep.api.spec import Method, Params
+from ipykeep.client.connection import DaemonClient, ensure_daemon, find_daemon, pid_alive
+from ipykeep.project import stored
+from ipykeep.project.layout import ProjectPaths, find_project_root
+from ipykeep.project.stored import unknown_kernel_error
 
 log = logging.getLogger("ipykeep.mcp")
 
@@ -57,8 +57,12 @@ class Backend:
         """Call a declared daemon method (starting the daemon first when ``start``); its JSON
         result, which ``results.py`` turns into MCP content."""
         if method is api.READ_ARTIFACT:
-            return await anyio.to_thread.run_sync(read_artifact, self.paths, str(getattr(params, "uri", "")))
-        return await self._call(method.name, params.model_dump(mode="json", exclude_unset=True), start=start)
+            return await anyio.to_thread.run_sync(
+                read_artifact, self.paths, str(getattr(params, "uri", ""))
+            )
+        return await self._call(
+            method.name, params.model_dump(mode="json", exclude_unset=True), start=start
+        )
 
     async def _call(self, method: str, params: dict[str, Any], *, start: bool) -> Any:
         if start:
@@ -99,10 +103,13 @@ class Backend:
         kid = params.get("kernel_id")
         if kid:
             raise unknown_kernel_error(self.paths, str(kid), [])
-        raise UnknownKernelError(f"no ipykeep daemon is running for {self.root}", hint="start a kernel with create_kernel")
+        raise UnknownKernelError(
+            f"no ipykeep daemon is running for {self.root}",
+            hint="start a kernel with create_kernel",
+        )
 
 
 def read_artifact(paths: ProjectPaths, uri: str) -> dict[str, Any]:
     """The artifact ``uri`` names, read from disk as the engine's ``read_artifact`` does (so it
     stays readable after the daemon has gone)."""
-    return archive.read_artifact(paths.state, uri)
+    return stored.read_artifact(paths.state, uri)

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from ..api import names
+from ipykeep.api import names
 
 if TYPE_CHECKING:
-    from ..api.spec import Method, Params
+    from ipykeep.api.spec import Method, Params
 
 #: How a tool's result is turned into MCP content (see ``results.py``).
-ResultKind = Literal["kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"]
+ResultKind = Literal[
+    "kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"
+]
 
 KernelId = Field(description="e.g. k1")
 
@@ -36,8 +38,13 @@ class Args(BaseModel):
 
 class CreateKernelArgs(Args):
     notebook: str | None = Field(None, description=".ipynb to bind (relative to the project)")
-    cwd: str | None = Field(None, description="working dir for a scratch kernel, or ssh://[user@]host/path for a kernel over SSH")
-    gateway: str | None = Field(None, description="run the kernel on this Jupyter server / gateway URL (http(s)://…)")
+    cwd: str | None = Field(
+        None,
+        description="working dir for a scratch kernel, or ssh://[user@]host/path for a kernel over SSH",
+    )
+    gateway: str | None = Field(
+        None, description="run the kernel on this Jupyter server / gateway URL (http(s)://…)"
+    )
     python: str | None = Field(None, description="interpreter (default: configured)")
     warm: bool = Field(True, description="run the notebook's cells now (default true)")
 
@@ -53,7 +60,12 @@ class KernelArgs(Args):
 class IpythonArgs(Args):
     kernel_id: str = KernelId
     code: str
-    yield_time_ms: int = Field(5000, ge=0, le=30000, description="ms to wait, 0-30000, default 5000; 0 returns the handle at once")
+    yield_time_ms: int = Field(
+        5000,
+        ge=0,
+        le=30000,
+        description="ms to wait, 0-30000, default 5000; 0 returns the handle at once",
+    )
     request_id: str | None = Field(None, description="idempotency key")
 
 
@@ -65,13 +77,21 @@ _HANDLE_ALIASES = AliasChoices("handle", "cell_id")
 class ReadCellArgs(Args):
     kernel_id: str = KernelId
     handle: str = Field(description="execution handle, e.g. c12", validation_alias=_HANDLE_ALIASES)
-    yield_time_ms: int = Field(0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0")
-    cursor: int | None = Field(None, ge=0, description="output offset >= 0; default: where you last read")
+    yield_time_ms: int = Field(
+        0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0"
+    )
+    cursor: int | None = Field(
+        None, ge=0, description="output offset >= 0; default: where you last read"
+    )
 
 
 class InterruptArgs(Args):
     kernel_id: str = KernelId
-    handle: str | None = Field(None, description="execution handle to stop; default: what runs", validation_alias=_HANDLE_ALIASES)
+    handle: str | None = Field(
+        None,
+        description="execution handle to stop; default: what runs",
+        validation_alias=_HANDLE_ALIASES,
+    )
 
 
 class MarkdownArgs(Args):
@@ -90,7 +110,9 @@ class RunStaleArgs(Args):
 
 class RunCellsArgs(Args):
     kernel_id: str = KernelId
-    cells: list[str | int] = Field(min_length=1, description="cell ids or 0-based indexes (at least one), run in this order")
+    cells: list[str | int] = Field(
+        min_length=1, description="cell ids or 0-based indexes (at least one), run in this order"
+    )
 
 
 class InspectArgs(Args):
@@ -100,13 +122,19 @@ class InspectArgs(Args):
 
 class WatchFileArgs(Args):
     kernel_id: str = KernelId
-    path: str = Field(description="file (relative to the kernel's cwd) whose changes make its readers stale")
+    path: str = Field(
+        description="file (relative to the kernel's cwd) whose changes make its readers stale"
+    )
 
 
 class PublishArgs(Args):
     kernel_id: str = KernelId
-    cells: dict[str, str] | None = Field(None, description="cell id or index -> caption to highlight")
-    tunnel: bool = Field(False, description="public cloudflared quick tunnel instead of a local URL (default false)")
+    cells: dict[str, str] | None = Field(
+        None, description="cell id or index -> caption to highlight"
+    )
+    tunnel: bool = Field(
+        False, description="public cloudflared quick tunnel instead of a local URL (default false)"
+    )
 
 
 class CheckpointArgs(Args):
@@ -159,7 +187,7 @@ class ToolSpec:
     @property
     def method(self) -> Method[Any, Any]:
         """The declaration of the daemon method this tool calls."""
-        from ..api.methods import BY_NAME as METHODS
+        from ipykeep.api.methods import BY_NAME as METHODS
 
         return METHODS[self.method_name]
 
@@ -177,15 +205,31 @@ TOOLS: tuple[ToolSpec, ...] = (
         starts_daemon=True,
         progress=True,
     ),
-    ToolSpec("list_kernels", "List kernels", "Running kernels: state, notebook, cwd, stale cells, running executions.", NoArgs, names.LIST_KERNELS, "kernels", READ),
     ToolSpec(
-        "close_kernel", "Close kernel", "Shut a kernel down (its variables are lost).", KernelArgs, names.CLOSE_KERNEL, "kernel",
+        "list_kernels",
+        "List kernels",
+        "Running kernels: state, notebook, cwd, stale cells, running executions.",
+        NoArgs,
+        names.LIST_KERNELS,
+        "kernels",
+        READ,
+    ),
+    ToolSpec(
+        "close_kernel",
+        "Close kernel",
+        "Shut a kernel down (its variables are lost).",
+        KernelArgs,
+        names.CLOSE_KERNEL,
+        "kernel",
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
-        "restart_kernel", "Restart kernel",
+        "restart_kernel",
+        "Restart kernel",
         "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then run_stale lists what must re-run.",
-        KernelArgs, names.RESTART, "kernel",
+        KernelArgs,
+        names.RESTART,
+        "kernel",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
     ToolSpec(
@@ -198,14 +242,40 @@ TOOLS: tuple[ToolSpec, ...] = (
         "execution",
         RUNS_CODE,
     ),
-    ToolSpec("read_cell", "Read execution", "Output of an execution since you last read it; its state.", ReadCellArgs, names.READ_EXECUTION, "execution", READ),
     ToolSpec(
-        "interrupt", "Interrupt", "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).", InterruptArgs, names.INTERRUPT, "interrupt",
+        "read_cell",
+        "Read execution",
+        "Output of an execution since you last read it; its state.",
+        ReadCellArgs,
+        names.READ_EXECUTION,
+        "execution",
+        READ,
+    ),
+    ToolSpec(
+        "interrupt",
+        "Interrupt",
+        "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).",
+        InterruptArgs,
+        names.INTERRUPT,
+        "interrupt",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
-    ToolSpec("list_cells", "List cells", "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.", KernelArgs, names.LIST_CELLS, "cells", READ),
     ToolSpec(
-        "markdown", "Add note", "Append a Markdown note to the kernel's archival record.", MarkdownArgs, names.MARKDOWN, "json",
+        "list_cells",
+        "List cells",
+        "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.",
+        KernelArgs,
+        names.LIST_CELLS,
+        "cells",
+        READ,
+    ),
+    ToolSpec(
+        "markdown",
+        "Add note",
+        "Append a Markdown note to the kernel's archival record.",
+        MarkdownArgs,
+        names.MARKDOWN,
+        "json",
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
@@ -219,23 +289,59 @@ TOOLS: tuple[ToolSpec, ...] = (
         Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
         progress=True,
     ),
-    ToolSpec("run_cells", "Run cells", "Run notebook cells, in order, with their source on disk now.", RunCellsArgs, names.RUN_CELLS, "batch", RUNS_CODE, progress=True),
-    ToolSpec("inspect", "Inspect variable", "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.", InspectArgs, names.INSPECT, "json", READ),
-    ToolSpec("namespace", "List variables", "Variables in the kernel, with type, size and the cell that defined them.", KernelArgs, names.NAMESPACE, "json", READ),
     ToolSpec(
-        "watch_file", "Watch file", "Track a file as an input: cells reading it go stale when it changes.", WatchFileArgs, names.WATCH_FILE, "json",
+        "run_cells",
+        "Run cells",
+        "Run notebook cells, in order, with their source on disk now.",
+        RunCellsArgs,
+        names.RUN_CELLS,
+        "batch",
+        RUNS_CODE,
+        progress=True,
+    ),
+    ToolSpec(
+        "inspect",
+        "Inspect variable",
+        "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.",
+        InspectArgs,
+        names.INSPECT,
+        "json",
+        READ,
+    ),
+    ToolSpec(
+        "namespace",
+        "List variables",
+        "Variables in the kernel, with type, size and the cell that defined them.",
+        KernelArgs,
+        names.NAMESPACE,
+        "json",
+        READ,
+    ),
+    ToolSpec(
+        "watch_file",
+        "Watch file",
+        "Track a file as an input: cells reading it go stale when it changes.",
+        WatchFileArgs,
+        names.WATCH_FILE,
+        "json",
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
     ),
     ToolSpec(
-        "checkpoint", "Checkpoint variables",
+        "checkpoint",
+        "Checkpoint variables",
         "Save every variable under a name (default: a timestamp) to roll back to with restore, e.g. before a risky cell.",
-        CheckpointArgs, "checkpoint", "json",
+        CheckpointArgs,
+        "checkpoint",
+        "json",
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
-        "restore", "Roll back variables",
+        "restore",
+        "Roll back variables",
         "Roll the variables back to a named checkpoint; variables made since are deleted.",
-        RestoreArgs, "restore", "json",
+        RestoreArgs,
+        "restore",
+        "json",
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(

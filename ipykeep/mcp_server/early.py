@@ -39,7 +39,12 @@ _MARKERS = tuple(f'"{m}"'.encode() for m in CACHEABLE)
 
 
 def enabled() -> bool:
-    return os.environ.get("IPYKEEP_MCP_EARLY_HANDSHAKE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return os.environ.get("IPYKEEP_MCP_EARLY_HANDSHAKE", "1").strip().lower() not in (
+        "0",
+        "false",
+        "no",
+        "off",
+    )
 
 
 def _is_pipe(fd: int) -> bool:
@@ -54,7 +59,7 @@ def install_key() -> str:
     """What the cached answers depend on: this Python, ipykeep's MCP modules and the SDK's files."""
     import importlib.util
 
-    from .. import __version__
+    from ipykeep import __version__
 
     parts = [__version__, sys.version]
     here = Path(__file__).parent
@@ -105,9 +110,7 @@ class HandshakeCache:
             data = json.dumps(self.entries, sort_keys=True)
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            from ..fsutil import (
-                atomic_write_text,  # after the early answers: not on the start-up path
-            )
+            from ipykeep.project.atomic import atomic_write_text
 
             atomic_write_text(self.path, data, mode=0o600)
         except OSError as exc:  # a read-only home only costs the early answer
@@ -131,7 +134,9 @@ class EarlyAnswers:
         self.cache = cache
         self.answering = True  # only until the SDK takes over stdin
         self.version: str | None = None  # negotiated protocol version, once known
-        self._pending: dict[str, tuple[str, Any]] = {}  # json(id) -> (key, result sent early or None)
+        self._pending: dict[
+            str, tuple[str, Any]
+        ] = {}  # json(id) -> (key, result sent early or None)
         self._lock = threading.Lock()
         self.answered: list[str] = []
 
@@ -180,7 +185,11 @@ class EarlyAnswers:
             msg = json.loads(text)
         except ValueError:
             return True
-        if not isinstance(msg, dict) or "id" not in msg or ("result" not in msg and "error" not in msg):
+        if (
+            not isinstance(msg, dict)
+            or "id" not in msg
+            or ("result" not in msg and "error" not in msg)
+        ):
             return True
         with self._lock:
             entry = self._pending.pop(json.dumps(msg["id"]), None)
@@ -196,7 +205,9 @@ class EarlyAnswers:
                 self.cache.put(key, result)
             return True
         if result != sent:
-            log.warning("the MCP handshake answered from the cache differed from the SDK's; corrected for the next start")
+            log.warning(
+                "the MCP handshake answered from the cache differed from the SDK's; corrected for the next start"
+            )
             if result is not None:
                 self.cache.put(key, result)
         return False
@@ -219,7 +230,7 @@ class StdinPrefetch:
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(1, view):]
+            view = view[os.write(1, view) :]
 
     def _run(self) -> None:
         try:

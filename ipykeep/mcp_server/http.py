@@ -27,9 +27,9 @@ from typing import Any
 
 import anyio
 
-from ..core.errors import UsageError
-from ..fsutil import atomic_write_text
-from .server import IpykeepMcp
+from ipykeep.api.errors import UsageError
+from ipykeep.mcp_server.server import IpykeepMcp
+from ipykeep.project.atomic import atomic_write_text
 
 log = logging.getLogger("ipykeep.mcp")
 
@@ -74,9 +74,15 @@ def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str
     return secrets.token_urlsafe(32), False
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(
+    send: Send, status: int, payload: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     body = json.dumps(payload).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *extra,
+    ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -92,28 +98,44 @@ class BearerAuth:
         for name, value in scope.get("headers") or []:
             if name.lower() == b"authorization":
                 scheme, _, credentials = value.strip().partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._expected)
+                return scheme.lower() == b"bearer" and hmac.compare_digest(
+                    credentials.strip(), self._expected
+                )
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and str(scope.get("path", "")).startswith("/.well-known/"):
             await _send_json(
-                send, 404,
-                {"code": "not_found", "message": "no OAuth discovery here", "retryable": False,
-                 "hint": "this server takes a static bearer token: send Authorization: Bearer <token>"},
+                send,
+                404,
+                {
+                    "code": "not_found",
+                    "message": "no OAuth discovery here",
+                    "retryable": False,
+                    "hint": "this server takes a static bearer token: send Authorization: Bearer <token>",
+                },
             )
             return
         if scope["type"] not in ("http", "websocket") or self._authorized(scope):
             await self.app(scope, receive, send)
             return
-        log.warning("refused %s %s: missing or wrong bearer token", scope.get("method", ""), scope.get("path", ""))
+        log.warning(
+            "refused %s %s: missing or wrong bearer token",
+            scope.get("method", ""),
+            scope.get("path", ""),
+        )
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
         await _send_json(
-            send, 401,
-            {"code": "unauthorized", "message": "missing or wrong bearer token", "retryable": False,
-             "hint": "send Authorization: Bearer <token> (see the connection file)"},
+            send,
+            401,
+            {
+                "code": "unauthorized",
+                "message": "missing or wrong bearer token",
+                "retryable": False,
+                "hint": "send Authorization: Bearer <token> (see the connection file)",
+            },
             [(b"www-authenticate", b'Bearer realm="ipykeep"')],
         )
 
@@ -122,7 +144,9 @@ def write_connection_file(path: Path, url: str, token: str) -> None:
     """Write ``{"url", "headers"}`` as 0600, atomically (never readable by others, even briefly)."""
     path = path.expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({"url": url, "headers": {"Authorization": f"Bearer {token}"}}), mode=0o600)
+    atomic_write_text(
+        path, json.dumps({"url": url, "headers": {"Authorization": f"Bearer {token}"}}), mode=0o600
+    )
 
 
 def _bind(host: str, port: int) -> socket.socket:

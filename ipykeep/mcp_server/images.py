@@ -53,12 +53,18 @@ def prepare_image(path: Path, mime: str, limits: ImageLimits) -> PreparedImage:
         size = _png_size(data) if mime == "image/png" else None
         if len(data) <= limits.max_bytes and (size is None or max(size) <= limits.max_pixels):
             return PreparedImage(data, mime)
-        return PreparedImage(None, mime, f"image over the size caps and Pillow is not installed to shrink it; file: {path}")
+        return PreparedImage(
+            None,
+            mime,
+            f"image over the size caps and Pillow is not installed to shrink it; file: {path}",
+        )
     try:
         img = Image.open(io.BytesIO(data))
         img.load()
     except Exception as exc:  # any decoder failure: point to the file instead
-        return PreparedImage(None, mime, f"image not decodable ({type(exc).__name__}); file: {path}")
+        return PreparedImage(
+            None, mime, f"image not decodable ({type(exc).__name__}); file: {path}"
+        )
     if max(img.size) <= limits.max_pixels and len(data) <= limits.max_bytes:
         return PreparedImage(data, mime)
     return _shrink(img, path, limits)
@@ -76,15 +82,23 @@ def _shrink(img: Any, path: Path, limits: ImageLimits) -> PreparedImage:
         buf = io.BytesIO()
         work.save(buf, format="PNG", optimize=True)
         if buf.tell() <= limits.max_bytes:
-            return PreparedImage(buf.getvalue(), "image/png", _scaled_note(original, work.size, path))
+            return PreparedImage(
+                buf.getvalue(), "image/png", _scaled_note(original, work.size, path)
+            )
         rgb = work.convert("RGB")
         for quality in (85, 70, 50):
             buf = io.BytesIO()
             rgb.save(buf, format="JPEG", quality=quality, optimize=True)
             if buf.tell() <= limits.max_bytes:
-                return PreparedImage(buf.getvalue(), "image/jpeg", _scaled_note(original, work.size, path))
+                return PreparedImage(
+                    buf.getvalue(), "image/jpeg", _scaled_note(original, work.size, path)
+                )
         side //= 2
-    return PreparedImage(None, "image/png", f"image too large to send within {limits.max_bytes:,} bytes; file: {path}")
+    return PreparedImage(
+        None,
+        "image/png",
+        f"image too large to send within {limits.max_bytes:,} bytes; file: {path}",
+    )
 
 
 def _scaled_note(original: tuple[int, int], now: tuple[int, int], path: Path) -> str | None:

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.errors import IpykeepError, UsageError
+from ipykeep.api.errors import IpykeepError, UsageError
 
 
 @dataclass(frozen=True)
@@ -30,14 +30,16 @@ class ServeOptions:
 
 def _setup_logging() -> None:
     # stdout is the protocol channel on stdio: every log line goes to stderr.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("ipykeep").setLevel(logging.INFO)
 
 
 def serve(opts: ServeOptions) -> int:
     """Run the server until the client goes away; returns the exit code."""
-    from ..core.config import load_config
-    from ..core.project import find_project_root
+    from ipykeep.project.config import load_config
+    from ipykeep.project.layout import find_project_root
 
     _setup_logging()
     try:
@@ -48,29 +50,38 @@ def serve(opts: ServeOptions) -> int:
             )
         project_dir = (opts.project or Path.cwd()).expanduser().resolve()
         if not project_dir.is_dir():
-            raise UsageError(f"project directory {project_dir} does not exist", hint="pass an existing --project DIR")
+            raise UsageError(
+                f"project directory {project_dir} does not exist",
+                hint="pass an existing --project DIR",
+            )
         config = load_config(find_project_root(project_dir))
         prefetch = None
         if opts.transport == "stdio":
-            from . import early
+            from ipykeep.mcp_server import early
 
             prefetch = early.start()  # answers the handshake while the SDK below is imported
-        from .server import IpykeepMcp, serve_stdio
+        from ipykeep.mcp_server.server import IpykeepMcp, serve_stdio
 
         app = IpykeepMcp(project_dir, config)
         if opts.transport == "stdio":
             serve_stdio(app, prefetch)
         elif opts.transport == "http":
-            from .http import HttpOptions, resolve_token, serve_http
+            from ipykeep.mcp_server.http import HttpOptions, resolve_token, serve_http
 
             token, explicit = resolve_token(opts.host)
-            serve_http(app, HttpOptions(opts.host, opts.port, token, explicit, opts.connection_file))
+            serve_http(
+                app, HttpOptions(opts.host, opts.port, token, explicit, opts.connection_file)
+            )
         else:
-            raise UsageError(f"unknown transport {opts.transport!r}", hint="use --transport stdio or --transport http")
+            raise UsageError(
+                f"unknown transport {opts.transport!r}",
+                hint="use --transport stdio or --transport http",
+            )
     except IpykeepError as exc:
-        from ..cli_fast import print_error
+        from ipykeep.client.render import render_error
 
-        return print_error(exc)
+        sys.stderr.write(render_error(exc) + "\n")
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     return 0

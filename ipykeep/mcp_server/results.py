@@ -28,10 +28,18 @@ from typing import Any
 import anyio
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
-from ..core.bounding import bound_text
-from ..core.errors import IpykeepError
-from ..core.records import BatchResult, CellsRecord, CellState, ExecutionRecord, ImageRef, InterruptResult, KernelRecord
-from ..core.render import (
+from ipykeep.api.bounding import bound_text
+from ipykeep.api.errors import IpykeepError
+from ipykeep.api.records import (
+    BatchResult,
+    CellsRecord,
+    CellState,
+    ExecutionRecord,
+    ImageRef,
+    InterruptResult,
+    KernelRecord,
+)
+from ipykeep.client.render import (
     render_batch,
     render_cell_line,
     render_execution,
@@ -39,8 +47,8 @@ from ..core.render import (
     render_kernel,
     render_plan,
 )
-from .catalog import ResultKind
-from .images import ImageLimits, prepare_image
+from ipykeep.mcp_server.catalog import ResultKind
+from ipykeep.mcp_server.images import ImageLimits, prepare_image
 
 #: Images inlined in one result; the rest are named by path.
 MAX_IMAGES = 4
@@ -52,7 +60,9 @@ def _json(value: Any) -> str:
 
 def error_result(exc: IpykeepError) -> CallToolResult:
     env = exc.envelope()
-    return CallToolResult(content=[TextContent(text=_json(env))], structured_content=env, is_error=True)
+    return CallToolResult(
+        content=[TextContent(text=_json(env))], structured_content=env, is_error=True
+    )
 
 
 def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> dict[str, Any]:
@@ -60,7 +70,12 @@ def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> di
 
     ``max_output`` cuts the output further, for batches that hold many executions.
     """
-    out: dict[str, Any] = {"handle": rec.handle, "kernel_id": rec.kernel_id, "state": rec.state, "cursor": rec.cursor}
+    out: dict[str, Any] = {
+        "handle": rec.handle,
+        "kernel_id": rec.kernel_id,
+        "state": rec.state,
+        "cursor": rec.cursor,
+    }
     if rec.cell_id:
         out["cell_id"] = rec.cell_id
         out["index"] = rec.index
@@ -83,7 +98,9 @@ def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> di
         error: dict[str, Any] = {"ename": rec.error.ename, "evalue": rec.error.evalue[:200]}
         if rec.error.traceback:
             tb = rec.error.traceback
-            error["traceback"] = bound_text(tb, max_output).text if max_output and len(tb) > max_output else tb
+            error["traceback"] = (
+                bound_text(tb, max_output).text if max_output and len(tb) > max_output else tb
+            )
         out["error"] = error
     if rec.notices:
         out["notices"] = rec.notices
@@ -200,7 +217,9 @@ def _cells_summary(rec: CellsRecord, budget: int) -> dict[str, Any]:
 
 
 def _cells_text(rec: CellsRecord) -> str:
-    lines = [f"{rec.kernel_id} {rec.notebook or '(scratch kernel: no notebook)'}: {len(rec.cells)} cell(s)"]
+    lines = [
+        f"{rec.kernel_id} {rec.notebook or '(scratch kernel: no notebook)'}: {len(rec.cells)} cell(s)"
+    ]
     lines.extend(render_cell_line(c) for c in rec.cells)
     if rec.scratch:
         lines.append("recent scratch executions:")
@@ -208,7 +227,9 @@ def _cells_text(rec: CellsRecord) -> str:
     return "\n".join(lines)
 
 
-async def _images(refs: list[ImageRef], limits: ImageLimits) -> tuple[list[ContentBlock], list[str]]:
+async def _images(
+    refs: list[ImageRef], limits: ImageLimits
+) -> tuple[list[ContentBlock], list[str]]:
     blocks: list[ContentBlock] = []
     notes: list[str] = []
     for i, ref in enumerate(refs):
@@ -217,7 +238,9 @@ async def _images(refs: list[ImageRef], limits: ImageLimits) -> tuple[list[Conte
             continue
         prepared = await anyio.to_thread.run_sync(prepare_image, Path(ref.path), ref.mime, limits)
         if prepared.data is not None:
-            blocks.append(ImageContent(data=base64.b64encode(prepared.data).decode(), mime_type=prepared.mime))
+            blocks.append(
+                ImageContent(data=base64.b64encode(prepared.data).decode(), mime_type=prepared.mime)
+            )
         if prepared.note:
             notes.append(prepared.note)
     return blocks, notes
@@ -239,12 +262,16 @@ class ResultBuilder:
     async def build(self, kind: ResultKind, raw: Any) -> CallToolResult:
         if kind == "execution":
             rec = ExecutionRecord.model_validate(raw)
-            return await self._with_images(render_execution(rec), rec.output.images, execution_summary(rec))
+            return await self._with_images(
+                render_execution(rec), rec.output.images, execution_summary(rec)
+            )
         if kind == "batch":
             batch = BatchResult.model_validate(raw)
             images = [img for r in batch.results for img in r.output.images]
             return await self._with_images(
-                self._bounded(render_batch(batch)), images, _batch_summary(batch, self.listing_chars)
+                self._bounded(render_batch(batch)),
+                images,
+                _batch_summary(batch, self.listing_chars),
             )
         if kind == "stale":
             summary = _plan_summary(raw, self.listing_chars)
@@ -263,7 +290,9 @@ class ResultBuilder:
         if kind == "cells":
             # RPC drops None fields, and CellsRecord.notebook has no default (scratch kernels).
             cells = CellsRecord.model_validate({"notebook": None, **raw})
-            return self._text(self._bounded(_cells_text(cells)), _cells_summary(cells, self.listing_chars))
+            return self._text(
+                self._bounded(_cells_text(cells)), _cells_summary(cells, self.listing_chars)
+            )
         if kind == "interrupt":
             res = InterruptResult.model_validate(raw)
             return self._text(render_interrupt(res), res.model_dump(mode="json", exclude_none=True))
@@ -273,8 +302,12 @@ class ResultBuilder:
     def _text(text: str, structured: dict[str, Any] | None) -> CallToolResult:
         return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
 
-    async def _with_images(self, text: str, refs: list[ImageRef], structured: dict[str, Any]) -> CallToolResult:
+    async def _with_images(
+        self, text: str, refs: list[ImageRef], structured: dict[str, Any]
+    ) -> CallToolResult:
         blocks, notes = await _images(refs, self.limits)
         if notes:
             text = "\n".join([text, *(f"note: {n}" for n in notes)])
-        return CallToolResult(content=[TextContent(text=text), *blocks], structured_content=structured)
+        return CallToolResult(
+            content=[TextContent(text=text), *blocks], structured_content=structured
+        )

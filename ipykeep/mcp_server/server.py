@@ -42,15 +42,15 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from .. import __version__
-from ..api import names
-from ..core.config import Config
-from ..core.errors import IpykeepError, UsageError
-from .catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
+from ipykeep import __version__
+from ipykeep.api import names
+from ipykeep.api.errors import IpykeepError, UsageError
+from ipykeep.mcp_server.catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
+from ipykeep.project.config import Config
 
 if TYPE_CHECKING:
-    from ..api.spec import Params
-    from .early import StdinPrefetch
+    from ipykeep.api.spec import Params
+    from ipykeep.mcp_server.early import StdinPrefetch
 
 log = logging.getLogger("ipykeep.mcp")
 
@@ -63,7 +63,7 @@ INSTRUCTIONS = (
 #: Seconds create_kernel waits for a notebook's warm-up before returning its progress.
 WARM_WAIT_S = 30.0
 
-#: ``core.archive.ARTIFACT_URI_PREFIX`` + the template's fields (that module loads nbformat,
+#: ``project.stored.ARTIFACT_URI_PREFIX`` + the template's fields (that module loads nbformat,
 #: which the handshake does without; a test checks the two agree).
 ARTIFACT_TEMPLATE = "ipykeep://artifacts/{kernel_id}/{name}"
 
@@ -114,7 +114,7 @@ class IpykeepMcp:
     @property
     def backend(self) -> Any:
         if self._backend is None:
-            from .backend import Backend
+            from ipykeep.mcp_server.backend import Backend
 
             self._backend = Backend(self.project)
         return self._backend
@@ -122,8 +122,8 @@ class IpykeepMcp:
     @property
     def results(self) -> Any:
         if self._results is None:
-            from .images import ImageLimits
-            from .results import ResultBuilder
+            from ipykeep.mcp_server.images import ImageLimits
+            from ipykeep.mcp_server.results import ResultBuilder
 
             limits = ImageLimits(self.config.image_max_pixels, self.config.image_max_bytes)
             self._results = ResultBuilder(limits, self.config.max_output_chars)
@@ -147,7 +147,9 @@ class IpykeepMcp:
             )
 
     # -- logging -------------------------------------------------------------------------------
-    async def set_logging_level(self, ctx: ServerRequestContext[Any], params: SetLevelRequestParams) -> EmptyResult:
+    async def set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: SetLevelRequestParams
+    ) -> EmptyResult:
         self.log_level = params.level
         return EmptyResult()
 
@@ -158,11 +160,18 @@ class IpykeepMcp:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the SDK marks logging deprecated for 2026-07-28+
-                await ctx.session.send_log_message(level, message, "ipykeep", related_request_id=ctx.request_id)  # type: ignore[arg-type]
+                await ctx.session.send_log_message(
+                    level,  # type: ignore[arg-type]
+                    message,
+                    "ipykeep",
+                    related_request_id=ctx.request_id,
+                )
         except Exception:  # a client that went away must not turn a result into an error
             log.debug("log message not delivered", exc_info=True)
 
-    async def progress(self, ctx: ServerRequestContext[Any], done: float, total: float | None, message: str) -> None:
+    async def progress(
+        self, ctx: ServerRequestContext[Any], done: float, total: float | None, message: str
+    ) -> None:
         """Report progress on this request (a no-op unless the client sent a progress token)."""
         try:
             await ctx.session.report_progress(done, total, message)
@@ -170,7 +179,9 @@ class IpykeepMcp:
             log.debug("progress not delivered", exc_info=True)
 
     # -- tools ---------------------------------------------------------------------------------
-    async def list_tools(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
         return ListToolsResult(tools=self.tools)
 
     def _reader(self, ctx: ServerRequestContext[Any]) -> str:
@@ -186,28 +197,36 @@ class IpykeepMcp:
         path = Path(value).expanduser()
         return str(path if path.is_absolute() else self.project / path)
 
-    async def call_tool(self, ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: CallToolRequestParams
+    ) -> CallToolResult:
         spec = BY_NAME.get(params.name)
         try:
             if spec is None:
-                raise UsageError(f"unknown tool {params.name!r}", hint=f"tools: {', '.join(BY_NAME)}")
+                raise UsageError(
+                    f"unknown tool {params.name!r}", hint=f"tools: {', '.join(BY_NAME)}"
+                )
             try:
                 args = spec.args.model_validate(params.arguments or {})
             except ValidationError as exc:
                 raise UsageError(
-                    _validation_message(spec.name, exc), hint=f"see the input schema of {spec.name} in tools/list"
+                    _validation_message(spec.name, exc),
+                    hint=f"see the input schema of {spec.name} in tools/list",
                 ) from None
             return await self._run(spec, self._params(spec, args, ctx), ctx)
         except IpykeepError as exc:
-            from .results import error_result
+            from ipykeep.mcp_server.results import error_result
 
             return error_result(exc)
         except Exception as exc:  # the server must answer whatever happens
-            from .results import error_result
+            from ipykeep.mcp_server.results import error_result
 
             log.exception("tool %s failed", params.name)
             return error_result(
-                IpykeepError(f"internal error in {params.name}: {type(exc).__name__}: {exc}", hint="see the server's stderr")
+                IpykeepError(
+                    f"internal error in {params.name}: {type(exc).__name__}: {exc}",
+                    hint="see the server's stderr",
+                )
             )
 
     def _params(self, spec: ToolSpec, args: Any, ctx: ServerRequestContext[Any]) -> Params:
@@ -227,7 +246,9 @@ class IpykeepMcp:
             extra["wait_for_write"] = False
         return engine_params(spec, args, **extra)
 
-    async def _run(self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]) -> CallToolResult:
+    async def _run(
+        self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]
+    ) -> CallToolResult:
         if spec.method_name == names.CREATE_KERNEL:
             raw = await self._create_kernel(params, ctx)
         elif spec.progress:
@@ -242,24 +263,37 @@ class IpykeepMcp:
     async def _create_kernel(self, params: Params, ctx: ServerRequestContext[Any]) -> Any:
         # Warm-up can take long: wait a bounded time and report progress rather than block
         # the client past its request timeout.
-        from ..api import methods as api
-        from ..api.kernels import WaitWarmParams
+        from ipykeep.api import methods as api
+        from ipykeep.api.kernels import WaitWarmParams
 
         await self.progress(ctx, 0, None, "starting the kernel")
-        raw = await self.backend.call(api.CREATE_KERNEL, params.model_copy(update={"wait": False}), start=True)
+        raw = await self.backend.call(
+            api.CREATE_KERNEL, params.model_copy(update={"wait": False}), start=True
+        )
         deadline = time.monotonic() + WARM_WAIT_S
         while (warm := raw.get("warm") or {}).get("finished") is False:
             current = f": {warm['current']}" if warm.get("current") else ""
-            await self.progress(ctx, warm.get("done", 0), warm.get("total"), f"warming {raw['kernel_id']}{current}")
+            await self.progress(
+                ctx, warm.get("done", 0), warm.get("total"), f"warming {raw['kernel_id']}{current}"
+            )
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            raw = await self.backend.call(api.WAIT_WARM, WaitWarmParams(kernel_id=raw["kernel_id"], timeout=min(left, 1.0)))
+            raw = await self.backend.call(
+                api.WAIT_WARM, WaitWarmParams(kernel_id=raw["kernel_id"], timeout=min(left, 1.0))
+            )
         warm = raw.get("warm") or {}
-        await self.progress(ctx, warm.get("done", 1), warm.get("total", 1), f"{raw['kernel_id']} {raw.get('state', 'ready')}")
+        await self.progress(
+            ctx,
+            warm.get("done", 1),
+            warm.get("total", 1),
+            f"{raw['kernel_id']} {raw.get('state', 'ready')}",
+        )
         return raw
 
-    async def _with_progress(self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]) -> Any:
+    async def _with_progress(
+        self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]
+    ) -> Any:
         """Run a batch call while reporting, about once a second, which execution is running.
 
         The batch itself is one daemon call; progress comes from polling ``list_kernels`` on
@@ -290,23 +324,29 @@ class IpykeepMcp:
                 running = await self._running(kid)
                 seen.update(running)
                 what = f"running {', '.join(running)}" if running else "working"
-                await self.progress(ctx, min(len(seen), total) if total else ticks, total, f"{spec.name}: {what}")
+                await self.progress(
+                    ctx, min(len(seen), total) if total else ticks, total, f"{spec.name}: {what}"
+                )
         if "error" in result:
             raise result["error"]
         return result["raw"]
 
     async def _running(self, kid: str) -> list[str]:
-        from ..api import methods as api
-        from ..api.kernels import NoParams
+        from ipykeep.api import methods as api
+        from ipykeep.api.kernels import NoParams
 
         try:
             kernels = await self.backend.call(api.LIST_KERNELS, NoParams())
         except IpykeepError:
             return []
-        return next((list(k.get("running") or []) for k in kernels if k.get("kernel_id") == kid), [])
+        return next(
+            (list(k.get("running") or []) for k in kernels if k.get("kernel_id") == kid), []
+        )
 
     # -- resources -----------------------------------------------------------------------------
-    async def list_resources(self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListResourcesResult:
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
         return ListResourcesResult(resources=[])
 
     async def list_resource_templates(
@@ -322,8 +362,10 @@ class IpykeepMcp:
             ]
         )
 
-    async def read_resource(self, ctx: ServerRequestContext[Any], params: ReadResourceRequestParams) -> ReadResourceResult:
-        from ..api import methods as api
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        from ipykeep.api import methods as api
 
         uri = str(params.uri)
         try:
@@ -331,8 +373,16 @@ class IpykeepMcp:
         except IpykeepError as exc:
             raise MCPError(INVALID_PARAMS, exc.message, exc.envelope()) from None
         if "text" in raw:
-            return ReadResourceResult(contents=[TextResourceContents(uri=uri, text=raw["text"], mime_type=raw.get("mime") or "text/plain")])
-        return ReadResourceResult(contents=[BlobResourceContents(uri=uri, blob=raw["blob"], mime_type=raw.get("mime"))])
+            return ReadResourceResult(
+                contents=[
+                    TextResourceContents(
+                        uri=uri, text=raw["text"], mime_type=raw.get("mime") or "text/plain"
+                    )
+                ]
+            )
+        return ReadResourceResult(
+            contents=[BlobResourceContents(uri=uri, blob=raw["blob"], mime_type=raw.get("mime"))]
+        )
 
 
 def _notices(structured: Any) -> list[str]:
@@ -347,7 +397,7 @@ def _notices(structured: Any) -> list[str]:
 async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
     from mcp.server.stdio import stdio_server
 
-    from .stdio import pipe_stdio
+    from ipykeep.mcp_server.stdio import pipe_stdio
 
     server = app.server()
     async with pipe_stdio(prefetch) as streams:

@@ -18,13 +18,15 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .early import EarlyAnswers, StdinPrefetch
+    from ipykeep.mcp_server.early import EarlyAnswers, StdinPrefetch
 
 MAX_LINE = 64 * 1024 * 1024
 
 
 class _LineReader:
-    def __init__(self, reader: asyncio.StreamReader, early: EarlyAnswers | None, first: list[bytes]) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, early: EarlyAnswers | None, first: list[bytes]
+    ) -> None:
         self._reader = reader
         self._early = early
         self._first = first
@@ -59,7 +61,9 @@ class _Writer:
 
 
 @contextlib.asynccontextmanager
-async def pipe_stdio(prefetch: StdinPrefetch | None = None) -> AsyncIterator[tuple[Any, Any] | None]:
+async def pipe_stdio(
+    prefetch: StdinPrefetch | None = None,
+) -> AsyncIterator[tuple[Any, Any] | None]:
     """``(stdin, stdout)`` streams for ``mcp.server.stdio.stdio_server``, or None if not pipes.
 
     ``prefetch`` is the reader that answered the handshake while the SDK loaded: its lines come
@@ -73,7 +77,9 @@ async def pipe_stdio(prefetch: StdinPrefetch | None = None) -> AsyncIterator[tup
     if prefetch is not None:
         first, partial = prefetch.handover()
         early = prefetch.answers
-    if not all(stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)):
+    if not all(
+        stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode) for fd in (0, 1)
+    ):
         yield None
         return
     loop = asyncio.get_running_loop()

@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import tomlkit
 
-from ipykeep.core.config import Config
+from ipykeep.project.config import Config
 
 AGENTS_START = "<!-- ipykeep:start -->"
 AGENTS_END = "<!-- ipykeep:end -->"
@@ -104,7 +104,11 @@ def ipykeep_toml(notebook: str | None) -> str:
     hints = get_type_hints(Config)
     out = ["# ipykeep settings for this project. Check them with `ipykeep doctor`.", ""]
     if notebook is not None:
-        out += ["# Notebook the kernel is bound to by default.", f"notebook = {tomlkit.item(notebook).as_string()}", ""]
+        out += [
+            "# Notebook the kernel is bound to by default.",
+            f"notebook = {tomlkit.item(notebook).as_string()}",
+            "",
+        ]
     out += ["# Defaults; uncomment a line to change it."]
     for f in dataclasses.fields(Config):
         if f.name == "notebook" and notebook is not None:

@@ -28,13 +28,12 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from ipykeep.core.config import Config, load_config
-from ipykeep.core.errors import ConfigError, IpykeepError
-
-from . import gates
-from .editors import CURSOR_PROJECT_ARGS, SERVER_NAME
-from .files import read_text
-from .jsonfile import parse_json_object
+from ipykeep.api.errors import ConfigError, IpykeepError
+from ipykeep.project.config import Config, load_config
+from ipykeep.scaffold import gates
+from ipykeep.scaffold.editors import CURSOR_PROJECT_ARGS, SERVER_NAME
+from ipykeep.scaffold.files import read_text
+from ipykeep.scaffold.jsonfile import parse_json_object
 
 
 class Status(str, enum.Enum):
@@ -51,7 +50,12 @@ class Check:
     fix: str = ""
 
     def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status.value, "detail": self.detail, "fix": self.fix}
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "detail": self.detail,
+            "fix": self.fix,
+        }
 
 
 @dataclass(frozen=True)
@@ -83,12 +87,19 @@ REQUIRED: tuple[tuple[str, int | None], ...] = (
 def check_python() -> Check:
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info < (3, 10):
-        return Check("python", Status.fail, f"Python {version} ({sys.executable})", "use Python 3.10 or newer")
+        return Check(
+            "python",
+            Status.fail,
+            f"Python {version} ({sys.executable})",
+            "use Python 3.10 or newer",
+        )
     return Check("python", Status.ok, f"Python {version} ({sys.executable})")
 
 
 def check_package(name: str, major: int | None) -> Check:
-    install = f"{sys.executable} -m pip install '{name}{f'>={major},<{major + 1}' if major else ''}'"
+    install = (
+        f"{sys.executable} -m pip install '{name}{f'>={major},<{major + 1}' if major else ''}'"
+    )
     try:
         version = metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -100,7 +111,10 @@ def check_package(name: str, major: int | None) -> Check:
             found = -1
         if found != major:
             return Check(
-                name, Status.fail, f"{version} installed, ipykeep needs {major}.x", f"run: {install}"
+                name,
+                Status.fail,
+                f"{version} installed, ipykeep needs {major}.x",
+                f"run: {install}",
             )
     return Check(name, Status.ok, version)
 
@@ -109,7 +123,9 @@ def check_config(root: Path) -> tuple[Check, Config | None]:
     try:
         config = load_config(root)
     except IpykeepError as exc:
-        return Check("config", Status.fail, exc.message, exc.hint or "fix the setting named above"), None
+        return Check(
+            "config", Status.fail, exc.message, exc.hint or "fix the setting named above"
+        ), None
     return Check("config", Status.ok, f"loaded for {root}"), config
 
 
@@ -144,7 +160,9 @@ def check_kernel_python(config: Config, root: Path, timeout: float = 120.0) -> C
     python = resolve_command(config.python, root)
     if python is None:
         return Check(
-            name, Status.fail, f"{config.python} not found or not executable",
+            name,
+            Status.fail,
+            f"{config.python} not found or not executable",
             "set python in ipykeep.toml (or IPYKEEP_PYTHON) to an existing interpreter",
         )
     try:
@@ -152,34 +170,50 @@ def check_kernel_python(config: Config, root: Path, timeout: float = 120.0) -> C
             [python, "-c", _IMPORT_PROBE], cwd=root, capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        return Check(name, Status.fail, f"{python} did not answer within {timeout:.0f} s", "check that it runs")
+        return Check(
+            name,
+            Status.fail,
+            f"{python} did not answer within {timeout:.0f} s",
+            "check that it runs",
+        )
     except OSError as exc:
         return Check(name, Status.fail, f"{python} cannot be started ({exc})", "check that it runs")
     try:
         result = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        return Check(name, Status.fail, f"{python} could not run the import probe: {last}",
-                     "check that it is a working Python 3 interpreter")
+        return Check(
+            name,
+            Status.fail,
+            f"{python} could not run the import probe: {last}",
+            "check that it is a working Python 3 interpreter",
+        )
     missing: dict[str, str] = result.get("missing", {})
     install = f"{python} -m pip install ipykernel ipyflow-core"
     if set(missing) == {"ipyflow"} and config.dataflow == "static":
         return Check(name, Status.warn, f"{python}: ipykernel ok, no ipyflow (dataflow = static)")
     if missing:
         why = "; ".join(f"{module}: {error}" for module, error in missing.items())
-        alternative = "" if "ipykernel" in missing else '  (or set dataflow = "static" in ipykeep.toml)'
+        alternative = (
+            "" if "ipykernel" in missing else '  (or set dataflow = "static" in ipykeep.toml)'
+        )
         return Check(
-            name, Status.fail,
+            name,
+            Status.fail,
             f"{python} cannot import {' and '.join(missing)} ({why})",
             f"run: {install}{alternative}",
         )
-    return Check(name, Status.ok, f"{python} (Python {result.get('version')}) imports ipykernel and ipyflow")
+    return Check(
+        name, Status.ok, f"{python} (Python {result.get('version')}) imports ipykernel and ipyflow"
+    )
 
 
 def check_daemon(root: Path) -> Check:
     name = "daemon"
     try:
-        from ipykeep.core import client  # imported lazily: the client may not be installed
+        from ipykeep.client import (
+            connection as client,  # imported lazily: the client may not be installed
+        )
     except ImportError:
         return Check(name, Status.warn, "not checked (this ipykeep has no daemon client)")
     descriptor = client.find_daemon(root)
@@ -195,12 +229,16 @@ def check_daemon(root: Path) -> Check:
     except Exception as exc:  # any failure to talk to it is the finding itself
         message = exc.message if isinstance(exc, IpykeepError) else f"{type(exc).__name__}: {exc}"
         return Check(
-            name, Status.fail, f"a daemon is registered for {root} but did not answer ({message})",
+            name,
+            Status.fail,
+            f"a daemon is registered for {root} but did not answer ({message})",
             "stop it with `ipykeep daemon stop` (or end its process) and let the next call start a new one",
         )
     pid = getattr(descriptor, "pid", None)
     version = getattr(descriptor, "version", None)
-    about = ", ".join(x for x in (f"pid {pid}" if pid else "", f"version {version}" if version else "") if x)
+    about = ", ".join(
+        x for x in (f"pid {pid}" if pid else "", f"version {version}" if version else "") if x
+    )
     return Check(name, Status.ok, f"running and answering{f' ({about})' if about else ''}")
 
 
@@ -238,13 +276,16 @@ def _load_toml_entry(path: Path) -> Any:
     except TOMLKitError as exc:
         line = getattr(exc, "line", None)
         raise ConfigError(
-            f"{path}{f': line {line}' if line else ''}: not valid TOML ({exc})", hint=f"fix the syntax of {path}"
+            f"{path}{f': line {line}' if line else ''}: not valid TOML ({exc})",
+            hint=f"fix the syntax of {path}",
         ) from exc
     servers = doc.get("mcp_servers")
     return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
 
 
-def host_config_files(root: Path, home: Path) -> tuple[tuple[str, Path, Callable[[Path], Any]], ...]:
+def host_config_files(
+    root: Path, home: Path
+) -> tuple[tuple[str, Path, Callable[[Path], Any]], ...]:
     return (
         ("Claude Code (project)", root / ".mcp.json", _load_json_entry),
         ("Codex (project)", root / ".codex" / "config.toml", _load_toml_entry),
@@ -269,28 +310,47 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
         command = entry.get("command") if isinstance(entry, dict) else None
         args = (entry.get("args") or []) if isinstance(entry, dict) else []
         if not isinstance(command, str) or not command:
-            checks.append(Check(name, Status.fail, f"{path}: the ipykeep entry has no command",
-                                "rerun `ipykeep init --replace`"))
+            checks.append(
+                Check(
+                    name,
+                    Status.fail,
+                    f"{path}: the ipykeep entry has no command",
+                    "rerun `ipykeep init --replace`",
+                )
+            )
             continue
         shown = " ".join([command, *map(str, args)])
         found = resolve_command(command, root)
         if found is None:
-            checks.append(Check(
-                name, Status.fail, f"{path}: `{command}` is not found from {root}",
-                "install ipykeep on PATH (pipx/uv tool), or rerun `ipykeep init --replace --launcher venv|uvx|command`",
-            ))
+            checks.append(
+                Check(
+                    name,
+                    Status.fail,
+                    f"{path}: `{command}` is not found from {root}",
+                    "install ipykeep on PATH (pipx/uv tool), or rerun `ipykeep init --replace --launcher venv|uvx|command`",
+                )
+            )
         elif label.startswith("Cursor") and "--project" not in map(str, args):
-            checks.append(Check(
-                name, Status.warn,
-                f"{shown}: no --project, so a server Cursor starts outside the workspace serves the wrong project",
-                f"rerun `ipykeep init --provider cursor` (adds {' '.join(CURSOR_PROJECT_ARGS)})",
-            ))
+            checks.append(
+                Check(
+                    name,
+                    Status.warn,
+                    f"{shown}: no --project, so a server Cursor starts outside the workspace serves the wrong project",
+                    f"rerun `ipykeep init --provider cursor` (adds {' '.join(CURSOR_PROJECT_ARGS)})",
+                )
+            )
         else:
             checks.append(Check(name, Status.ok, f"{shown}  ({found})"))
         checks.extend(_gate(label, root, home or Path.home()))
     if not checks:
-        checks.append(Check("hosts", Status.warn, "no host config has an ipykeep entry",
-                            "run `ipykeep init` in the project"))
+        checks.append(
+            Check(
+                "hosts",
+                Status.warn,
+                "no host config has an ipykeep entry",
+                "run `ipykeep init` in the project",
+            )
+        )
     return checks
 
 
@@ -302,18 +362,40 @@ def _gate(label: str, root: Path, home: Path) -> list[Check]:
         if approval.state == "approved":
             return [Check(name, Status.ok, f"ipykeep approved ({approval.source})")]
         if approval.state == "disabled":
-            return [Check(name, Status.fail, f"ipykeep is disabled for this project ({approval.source})",
-                          gates.claude_fix(root, approval))]
-        return [Check(name, Status.warn, "not approved yet: Claude Code asks before starting project servers",
-                      gates.claude_fix(root, approval))]
+            return [
+                Check(
+                    name,
+                    Status.fail,
+                    f"ipykeep is disabled for this project ({approval.source})",
+                    gates.claude_fix(root, approval),
+                )
+            ]
+        return [
+            Check(
+                name,
+                Status.warn,
+                "not approved yet: Claude Code asks before starting project servers",
+                gates.claude_fix(root, approval),
+            )
+        ]
     if label == "Codex (project)":
         trust = gates.codex_trust(root, home)
         name = "host Codex trust"
         if trust == "trusted":
-            return [Check(name, Status.ok, f"project trusted ({gates.codex_home(home) / 'config.toml'})")]
+            return [
+                Check(
+                    name, Status.ok, f"project trusted ({gates.codex_home(home) / 'config.toml'})"
+                )
+            ]
         detail = "project marked untrusted" if trust == "untrusted" else "project not trusted yet"
-        return [Check(name, Status.warn, f"{detail}: Codex ignores .codex/config.toml until it is",
-                      gates.codex_fix(root, home))]
+        return [
+            Check(
+                name,
+                Status.warn,
+                f"{detail}: Codex ignores .codex/config.toml until it is",
+                gates.codex_fix(root, home),
+            )
+        ]
     return []
 
 
@@ -329,7 +411,9 @@ def run_doctor(root: Path, *, home: Path | None = None) -> DoctorReport:
     config_check, config = check_config(root)
     checks.append(config_check)
     if config is None:
-        checks.append(Check("kernel python", Status.warn, "not checked (the configuration is invalid)"))
+        checks.append(
+            Check("kernel python", Status.warn, "not checked (the configuration is invalid)")
+        )
     else:
         checks.append(check_kernel_python(config, root))
     checks.append(check_daemon(root))
@@ -346,5 +430,8 @@ def render_table(report: DoctorReport) -> str:
             lines.append(f"{'':<4}  {'':<{width}}  fix: {c.fix}")
     failed = sum(c.status is Status.fail for c in report.checks)
     warned = sum(c.status is Status.warn for c in report.checks)
-    lines += ["", f"{failed} failed, {warned} warning(s)" if failed or warned else "all checks passed"]
+    lines += [
+        "",
+        f"{failed} failed, {warned} warning(s)" if failed or warned else "all checks passed",
+    ]
     return "\n".join(lines) + "\n"

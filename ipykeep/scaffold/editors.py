@@ -14,12 +14,11 @@ import tomlkit
 from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import InlineTable, Table
 
-from ipykeep.core.errors import ConfigError
-
-from .content import AGENTS_END, AGENTS_SECTION, AGENTS_START
-from .files import ChangeStatus, FileChange, change, conflict, read_text
-from .jsonfile import parse_json_object, set_nested_member, set_top_member
-from .launcher import Launcher
+from ipykeep.api.errors import ConfigError
+from ipykeep.scaffold.content import AGENTS_END, AGENTS_SECTION, AGENTS_START
+from ipykeep.scaffold.files import ChangeStatus, FileChange, change, conflict, read_text
+from ipykeep.scaffold.jsonfile import parse_json_object, set_nested_member, set_top_member
+from ipykeep.scaffold.launcher import Launcher
 
 SERVER_NAME = "ipykeep"
 _REPLACE_HINT = "rerun with --replace to overwrite it"
@@ -83,7 +82,9 @@ def plan_json_servers(
     outdated = existing is not None and bool(extra_args) and entry_matches(existing, plain)
     if existing is not None and not replace and not outdated:
         return conflict(
-            path, label, before or "",
+            path,
+            label,
+            before or "",
             f"an ipykeep server entry already exists ({_describe_entry(existing)}); {_REPLACE_HINT}",
         )
     entry = json_server_entry(launcher, with_type=with_type)
@@ -94,7 +95,11 @@ def plan_json_servers(
     if outdated:
         note = f"the ipykeep entry now passes {' '.join(extra_args)}"
     else:
-        note = "replaced the ipykeep server entry" if existing is not None else "added the ipykeep server entry"
+        note = (
+            "replaced the ipykeep server entry"
+            if existing is not None
+            else "added the ipykeep server entry"
+        )
     return change(path, label, before, after, note)
 
 
@@ -115,8 +120,12 @@ def plan_claude_approval(path: Path, label: str) -> FileChange:
     enabled = data.get("enabledMcpjsonServers")
     disabled = data.get("disabledMcpjsonServers")
     if isinstance(disabled, list) and SERVER_NAME in disabled:
-        return change(path, label, before, before or "", "ipykeep is in disabledMcpjsonServers: left disabled")
-    if data.get("enableAllProjectMcpServers") is True or (isinstance(enabled, list) and SERVER_NAME in enabled):
+        return change(
+            path, label, before, before or "", "ipykeep is in disabledMcpjsonServers: left disabled"
+        )
+    if data.get("enableAllProjectMcpServers") is True or (
+        isinstance(enabled, list) and SERVER_NAME in enabled
+    ):
         return change(path, label, before, before or "", "")
     if enabled is not None and not isinstance(enabled, list):
         raise ConfigError(
@@ -125,7 +134,9 @@ def plan_claude_approval(path: Path, label: str) -> FileChange:
             details={"file": str(path)},
         )
     after = set_top_member(before or "", "enabledMcpjsonServers", [*(enabled or []), SERVER_NAME])
-    return change(path, label, before, after, "approved the project's ipykeep server for Claude Code")
+    return change(
+        path, label, before, after, "approved the project's ipykeep server for Claude Code"
+    )
 
 
 def _parse_toml(text: str, path: Path) -> tomlkit.TOMLDocument:
@@ -139,7 +150,8 @@ def _parse_toml(text: str, path: Path) -> tomlkit.TOMLDocument:
         ) from exc
     except TOMLKitError as exc:
         raise ConfigError(
-            f"{path}: not valid TOML ({exc})", hint=f"fix the syntax of {path} (nothing was written)"
+            f"{path}: not valid TOML ({exc})",
+            hint=f"fix the syntax of {path} (nothing was written)",
         ) from exc
 
 
@@ -180,7 +192,9 @@ def plan_codex_toml(path: Path, label: str, launcher: Launcher, *, replace: bool
         return change(path, label, before, text, "ipykeep server already configured")
     if existing is not None and not replace:
         return conflict(
-            path, label, text,
+            path,
+            label,
+            text,
             f"[mcp_servers.ipykeep] already exists ({_describe_entry(plain)}); {_REPLACE_HINT}",
         )
     if isinstance(servers, InlineTable):
@@ -191,7 +205,9 @@ def plan_codex_toml(path: Path, label: str, launcher: Launcher, *, replace: bool
     new["args"] = list(launcher.args)
     servers[SERVER_NAME] = new
     after = doc.as_string()
-    note = "replaced [mcp_servers.ipykeep]" if existing is not None else "added [mcp_servers.ipykeep]"
+    note = (
+        "replaced [mcp_servers.ipykeep]" if existing is not None else "added [mcp_servers.ipykeep]"
+    )
     return change(path, label, before, after, note)
 
 
@@ -199,7 +215,9 @@ def plan_owned_file(path: Path, label: str, text: str, *, replace: bool) -> File
     """A file ipykeep owns entirely (the skill): created, left alone if edited, unless --replace."""
     before = read_text(path)
     if before is not None and before != text and not replace:
-        return conflict(path, label, before, f"{path.name} differs from ipykeep's version; {_REPLACE_HINT}")
+        return conflict(
+            path, label, before, f"{path.name} differs from ipykeep's version; {_REPLACE_HINT}"
+        )
     note = "" if before == text else ("replaced" if before is not None else "")
     return change(path, label, before, text, note)
 
@@ -216,7 +234,9 @@ def plan_agents_md(path: Path, label: str) -> FileChange:
     starts, ends = _marker_lines(before, AGENTS_START), _marker_lines(before, AGENTS_END)
     if not starts and not ends:
         sep = _blank_line_after(before) if before.strip() else ""
-        return change(path, label, before, before + sep + AGENTS_SECTION, "added the ipykeep section")
+        return change(
+            path, label, before, before + sep + AGENTS_SECTION, "added the ipykeep section"
+        )
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
         line = (starts or ends)[0]
         raise ConfigError(
@@ -227,12 +247,14 @@ def plan_agents_md(path: Path, label: str) -> FileChange:
         )
     lines = before.splitlines(keepends=True)
     head = "".join(lines[: starts[0] - 1])
-    tail = "".join(lines[ends[0]:])
+    tail = "".join(lines[ends[0] :])
     section = AGENTS_SECTION
     if not tail and not lines[ends[0] - 1].endswith("\n"):
         section = section.rstrip("\n")  # keep a file that had no final newline that way
     after = head + section + tail
-    return change(path, label, before, after, "updated the ipykeep section" if after != before else "")
+    return change(
+        path, label, before, after, "updated the ipykeep section" if after != before else ""
+    )
 
 
 def plan_ipykeep_toml(
@@ -249,7 +271,9 @@ def plan_ipykeep_toml(
     if current == notebook:
         return change(path, label, before, before, "")
     if current is not None and not replace:
-        return conflict(path, label, before, f"notebook is already set to {str(current)!r}; {_REPLACE_HINT}")
+        return conflict(
+            path, label, before, f"notebook is already set to {str(current)!r}; {_REPLACE_HINT}"
+        )
     doc["notebook"] = notebook
     return change(path, label, before, doc.as_string(), f"set notebook = {notebook!r}")
 

@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ipykeep.core.errors import ConfigError
-from ipykeep.fsutil import atomic_write_text
+from ipykeep.api.errors import ConfigError
+from ipykeep.project.atomic import atomic_write_text
 
 
 class ChangeStatus(str, enum.Enum):
@@ -40,9 +40,13 @@ def read_text(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except IsADirectoryError as exc:
-        raise ConfigError(f"{path} is a directory, expected a file", hint=f"move {path} aside") from exc
+        raise ConfigError(
+            f"{path} is a directory, expected a file", hint=f"move {path} aside"
+        ) from exc
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})", hint=f"check the permissions of {path}") from exc
+        raise ConfigError(
+            f"{path}: cannot read ({exc.strerror})", hint=f"check the permissions of {path}"
+        ) from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -79,7 +83,9 @@ def unified_diff(item: FileChange, display: str) -> str:
             before, after, "/dev/null" if item.before is None else f"a/{display}", f"b/{display}"
         )
     )
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -25,8 +25,8 @@ from typing import Any, Literal
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from .editors import SERVER_NAME
-from .files import read_text
+from ipykeep.scaffold.editors import SERVER_NAME
+from ipykeep.scaffold.files import read_text
 
 ApprovalState = Literal["approved", "disabled", "pending"]
 TrustState = Literal["trusted", "untrusted", "unknown"]
@@ -60,7 +60,9 @@ class ClaudeApproval:
 
 def claude_approval(root: Path, home: Path) -> ClaudeApproval:
     """Whether Claude Code will start the project's ``ipykeep`` server without asking."""
-    sources: list[tuple[Path, dict[str, Any]]] = [(p, _json(p)) for p in claude_settings_files(root, home)]
+    sources: list[tuple[Path, dict[str, Any]]] = [
+        (p, _json(p)) for p in claude_settings_files(root, home)
+    ]
     record = _json(home / ".claude.json").get("projects", {})
     if isinstance(record, dict):
         for key in (str(root), str(root.resolve())):
@@ -74,7 +76,9 @@ def claude_approval(root: Path, home: Path) -> ClaudeApproval:
             return ClaudeApproval("disabled", path)
     for path, data in sources:
         enabled = data.get("enabledMcpjsonServers")
-        if data.get("enableAllProjectMcpServers") is True or (isinstance(enabled, list) and SERVER_NAME in enabled):
+        if data.get("enableAllProjectMcpServers") is True or (
+            isinstance(enabled, list) and SERVER_NAME in enabled
+        ):
             return ClaudeApproval("approved", path)
     return ClaudeApproval("pending")
 

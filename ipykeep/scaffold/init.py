@@ -33,12 +33,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ipykeep.core.errors import ConfigError, UsageError
-
-from . import editors
-from .content import SKILL_MD, ipykeep_toml
-from .files import ChangeStatus, FileChange, atomic_write, unified_diff
-from .launcher import Launcher, resolve_launcher
+from ipykeep.api.errors import ConfigError, UsageError
+from ipykeep.scaffold import editors
+from ipykeep.scaffold.content import SKILL_MD, ipykeep_toml
+from ipykeep.scaffold.files import ChangeStatus, FileChange, atomic_write, unified_diff
+from ipykeep.scaffold.launcher import Launcher, resolve_launcher
 
 
 class Provider(str, enum.Enum):
@@ -160,43 +159,62 @@ def plan_init(options: InitOptions) -> InitPlan:
             )
         )
         if options.scope is Scope.project:
-            from .gates import claude_approval
+            from ipykeep.scaffold.gates import claude_approval
 
             local = base / ".claude" / "settings.local.json"
             approval = claude_approval(options.root, options.home_dir)
             if approval.state == "disabled" and approval.source != local:
                 # disabled in another settings file: the user's refusal stands
-                changes.append(editors.left_alone(local, "Claude Code approval", f"ipykeep is disabled in {approval.source}"))
+                changes.append(
+                    editors.left_alone(
+                        local, "Claude Code approval", f"ipykeep is disabled in {approval.source}"
+                    )
+                )
             else:
                 changes.append(editors.plan_claude_approval(local, "Claude Code approval"))
-        changes.append(editors.plan_owned_file(skill, "Claude Code skill", SKILL_MD, replace=replace))
+        changes.append(
+            editors.plan_owned_file(skill, "Claude Code skill", SKILL_MD, replace=replace)
+        )
     if Provider.codex in providers:
-        changes.append(editors.plan_codex_toml(codex_toml, "Codex MCP servers", launcher, replace=replace))
+        changes.append(
+            editors.plan_codex_toml(codex_toml, "Codex MCP servers", launcher, replace=replace)
+        )
     if Provider.cursor in providers:
         changes.append(
             editors.plan_json_servers(
-                cursor_json, "Cursor MCP servers", launcher, replace=replace, with_type=False,
+                cursor_json,
+                "Cursor MCP servers",
+                launcher,
+                replace=replace,
+                with_type=False,
                 extra_args=editors.CURSOR_PROJECT_ARGS,
             )
         )
-    if Provider.codex in providers or (Provider.cursor in providers and options.scope is Scope.project):
+    if Provider.codex in providers or (
+        Provider.cursor in providers and options.scope is Scope.project
+    ):
         changes.append(editors.plan_agents_md(agents_md, "agent instructions"))
     if options.scope is Scope.project:
         root = options.root
         changes.append(
             editors.plan_ipykeep_toml(
-                root / "ipykeep.toml", "ipykeep settings", ipykeep_toml(options.notebook),
-                options.notebook, replace=replace,
+                root / "ipykeep.toml",
+                "ipykeep settings",
+                ipykeep_toml(options.notebook),
+                options.notebook,
+                replace=replace,
             )
         )
         changes.append(editors.plan_gitignore(root / ".gitignore", "git ignore rules"))
     notes: list[str] = []
     if Provider.codex in providers and options.scope is Scope.project:
-        from .gates import codex_fix, codex_trust
+        from ipykeep.scaffold.gates import codex_fix, codex_trust
 
         if codex_trust(options.root, options.home_dir) != "trusted":
-            notes.append("Codex: this project is not trusted yet, so Codex ignores .codex/config.toml. "
-                         + codex_fix(options.root, options.home_dir))
+            notes.append(
+                "Codex: this project is not trusted yet, so Codex ignores .codex/config.toml. "
+                + codex_fix(options.root, options.home_dir)
+            )
     return InitPlan(options, tuple(changes), tuple(notes))
 
 

@@ -15,7 +15,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # exported, b
 from pathlib import Path
 from typing import Any
 
-from ipykeep.core.errors import ConfigError
+from ipykeep.api.errors import ConfigError
 
 _WS = " \t\r\n"
 _DECODER = json.JSONDecoder()
@@ -134,7 +134,9 @@ def _insert_member(text: str, obj: _Object, key: str, value: Any, unit: str | No
     return text[: obj.start + 1] + "\n" + indent + member + "\n" + outer + text[obj.end :]
 
 
-def set_nested_member(text: str, parent_key: str, key: str, value: Any, default_indent: str = "  ") -> str:
+def set_nested_member(
+    text: str, parent_key: str, key: str, value: Any, default_indent: str = "  "
+) -> str:
     """Return ``text`` with ``document[parent_key][key] = value``, all other bytes unchanged.
 
     ``text`` must already have been validated with :func:`parse_json_object`, and

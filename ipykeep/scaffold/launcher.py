@@ -24,7 +24,7 @@ import shlex
 from dataclasses import dataclass
 from importlib import metadata
 
-from ipykeep.core.errors import UsageError
+from ipykeep.api.errors import UsageError
 
 SERVE_ARGS: tuple[str, ...] = ("mcp-serve",)
 
@@ -94,5 +94,7 @@ def resolve_launcher(
     try:
         parts = shlex.split(command)
     except ValueError as exc:
-        raise UsageError(f"--command {command!r} cannot be split: {exc}", hint="check its quoting") from exc
+        raise UsageError(
+            f"--command {command!r} cannot be split: {exc}", hint="check its quoting"
+        ) from exc
     return Launcher(parts[0], tuple(parts[1:]))

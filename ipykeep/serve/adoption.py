@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fsutil import atomic_write_text
+from ipykeep.project.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,11 @@ class AdoptionSpec:
     origin: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"daemon_pid": self.daemon_pid, "kernels": [k.to_json() for k in self.kernels], "origin": self.origin}
+        return {
+            "daemon_pid": self.daemon_pid,
+            "kernels": [k.to_json() for k in self.kernels],
+            "origin": self.origin,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AdoptionSpec:

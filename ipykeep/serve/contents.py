@@ -18,11 +18,13 @@ from typing import IO, Any
 
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
-from ..core.notebook import replace_file
+from ipykeep.project.notebook import replace_file
 
 
 @contextlib.contextmanager
-def replacing_writer(path: str, text: bool = True, encoding: str = "utf-8", **kwargs: Any) -> Iterator[IO[Any]]:
+def replacing_writer(
+    path: str, text: bool = True, encoding: str = "utf-8", **kwargs: Any
+) -> Iterator[IO[Any]]:
     """A file-like for Jupyter's writers; its content replaces ``path`` atomically on exit."""
     if os.path.islink(path):
         path = os.path.join(os.path.dirname(path), os.readlink(path))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.errors import IpykeepError
+from ipykeep.api.errors import IpykeepError
 
 
 class ServeError(IpykeepError):

@@ -37,7 +37,10 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.provisioning import KernelProvisionerFactory
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
-from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager, ServerKernelManager
+from jupyter_server.services.kernels.kernelmanager import (
+    AsyncMappingKernelManager,
+    ServerKernelManager,
+)
 from tornado import web
 from traitlets import Bool, Dict, Integer, List, Unicode, default
 
@@ -52,9 +55,7 @@ REFUSE_SHUTDOWN = (
     "ipykeep owns this kernel: shutting it down from the browser is refused. "
     "Stop it with `ipykeep stop` (or `ipykeep serve --stop` to detach it from this server)."
 )
-REFUSE_START = (
-    "this Jupyter server only hosts kernels started by ipykeep; start one with `ipykeep start NOTEBOOK --serve`"
-)
+REFUSE_START = "this Jupyter server only hosts kernels started by ipykeep; start one with `ipykeep start NOTEBOOK --serve`"
 
 
 #: the provisioner's entry point name (pyproject.toml, ``jupyter_client.kernel_provisioners``)
@@ -108,7 +109,9 @@ class AdoptedProvisioner(KernelProvisionerBase):
             interrupt_group(self.pid)
 
     async def kill(self, restart: bool = False) -> None:
-        self.log.warning("not killing ipykeep's kernel %s: it belongs to the ipykeep daemon", self.kernel_id)
+        self.log.warning(
+            "not killing ipykeep's kernel %s: it belongs to the ipykeep daemon", self.kernel_id
+        )
 
     async def terminate(self, restart: bool = False) -> None:
         await self.kill(restart)
@@ -120,7 +123,11 @@ class AdoptedProvisioner(KernelProvisionerBase):
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> KernelConnectionInfo:
         # A spec naming this provisioner without a running kernel behind it starts nothing.
-        if not self.has_process or not self.connection_file or not os.path.exists(self.connection_file):
+        if (
+            not self.has_process
+            or not self.connection_file
+            or not os.path.exists(self.connection_file)
+        ):
             raise web.HTTPError(403, REFUSE_START)
         km = self.parent
         assert km is not None
@@ -145,14 +152,19 @@ async def interrupt_remote(command: list[str]) -> None:
     Its stdout (the kernel's connection info, key included) is discarded, never logged.
     """
     proc = await asyncio.create_subprocess_exec(
-        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         _out, err = await asyncio.wait_for(proc.communicate(b"INT\n"), REMOTE_INTERRUPT_TIMEOUT)
     except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()
-        raise web.HTTPError(504, f"interrupting the remote kernel took over {REMOTE_INTERRUPT_TIMEOUT:g} s") from None
+        raise web.HTTPError(
+            504, f"interrupting the remote kernel took over {REMOTE_INTERRUPT_TIMEOUT:g} s"
+        ) from None
     if proc.returncode != 0:
         last = (err.decode(errors="replace").strip().splitlines() or ["ssh failed"])[-1]
         raise web.HTTPError(502, f"could not interrupt the remote kernel: {last}")
@@ -203,7 +215,9 @@ def adoption_spec_name(server_id: str) -> str:
     return f"ipykeep-adopted-{server_id}"
 
 
-def adoption_spec(connection_file: str, pid: int, display_name: str, interrupt_command: tuple[str, ...] = ()) -> KernelSpec:
+def adoption_spec(
+    connection_file: str, pid: int, display_name: str, interrupt_command: tuple[str, ...] = ()
+) -> KernelSpec:
     return KernelSpec(
         argv=[],
         display_name=display_name,
@@ -212,7 +226,11 @@ def adoption_spec(connection_file: str, pid: int, display_name: str, interrupt_c
         metadata={
             "kernel_provisioner": {
                 "provisioner_name": PROVISIONER_NAME,
-                "config": {"pid": pid, "connection_file": connection_file, "interrupt_command": list(interrupt_command)},
+                "config": {
+                    "pid": pid,
+                    "connection_file": connection_file,
+                    "interrupt_command": list(interrupt_command),
+                },
             }
         },
     )
@@ -224,7 +242,11 @@ def ensure_provisioner_registered() -> None:
     if not entry_points(group=KernelProvisionerFactory.GROUP_NAME, name=PROVISIONER_NAME):
         KernelProvisionerFactory.provisioners.setdefault(
             PROVISIONER_NAME,
-            EntryPoint(PROVISIONER_NAME, "ipykeep.serve.kernels:AdoptedProvisioner", KernelProvisionerFactory.GROUP_NAME),
+            EntryPoint(
+                PROVISIONER_NAME,
+                "ipykeep.serve.kernels:AdoptedProvisioner",
+                KernelProvisionerFactory.GROUP_NAME,
+            ),
         )
 
 
@@ -264,12 +286,19 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
 
     # -- adoption ----------------------------------------------------------------------------
     async def adopt(
-        self, server_id: str, connection_file: str, pid: int, display_name: str, interrupt_command: tuple[str, ...] = ()
+        self,
+        server_id: str,
+        connection_file: str,
+        pid: int,
+        display_name: str,
+        interrupt_command: tuple[str, ...] = (),
     ) -> None:
         """Host a running kernel under ``server_id``, through the ordinary start path."""
         ensure_provisioner_registered()
         name = adoption_spec_name(server_id)
-        self._adoption_specs()[name] = adoption_spec(connection_file, pid, display_name, interrupt_command)
+        self._adoption_specs()[name] = adoption_spec(
+            connection_file, pid, display_name, interrupt_command
+        )
         try:
             await self.start_kernel(kernel_name=name, kernel_id=server_id)
         finally:
@@ -312,16 +341,24 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
         self.log.info("detached kernel %s", server_id)
 
     # -- what the browser may not do -------------------------------------------------------
-    async def start_kernel(self, *, kernel_id: str | None = None, path: Any = None, **kwargs: Any) -> str:  # type: ignore[override]
+    async def start_kernel(  # type: ignore[override]
+        self, *, kernel_id: str | None = None, path: Any = None, **kwargs: Any
+    ) -> str:
         if kernel_id is not None and kernel_id in self:
             return kernel_id
         # Only ``adopt`` starts kernels: with the adoption spec made for exactly this id.
         name = kwargs.get("kernel_name")
-        if kernel_id is None or name != adoption_spec_name(kernel_id) or name not in self._adoption_specs():
+        if (
+            kernel_id is None
+            or name != adoption_spec_name(kernel_id)
+            or name not in self._adoption_specs()
+        ):
             raise web.HTTPError(403, REFUSE_START)
         return await super().start_kernel(kernel_id=kernel_id, path=path, **kwargs)
 
-    async def shutdown_kernel(self, kernel_id: str, now: bool = False, restart: bool = False) -> None:  # type: ignore[override]
+    async def shutdown_kernel(  # type: ignore[override]
+        self, kernel_id: str, now: bool = False, restart: bool = False
+    ) -> None:
         self._check_kernel_id(kernel_id)
         raise web.HTTPError(403, REFUSE_SHUTDOWN)
 
@@ -362,6 +399,8 @@ class GuardedChannelsConnection(ZMQChannelsWebsocketConnection):
 
     def handle_incoming_message(self, incoming_msg: str) -> None:
         if ws_msg_type(incoming_msg, self.subprotocol) == "shutdown_request":
-            self.log.warning("dropped a shutdown_request for kernel %s: ipykeep owns it", self.kernel_id)
+            self.log.warning(
+                "dropped a shutdown_request for kernel %s: ipykeep owns it", self.kernel_id
+            )
             return
         super().handle_incoming_message(incoming_msg)

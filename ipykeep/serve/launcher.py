@@ -22,9 +22,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ..core.project import ProjectPaths, private_dir
-from .adoption import AdoptionSpec, write_private_json, write_spec
-from .errors import ServeError
+from ipykeep.project.layout import ProjectPaths, private_dir
+from ipykeep.serve.adoption import AdoptionSpec, write_private_json, write_spec
+from ipykeep.serve.errors import ServeError
 
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 15.0
@@ -77,8 +77,15 @@ class JupyterServer:
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ipykeep.serve.server", str(self.settings_path),
-                stdin=asyncio.subprocess.DEVNULL, stdout=fd, stderr=fd, env=env, cwd=str(self.paths.root),
+                sys.executable,
+                "-m",
+                "ipykeep.serve.server",
+                str(self.settings_path),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=env,
+                cwd=str(self.paths.root),
             )
         finally:
             os.close(fd)
@@ -96,13 +103,16 @@ class JupyterServer:
         tail = self.log_tail()
         await self.stop()
         raise ServeError(
-            f"the Jupyter server did not start on port {self.port}" + (f":\n{tail}" if tail else ""),
+            f"the Jupyter server did not start on port {self.port}"
+            + (f":\n{tail}" if tail else ""),
             hint=f"see {self.log_path}; is port {self.port} free (serve_port in ipykeep.toml)?",
         )
 
     def request(self, method: str, path: str, body: Any = None, *, timeout: float = 30) -> Any:
         """A token-authenticated request to the server (blocking; run it in a thread)."""
-        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        data = (
+            json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        )
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Authorization", f"token {self.token}")
         req.add_header("Content-Type", "application/json")

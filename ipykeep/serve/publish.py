@@ -18,10 +18,10 @@ from typing import Any
 
 import nbformat
 
-from ..core.errors import UnknownCellError
-from ..core.notebook import read_notebook_node
-from ..fsutil import atomic_write_text
-from .adoption import write_private_json
+from ipykeep.api.errors import UnknownCellError
+from ipykeep.project.atomic import atomic_write_text
+from ipykeep.project.notebook import read_notebook_node
+from ipykeep.serve.adoption import write_private_json
 
 CAPTION_TAG = "ipykeep-caption"
 HIGHLIGHT_TAG = "ipykeep-highlight"
@@ -46,7 +46,9 @@ def highlight(nb: Any, captions: dict[str, str], handles: list[str | None] | Non
     """A copy of ``nb`` with a caption cell above each named cell (names resolved before inserting)."""
     nb = copy.deepcopy(nb)
     handles = handles or [None] * len(nb.cells)
-    targets = sorted(((_resolve(nb, ref, handles), text) for ref, text in captions.items()), reverse=True)
+    targets = sorted(
+        ((_resolve(nb, ref, handles), text) for ref, text in captions.items()), reverse=True
+    )
     for index, text in targets:
         cell = nb.cells[index]
         tags = list(cell.metadata.get("tags", []))
@@ -74,4 +76,11 @@ def write_view(target: Path, nb: Any) -> bool:
     return True
 
 
-__all__ = ["highlight", "notebook_view", "write_view", "write_private_json", "CAPTION_TAG", "HIGHLIGHT_TAG"]
+__all__ = [
+    "highlight",
+    "notebook_view",
+    "write_view",
+    "write_private_json",
+    "CAPTION_TAG",
+    "HIGHLIGHT_TAG",
+]

@@ -35,8 +35,8 @@ from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets.config import Config
 
-from .adoption import AdoptionSpec, read_spec
-from .kernels import REFUSE_RESTART, AdoptingKernelManager
+from ipykeep.serve.adoption import AdoptionSpec, read_spec
+from ipykeep.serve.kernels import REFUSE_RESTART, AdoptingKernelManager
 
 #: Prebuilt front-end extensions served with the page (no build step, no install).
 LABEXTENSIONS = Path(__file__).resolve().parent / "labextension"
@@ -53,7 +53,9 @@ def server_config(settings: dict[str, Any]) -> Config:
     cfg.ServerApp.kernel_manager_class = "ipykeep.serve.kernels.AdoptingKernelManager"
     cfg.ServerApp.kernel_spec_manager_class = "ipykeep.serve.kernels.AdoptionKernelSpecManager"
     cfg.ServerApp.contents_manager_class = "ipykeep.serve.contents.ReplacingFileManager"
-    cfg.ServerApp.kernel_websocket_connection_class = "ipykeep.serve.kernels.GuardedChannelsConnection"
+    cfg.ServerApp.kernel_websocket_connection_class = (
+        "ipykeep.serve.kernels.GuardedChannelsConnection"
+    )
     cfg.ServerApp.shutdown_no_activity_timeout = 0
     # The server runs as whoever runs the daemon (root in containers and CI).
     cfg.ServerApp.allow_root = True
@@ -78,7 +80,9 @@ class SyncHandler(APIHandler):
 
     @web.authenticated
     async def post(self) -> None:
-        hosted = await reconcile(self.settings["ipykeep_serverapp"], Path(self.settings["ipykeep_spec_path"]))
+        hosted = await reconcile(
+            self.settings["ipykeep_serverapp"], Path(self.settings["ipykeep_spec_path"])
+        )
         self.finish(json.dumps({"kernels": hosted}))
 
 
@@ -118,7 +122,9 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
     sessions = await sm.list_sessions()
     for kid in list(km.list_kernel_ids()):
         k = wanted.get(kid)
-        moved = k is not None and (km.adopted_pid(kid) != k.pid or km.adopted_connection_file(kid) != k.connection_file)
+        moved = k is not None and (
+            km.adopted_pid(kid) != k.pid or km.adopted_connection_file(kid) != k.connection_file
+        )
         if k is None or moved:
             for s in sessions:
                 if s["kernel"]["id"] == kid:
@@ -129,9 +135,13 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
     for kid, k in wanted.items():
         if kid not in km:
             if not Path(k.connection_file).exists():
-                serverapp.log.warning("kernel %s has no connection file any more; not adopted", k.kernel_id)
+                serverapp.log.warning(
+                    "kernel %s has no connection file any more; not adopted", k.kernel_id
+                )
                 continue
-            await km.adopt(kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}", k.interrupt_command)
+            await km.adopt(
+                kid, k.connection_file, k.pid, f"ipykeep {k.kernel_id}", k.interrupt_command
+            )
         for path in k.session_paths:
             if (path, kid) in bound:
                 continue
@@ -155,7 +165,9 @@ def install(serverapp: Any, spec_path: Path, daemon_pid: int) -> None:
         [
             (url_path_join(base, r"/ipykeep/sync"), SyncHandler),
             (
-                url_path_join(base, r"/api/kernels/%s/%s" % (_kernel_id_regex, _kernel_action_regex)),
+                url_path_join(
+                    base, r"/api/kernels/%s/%s" % (_kernel_id_regex, _kernel_action_regex)
+                ),
                 RefusingKernelActionHandler,
             ),
         ],
@@ -194,7 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     # The token is ipykeep's even if a user configuration file sets another one.
     serverapp.identity_provider.token = settings["token"]
     if not isinstance(serverapp.kernel_manager, AdoptingKernelManager):
-        sys.exit("a Jupyter configuration file overrides ServerApp.kernel_manager_class; ipykeep cannot serve")
+        sys.exit(
+            "a Jupyter configuration file overrides ServerApp.kernel_manager_class; ipykeep cannot serve"
+        )
     install(serverapp, Path(settings["spec_path"]), int(settings["daemon_pid"]))
     serverapp.start()
 

@@ -23,16 +23,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..core import writeback
-from ..core.errors import KernelStartError, MissingExtraError, RemoteNotSupportedError, UsageError
-from ..core.execution import Execution
-from ..core.observer import SessionObserver
-from ..core.records import KernelRecord
-from ..core.session import KernelSession
-from .adoption import AdoptedKernel, AdoptionSpec
+from ipykeep.api.errors import (
+    KernelStartError,
+    MissingExtraError,
+    RemoteNotSupportedError,
+    UsageError,
+)
+from ipykeep.api.records import KernelRecord
+from ipykeep.engine import writeback
+from ipykeep.engine.observer import SessionObserver
+from ipykeep.engine.session import KernelSession
+from ipykeep.kernel.execution import Execution
+from ipykeep.serve.adoption import AdoptedKernel, AdoptionSpec
 
 if TYPE_CHECKING:
-    from ..core.engine import Engine
+    from ipykeep.engine.engine import Engine
 
 log = logging.getLogger("ipykeep.serve")
 
@@ -72,7 +77,9 @@ class ServeService(SessionObserver):
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- RPC methods (registered by the daemon) -----------------------------------------------
-    async def serve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
+    async def serve(
+        self, kernel_id: str | None = None, notebook: str | None = None
+    ) -> KernelRecord:
         """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
         session = self.engine.live(kernel_id, notebook)
         _require_hostable(session.process)
@@ -89,7 +96,9 @@ class ServeService(SessionObserver):
             session.hosting.served_url = self._url(self._notebook_api_path(session))
         return self.engine.kernel_record(session)
 
-    async def unserve(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelRecord:
+    async def unserve(
+        self, kernel_id: str | None = None, notebook: str | None = None
+    ) -> KernelRecord:
         """Detach the kernel from the Jupyter server (also ends its publication)."""
         session = self.engine.session(kernel_id, notebook)
         async with self._lock:
@@ -110,8 +119,8 @@ class ServeService(SessionObserver):
 
         Returns ``{"url", "kernel_id", "path"}``; the same URL while the publication lives.
         """
-        from . import publish as view
-        from .tunnel import QuickTunnel, require_cloudflared
+        from ipykeep.serve import publish as view
+        from ipykeep.serve.tunnel import QuickTunnel, require_cloudflared
 
         session = self.engine.live(kernel_id, notebook)
         _require_hostable(session.process)
@@ -119,7 +128,9 @@ class ServeService(SessionObserver):
         if tunnel:
             require_cloudflared()
         if cells is not None and not isinstance(cells, dict):
-            raise UsageError("cells must map cell ids (or indexes) to captions", hint='e.g. {"a1b2": "the fit"}')
+            raise UsageError(
+                "cells must map cell ids (or indexes) to captions", hint='e.g. {"a1b2": "the fit"}'
+            )
         captions = tuple(sorted((str(k), str(v)) for k, v in (cells or {}).items()))
         await writeback.flush(session)  # the view is copied from the notebook file
         async with self._lock:
@@ -233,11 +244,15 @@ class ServeService(SessionObserver):
             ) from None
 
     def _publish_source(self, session: KernelSession) -> tuple[Path, Any, list[str | None] | None]:
-        from .publish import notebook_view
+        from ipykeep.serve.publish import notebook_view
 
         out_dir = self.engine.paths.state / "publish" / session.kernel_id
         if session.notebook is not None:
-            return out_dir / Path(session.notebook).name, notebook_view(Path(session.notebook)), None
+            return (
+                out_dir / Path(session.notebook).name,
+                notebook_view(Path(session.notebook)),
+                None,
+            )
         nb = session.archive.to_notebook()
         handles = [e.get("handle") for e in session.archive.entries()]
         return out_dir / "record.ipynb", nb, handles
@@ -280,10 +295,12 @@ class ServeService(SessionObserver):
             return
         spec = self._spec()
         if self.server is None or not self.server.running:
-            from .launcher import JupyterServer
+            from ipykeep.serve.launcher import JupyterServer
 
             cfg = self.engine.config
-            self.server = JupyterServer(self.engine.paths, command=cfg.server_command, port=cfg.serve_port)
+            self.server = JupyterServer(
+                self.engine.paths, command=cfg.server_command, port=cfg.serve_port
+            )
             await self.server.start(spec)
         await self.server.sync(spec)
 

@@ -11,7 +11,7 @@ import contextlib
 import re
 import shutil
 
-from .errors import TunnelError
+from ipykeep.serve.errors import TunnelError
 
 URL_RE = re.compile(r"https://[a-z0-9-]+\.trycloudflare\.com")
 START_TIMEOUT = 45.0
@@ -38,8 +38,16 @@ class QuickTunnel:
         exe = require_cloudflared()
         # The Host header is rewritten so Jupyter's remote-access check sees a local name.
         self.proc = await asyncio.create_subprocess_exec(
-            exe, "tunnel", "--no-autoupdate", "--url", self.local_url, "--http-host-header", "localhost",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            exe,
+            "tunnel",
+            "--no-autoupdate",
+            "--url",
+            self.local_url,
+            "--http-host-header",
+            "localhost",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
         )
         seen: list[str] = []
 

@@ -5,7 +5,7 @@ the per-kernel tracker that turns execution events into plans, and the host side
 in-kernel probes (their sources live in ``_inkernel/``).
 """
 
-from .models import (
+from ipykeep.staleness.models import (
     DynamicCellInfo,
     FileStamp,
     FreshCell,
@@ -15,7 +15,7 @@ from .models import (
     PlanEntry,
     Reason,
 )
-from .tracker import StalenessTracker
+from ipykeep.staleness.tracker import StalenessTracker
 
 __all__ = [
     "DynamicCellInfo",

@@ -27,8 +27,8 @@ import ast
 from functools import lru_cache
 from typing import cast
 
-from .analysis_model import CellAnalysis, FunctionInfo, _notebook_names
-from .analysis_scan import (
+from ipykeep.staleness.analysis_model import CellAnalysis, FunctionInfo, _notebook_names
+from ipykeep.staleness.analysis_scan import (
     _Acc,
     _call_name,
     _class_parts,
@@ -39,7 +39,7 @@ from .analysis_scan import (
     _scan_match_case,
     _scan_stmt,
 )
-from .syntax import parse_cell
+from ipykeep.staleness.syntax import parse_cell
 
 
 class _Module:
@@ -191,9 +191,7 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
         imports={k: v for k, v in mod.imports.items() if k in mod.defined},
         assigned_into=_notebook_names(mod.assigned),
         unbinds=_notebook_names(mod.unbinds - mod.defined),
-        seeds=any(
-            isinstance(n, ast.Call) and _call_name(n.func) == "seed" for n in ast.walk(tree)
-        ),
+        seeds=any(isinstance(n, ast.Call) and _call_name(n.func) == "seed" for n in ast.walk(tree)),
         shell=any(_is_shell_call(n) for n in ast.walk(tree)),
     )
 

@@ -12,8 +12,21 @@ from dataclasses import dataclass, field
 #: fresh run never reads them from another cell, so they are never notebook names.
 KERNEL_NAMES = frozenset(
     {
-        "_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
-        "get_ipython", "_exit_code",
+        "_",
+        "__",
+        "___",
+        "_i",
+        "_ii",
+        "_iii",
+        "_oh",
+        "_ih",
+        "_dh",
+        "In",
+        "Out",
+        "exit",
+        "quit",
+        "get_ipython",
+        "_exit_code",
     }
 )
 _HISTORY_NAME = re.compile(r"_i?\d+\Z")

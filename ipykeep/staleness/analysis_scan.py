@@ -5,41 +5,107 @@ from __future__ import annotations
 
 import ast
 
-from .analysis_model import FunctionInfo
+from ipykeep.staleness.analysis_model import FunctionInfo
 
 #: Method names that change their receiver in place.
 MUTATING_METHODS = frozenset(
     {
         # list / dict / set / bytearray
-        "append", "extend", "insert", "remove", "pop", "popitem", "clear", "sort", "reverse",
-        "update", "setdefault", "add", "discard", "difference_update",
-        "intersection_update", "symmetric_difference_update",
+        "append",
+        "extend",
+        "insert",
+        "remove",
+        "pop",
+        "popitem",
+        "clear",
+        "sort",
+        "reverse",
+        "update",
+        "setdefault",
+        "add",
+        "discard",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
         # numpy / pandas / sklearn / torch style
-        "fill", "resize", "fit", "partial_fit", "fit_transform", "itemset", "put", "setflags",
-        "load_state_dict", "register_buffer", "register_parameter", "train", "zero_grad",
+        "fill",
+        "resize",
+        "fit",
+        "partial_fit",
+        "fit_transform",
+        "itemset",
+        "put",
+        "setflags",
+        "load_state_dict",
+        "register_buffer",
+        "register_parameter",
+        "train",
+        "zero_grad",
         "requires_grad_",
         # files / streams
-        "write", "writelines", "close", "seek", "truncate", "flush",
+        "write",
+        "writelines",
+        "close",
+        "seek",
+        "truncate",
+        "flush",
     }
 )
 MUTATING_PREFIXES = ("set_", "add_", "append_", "update_", "register_", "remove_", "del_")
 #: Methods named like mutators that return a new object unless given ``inplace=True`` (pandas)
 RETURNS_NEW = frozenset(
     {
-        "set_index", "set_axis", "set_flags", "set_names", "set_levels", "set_codes",
-        "add_prefix", "add_suffix", "add_categories", "remove_categories",
-        "remove_unused_categories", "set_categories",
+        "set_index",
+        "set_axis",
+        "set_flags",
+        "set_names",
+        "set_levels",
+        "set_codes",
+        "add_prefix",
+        "add_suffix",
+        "add_categories",
+        "remove_categories",
+        "remove_unused_categories",
+        "set_categories",
     }
 )
 
 #: Calls whose string arguments are files written, not read.
 WRITER_CALLS = frozenset(
     {
-        "to_csv", "to_parquet", "to_json", "to_excel", "to_pickle", "to_feather", "to_hdf",
-        "to_html", "to_sql", "to_latex", "to_markdown", "to_stata", "to_xml", "to_file",
-        "savefig", "save", "savez", "savez_compressed", "savetxt", "dump", "write",
-        "write_text", "write_bytes", "mkdir", "makedirs", "imwrite", "imsave", "touch",
-        "unlink", "remove", "rmtree", "rename", "replace",
+        "to_csv",
+        "to_parquet",
+        "to_json",
+        "to_excel",
+        "to_pickle",
+        "to_feather",
+        "to_hdf",
+        "to_html",
+        "to_sql",
+        "to_latex",
+        "to_markdown",
+        "to_stata",
+        "to_xml",
+        "to_file",
+        "savefig",
+        "save",
+        "savez",
+        "savez_compressed",
+        "savetxt",
+        "dump",
+        "write",
+        "write_text",
+        "write_bytes",
+        "mkdir",
+        "makedirs",
+        "imwrite",
+        "imsave",
+        "touch",
+        "unlink",
+        "remove",
+        "rmtree",
+        "rename",
+        "replace",
     }
 )
 
@@ -86,8 +152,16 @@ class _Acc:
     """Names seen in a region of code whose evaluation order does not matter to us."""
 
     __slots__ = (
-        "loads", "stores", "mutated", "paths", "written", "global_decls", "star", "call_args",
-        "method_calls", "assigned",
+        "loads",
+        "stores",
+        "mutated",
+        "paths",
+        "written",
+        "global_decls",
+        "star",
+        "call_args",
+        "method_calls",
+        "assigned",
     )
 
     def __init__(self) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from .analysis import CellAnalysis, FunctionInfo, analyze_source
-from .models import DynamicCellInfo, NotebookCell, Observed
+from ipykeep.staleness.analysis import CellAnalysis, FunctionInfo, analyze_source
+from ipykeep.staleness.models import DynamicCellInfo, NotebookCell, Observed
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,9 @@ def mutated_arguments(an: CellAnalysis, lookup: Mapping[str, FunctionInfo]) -> s
     return out
 
 
-def static_effects(an: CellAnalysis, lookup: Mapping[str, FunctionInfo]) -> tuple[set[str], set[str]]:
+def static_effects(
+    an: CellAnalysis, lookup: Mapping[str, FunctionInfo]
+) -> tuple[set[str], set[str]]:
     """Names a piece of code reads from outside, and names it changes in place: directly, in the
     bodies of the notebook functions it calls, or as arguments those functions change.
     ``lookup`` holds the functions visible to the code (its own definitions included)."""
@@ -216,7 +218,9 @@ def build_graph(
         # The floor: static analysis of the source as it is now plus the kernel's evidence of
         # its last run. The tracer's edges may only add to it (ipyflow mode is at least as
         # sound as static mode), so the tracer's view is merged into it, never put in its place.
-        reads, writes, mutates = _seen_in_fresh_run(an, cell_effects(an, lookup, None, obs, kept, imported), last_writer)
+        reads, writes, mutates = _seen_in_fresh_run(
+            an, cell_effects(an, lookup, None, obs, kept, imported), last_writer
+        )
         dyn = dynamic.get(cell.cell_id)
         if dyn is not None:
             d_reads, d_writes, d_mutates = _seen_in_fresh_run(

@@ -11,7 +11,7 @@ import ast
 import hashlib
 from functools import lru_cache
 
-from .syntax import parse_cell
+from ipykeep.staleness.syntax import parse_cell
 
 _PREFIX = "v1:"  # bump when the normalization changes so old hashes never match new ones
 

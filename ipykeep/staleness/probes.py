@@ -2,7 +2,7 @@
 read their replies.
 
 A probe is a module from ``_inkernel/`` sent as source text. The engine installs it once per
-kernel with ``ipykeep.inkernel.install_expression(name, source)`` (silent, no history), then evaluates the
+kernel with ``ipykeep.kernel.inkernel.install_expression(name, source)`` (silent, no history), then evaluates the
 expressions built here as ``user_expressions`` of silent executions. A reply's
 ``user_expressions[key]["data"]["text/plain"]`` is the repr of the JSON string the probe
 returned; ``decode_expression_value`` turns it back into Python data.
@@ -17,9 +17,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from .analysis_model import is_kernel_name
-from .errors import ProbeError
-from .models import FileStamp, Observed
+from ipykeep.staleness.analysis_model import is_kernel_name
+from ipykeep.staleness.errors import ProbeError
+from ipykeep.staleness.models import FileStamp, Observed
 
 FILETRACK_MODULE = "_ipykeep_filetrack"
 FILETRACK_PROTOCOL = 1

@@ -33,11 +33,28 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Literal
 
-from .analysis import CellAnalysis, analyze_source
-from .graph import build_graph, cell_effects
-from .models import CellState, DynamicCellInfo, FileStamp, NotebookCell, Observed, Outcome, Plan
-from .tracker_model import StatFn, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp, _Write
-from .tracker_restore import PlanRestores
+from ipykeep.staleness.analysis import CellAnalysis, analyze_source
+from ipykeep.staleness.graph import build_graph, cell_effects
+from ipykeep.staleness.models import (
+    CellState,
+    DynamicCellInfo,
+    FileStamp,
+    NotebookCell,
+    Observed,
+    Outcome,
+    Plan,
+)
+from ipykeep.staleness.tracker_model import (
+    StatFn,
+    _canonical,
+    _Draft,
+    _hash,
+    _mentions,
+    _Run,
+    _same_stamp,
+    _Write,
+)
+from ipykeep.staleness.tracker_restore import PlanRestores
 
 
 class StalenessTracker(PlanRestores):
@@ -81,7 +98,9 @@ class StalenessTracker(PlanRestores):
         ):
             # a name bound without a visible assignment (``exec``, ``globals()[…]``) and rebound
             # to an equal value shows no change this time: it is still this cell's output
-            observed = replace(observed, bound=observed.bound | (previous.observed.bound - observed.deleted))
+            observed = replace(
+                observed, bound=observed.bound | (previous.observed.bound - observed.deleted)
+            )
         reads, writes = self._effects(source, dynamic, observed)
         files: dict[str, FileStamp] = {}
         if stat is not None:
@@ -124,7 +143,9 @@ class StalenessTracker(PlanRestores):
             for name, digest in observed.states.items():
                 if name in writes:
                     key = (name, digest)
-                    versions[name] = self._state_versions.setdefault(key, -len(self._state_versions) - 1)
+                    versions[name] = self._state_versions.setdefault(
+                        key, -len(self._state_versions) - 1
+                    )
             run = replace(run, versions=versions)
         self._runs[cell_id] = run
         for name in writes:
@@ -144,8 +165,10 @@ class StalenessTracker(PlanRestores):
         if observed is not None:
             # a scratch rebinding to an equal value (or a guessed mutation that did not
             # happen) leaves the notebook's values as they were
-            writes = (writes - analyze_source(source).defs) | observed.changed | (
-                writes & analyze_source(source).assigned_into
+            writes = (
+                (writes - analyze_source(source).defs)
+                | observed.changed
+                | (writes & analyze_source(source).assigned_into)
             )
         for name in writes:
             self._writers[name] = _Write(origin, None, self._seq, self._seq, observed is not None)
@@ -213,7 +236,11 @@ class StalenessTracker(PlanRestores):
         """Name the cell's last run read -> the notebook cell whose write it saw (None: scratch
         code, or nothing had written it)."""
         run = self._runs.get(cell_id)
-        return {n: (w.cell_id if w is not None else None) for n, w in run.reads.items()} if run is not None else {}
+        return (
+            {n: (w.cell_id if w is not None else None) for n, w in run.reads.items()}
+            if run is not None
+            else {}
+        )
 
     def run_imports(self, cell_id: str) -> dict[str, str]:
         """Names the cell's last run bound by import statements -> what they import."""
@@ -223,7 +250,9 @@ class StalenessTracker(PlanRestores):
     def run_files(self, cell_id: str) -> tuple[tuple[FileStamp, ...], tuple[str, ...]]:
         """The files the cell's last run depended on (stamped then) and the paths it wrote."""
         run = self._runs.get(cell_id)
-        return (tuple(run.files.values()), tuple(sorted(run.written))) if run is not None else ((), ())
+        return (
+            (tuple(run.files.values()), tuple(sorted(run.written))) if run is not None else ((), ())
+        )
 
     def run_dynamic(self, cell_id: str) -> DynamicCellInfo | None:
         """What the runtime tracer saw the cell's last run do (None: no tracer, or no run)."""
@@ -308,8 +337,7 @@ class StalenessTracker(PlanRestores):
         if any(self._reloaded_since(name, run.cell_id) for name in run.imports):
             return False  # its import now gives the module another cell loaded anew
         return any(
-            (w := self._writers.get(name)) is None or w.cell_id != run.cell_id
-            for name in writes
+            (w := self._writers.get(name)) is None or w.cell_id != run.cell_id for name in writes
         )
 
     def _note_functions(self, source: str) -> None:
@@ -322,4 +350,3 @@ class StalenessTracker(PlanRestores):
 
     def _watched_paths_for(self, source: str) -> tuple[str, ...]:
         return tuple(p for p in self._watched if _mentions(source, p))
-

@@ -8,10 +8,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from .analysis import FunctionInfo
-from .graph import Graph
-from .hashing import source_hash
-from .models import REASON_ORDER, DynamicCellInfo, FileStamp, Observed, Outcome, Reason
+from ipykeep.staleness.analysis import FunctionInfo
+from ipykeep.staleness.graph import Graph
+from ipykeep.staleness.hashing import source_hash
+from ipykeep.staleness.models import (
+    REASON_ORDER,
+    DynamicCellInfo,
+    FileStamp,
+    Observed,
+    Outcome,
+    Reason,
+)
 
 #: path -> the file now, or None when it does not exist. The stamp's ``path`` names the file the
 #: way the run-time read hook does (absolute, normalized), whatever form the argument had.
@@ -110,7 +117,6 @@ class _Draft:
         return bool(self.kinds() - {"restores", "missing_producer"})
 
 
-
 class TrackerState:
     """The tracker's record of one kernel; the plan rules (``tracker_reasons``,
     ``tracker_restore``) read it, the events (``tracker``) write it."""
@@ -125,12 +131,10 @@ class TrackerState:
         #: digest of a hidden state (``<numpy.random>``) -> the version standing for it
         self._state_versions: dict[tuple[str, str], int] = {}
 
-
     def _label(self, graph: Graph, cell_id: str | None) -> str:
         if cell_id is not None and cell_id in graph.by_id:
             return f"cell {graph.by_id[cell_id].cell.index}"
         return "a deleted cell"
-
 
     def _cause(self, draft: _Draft) -> str:
         kinds = draft.kinds()
@@ -138,8 +142,6 @@ class TrackerState:
             if kind in kinds and kind in _CAUSE_WORDS:
                 return _CAUSE_WORDS[kind]
         return "stale"
-
-
 
 
 def _canonical(stat: StatFn, path: str) -> str:

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .graph import Graph, GraphCell
-from .models import DynamicCellInfo, FileStamp, NotebookCell, Observed, Reason
-from .tracker_model import StatFn, TrackerState, _canonical, _Draft, _hash, _mentions, _Run, _same_stamp, _Write, writer_label
+from ipykeep.staleness.graph import Graph, GraphCell
+from ipykeep.staleness.models import DynamicCellInfo, FileStamp, NotebookCell, Observed, Reason
+from ipykeep.staleness.tracker_model import (
+    StatFn,
+    TrackerState,
+    _canonical,
+    _Draft,
+    _hash,
+    _mentions,
+    _Run,
+    _same_stamp,
+    _Write,
+    writer_label,
+)
 
 
 class PlanReasons(TrackerState):
@@ -167,14 +178,18 @@ class PlanReasons(TrackerState):
         """Whether re-running cell ``a`` binds ``name`` to what cell ``b`` left: both import the
         same thing under it (``from scipy import stats`` twice), which the interpreter caches,
         and ``a`` is not planned because a module source file changed (see ``_reimports``)."""
-        return PlanReasons._imports_alike(graph, name, a, b) and not PlanReasons._module_changed(draft_a)
+        return PlanReasons._imports_alike(graph, name, a, b) and not PlanReasons._module_changed(
+            draft_a
+        )
 
     @staticmethod
     def _reimports(graph: Graph, name: str, a: str, b: str, draft_a: _Draft) -> bool:
         """Whether re-running ``a`` loads new code for the module that ``b`` imports under
         ``name`` too: ``b``'s binding then changes when it re-runs (it finds ``a``'s newly loaded
         module in the interpreter's cache), so its readers must re-run after it."""
-        return PlanReasons._imports_alike(graph, name, a, b) and PlanReasons._module_changed(draft_a)
+        return PlanReasons._imports_alike(graph, name, a, b) and PlanReasons._module_changed(
+            draft_a
+        )
 
     @staticmethod
     def _imports_alike(graph: Graph, name: str, a: str, b: str) -> bool:
@@ -183,15 +198,17 @@ class PlanReasons(TrackerState):
 
     @staticmethod
     def _module_changed(draft: _Draft) -> bool:
-        return any(r.kind == "file_changed" and (r.path or "").endswith(".py") for r in draft.reasons)
+        return any(
+            r.kind == "file_changed" and (r.path or "").endswith(".py") for r in draft.reasons
+        )
 
     def _kernel_holds_import(self, graph: Graph, name: str, cell_id: str) -> bool:
         """Whether the kernel holds ``name`` as bound by a cell's run importing exactly what
         ``cell_id`` imports under that name (so the object ``cell_id`` would give), and that
         object is the one ``cell_id``'s own readers saw (see ``_reloaded_since``)."""
-        return self._imported_as(graph, name, self._writers.get(name), cell_id) and not self._reloaded_since(
-            name, cell_id
-        )
+        return self._imported_as(
+            graph, name, self._writers.get(name), cell_id
+        ) and not self._reloaded_since(name, cell_id)
 
     def _reloaded_since(self, name: str, cell_id: str) -> bool:
         """Whether another cell's import bound ``name`` to a new object after ``cell_id`` last
@@ -199,10 +216,20 @@ class PlanReasons(TrackerState):
         interpreter's cache), so what ``cell_id``'s readers read is not what it gives now."""
         latest = self._writers.get(name)
         run = self._runs.get(cell_id)
-        if latest is None or run is None or latest.origin != "cell" or latest.cell_id in (None, cell_id):
+        if (
+            latest is None
+            or run is None
+            or latest.origin != "cell"
+            or latest.cell_id in (None, cell_id)
+        ):
             return False
         other = self._runs.get(latest.cell_id or "")
-        return other is not None and other.seq > run.seq and other.observed is not None and name in other.observed.bound
+        return (
+            other is not None
+            and other.seq > run.seq
+            and other.observed is not None
+            and name in other.observed.bound
+        )
 
     def _imported_as(self, graph: Graph, name: str, write: _Write | None, cell_id: str) -> bool:
         """Whether ``write`` of ``name`` was a cell run's import of exactly what ``cell_id``
@@ -278,9 +305,7 @@ class PlanReasons(TrackerState):
             return
         if seen.origin != "cell":
             by = writer_label(seen.origin)
-            draft.add(
-                Reason("state_changed", f"it read {name} as set by {by}", symbols=(name,))
-            )
+            draft.add(Reason("state_changed", f"it read {name} as set by {by}", symbols=(name,)))
             return
         if seen.cell_id == producer:
             if seen.version != p_run.version_of(name):
@@ -308,12 +333,16 @@ class PlanReasons(TrackerState):
         old = self._label(graph, seen.cell_id)
         seen_id = seen.cell_id
         seen_here = seen_id is not None and seen_id in graph.by_id
-        moved = run.index != gc.cell.index or (
-            seen_id is not None
-            and seen_here
-            and (seen_run := self._runs.get(seen_id)) is not None
-            and seen_run.index != graph.by_id[seen_id].cell.index
-        ) or p_run.index != graph.by_id[producer].cell.index
+        moved = (
+            run.index != gc.cell.index
+            or (
+                seen_id is not None
+                and seen_here
+                and (seen_run := self._runs.get(seen_id)) is not None
+                and seen_run.index != graph.by_id[seen_id].cell.index
+            )
+            or p_run.index != graph.by_id[producer].cell.index
+        )
         if moved and seen_id is not None and seen_here:
             draft.add(
                 Reason(

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .graph import Graph, GraphCell
-from .models import REASON_ORDER, FreshCell, Plan, PlanEntry, Reason
-from .tracker_model import _Draft, _Run, writer_label
-from .tracker_reasons import PlanReasons
+from ipykeep.staleness.graph import Graph, GraphCell
+from ipykeep.staleness.models import REASON_ORDER, FreshCell, Plan, PlanEntry, Reason
+from ipykeep.staleness.tracker_model import _Draft, _Run, writer_label
+from ipykeep.staleness.tracker_reasons import PlanReasons
 
 
 class PlanRestores(PlanReasons):
-
     def _propagate(
         self,
         graph: Graph,
@@ -50,11 +49,15 @@ class PlanRestores(PlanReasons):
                     changed |= self._restore_inputs(gc, graph, drafts)
             changed |= self._restore_clobbered(graph, drafts)
 
-    def _same_import(self, graph: Graph, producer: GraphCell, name: str, drafts: Mapping[str, _Draft]) -> bool:
+    def _same_import(
+        self, graph: Graph, producer: GraphCell, name: str, drafts: Mapping[str, _Draft]
+    ) -> bool:
         """Whether re-running ``producer`` leaves ``name`` as it is: it is bound by the same
         import statement its last run executed (the module object is cached by the interpreter),
         and no module source file it (or another cell importing the same) read changed."""
-        if not self._run_imported(self._runs.get(producer.cell_id), name, producer.analysis.imports.get(name)):
+        if not self._run_imported(
+            self._runs.get(producer.cell_id), name, producer.analysis.imports.get(name)
+        ):
             return False
         if self._module_changed(drafts[producer.cell_id]) or any(
             self._reimports(graph, name, w, producer.cell_id, drafts[w])
@@ -64,7 +67,8 @@ class PlanRestores(PlanReasons):
             return False
         latest = self._writers.get(name)
         return latest is not None and (
-            latest.cell_id == producer.cell_id or self._kernel_holds_import(graph, name, producer.cell_id)
+            latest.cell_id == producer.cell_id
+            or self._kernel_holds_import(graph, name, producer.cell_id)
         )
 
     def _restore_inputs(self, gc: GraphCell, graph: Graph, drafts: dict[str, _Draft]) -> bool:
@@ -112,15 +116,22 @@ class PlanRestores(PlanReasons):
         """Why the value of ``name`` that ``gc`` would read now is not ``producer``'s (None: it is)."""
         p_pos = graph.position[producer]
         for writer in reversed(graph.writers.get(name, ())):
-            if graph.position[writer] < p_pos and drafts[writer].reasons and (
-                "missing_producer" not in drafts[writer].kinds()
-            ) and not self._same_import_binding(graph, name, writer, producer, drafts[writer]):
+            if (
+                graph.position[writer] < p_pos
+                and drafts[writer].reasons
+                and ("missing_producer" not in drafts[writer].kinds())
+                and not self._same_import_binding(graph, name, writer, producer, drafts[writer])
+            ):
                 return f"re-running {self._label(graph, writer)} overwrites it first"
         latest = self._writers.get(name)
         if latest is None:
             return "it is no longer defined in the kernel"
         if latest.origin != "cell":
-            return "scratch code changed it" if latest.origin == "scratch" else "the browser changed it"
+            return (
+                "scratch code changed it"
+                if latest.origin == "scratch"
+                else "the browser changed it"
+            )
         if self._kernel_holds_import(graph, name, producer):
             return None
         if latest.cell_id == gc.cell_id:
@@ -158,7 +169,11 @@ class PlanRestores(PlanReasons):
                 # drawing from it re-run after it is reset (``upstream``), not its final value
                 continue
             final = writer_ids[-1]
-            reloading = [w for w in writer_ids[:-1] if drafts[w].reasons and self._reimports(graph, name, w, final, drafts[w])]
+            reloading = [
+                w
+                for w in writer_ids[:-1]
+                if drafts[w].reasons and self._reimports(graph, name, w, final, drafts[w])
+            ]
             if reloading:
                 changed |= drafts[final].add(self._reload_reason(graph, name, reloading[0]))
             if drafts[final].reasons:
@@ -193,10 +208,18 @@ class PlanRestores(PlanReasons):
         latest = self._writers.get(name)
         if latest is not None and latest.origin == "cell" and latest.cell_id == final:
             return None  # it is the kernel's last writer (its run is its latest one)
-        if latest is not None and latest.cell_id is not None and self._imported_as(graph, name, latest, final):
+        if (
+            latest is not None
+            and latest.cell_id is not None
+            and self._imported_as(graph, name, latest, final)
+        ):
             # the same import: the kernel holds what ``final`` gives, unless the module was
             # loaded anew since ``final`` ran (its readers then hold the old one)
-            return self._reload_reason(graph, name, latest.cell_id) if self._reloaded_since(name, final) else None
+            return (
+                self._reload_reason(graph, name, latest.cell_id)
+                if self._reloaded_since(name, final)
+                else None
+            )
         if latest is None:
             return Reason("restores", f"{name} is no longer defined in the kernel", symbols=(name,))
         if latest.origin != "cell":
@@ -255,4 +278,3 @@ class PlanRestores(PlanReasons):
             )
             (blocked if gc.cell_id in blocked_ids else stale).append(entry)
         return Plan(stale=tuple(stale), fresh=tuple(fresh), blocked=tuple(blocked))
-

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 import ipykeep
-from ipykeep.api import errors as codes
-from ipykeep.core.errors import IpykeepError
+from ipykeep.api import error_codes as codes
+from ipykeep.api.errors import IpykeepError
 
 
 def _all_error_classes() -> set[type[IpykeepError]]:
-    skip = ("_inkernel", "ipykeep.__main__", "ipykeep.daemon_main")
+    skip = ("_inkernel", "ipykeep.__main__", "ipykeep.daemon.__main__")
     for mod in pkgutil.walk_packages(ipykeep.__path__, "ipykeep."):
         if not any(s in mod.name for s in skip):
             importlib.import_module(mod.name)
@@ -43,16 +43,21 @@ def test_every_error_class_is_registered_under_its_code() -> None:
 
 def test_an_unknown_code_is_an_internal_error() -> None:
     err = codes.error_from_envelope({"code": "no_such_code", "message": "m", "hint": "h"})
-    assert type(err) is IpykeepError and err.code == "internal" and err.message == "m" and err.hint == "h"
+    assert (
+        type(err) is IpykeepError
+        and err.code == "internal"
+        and err.message == "m"
+        and err.hint == "h"
+    )
 
 
 @pytest.fixture
 def failing_server() -> Iterator[tuple[str, int, str]]:
     """A real RPC server whose ``ping`` raises ProbeFailedError (code ``probe_failed``)."""
     from ipykeep.api import methods as api
+    from ipykeep.api.errors import ProbeFailedError
     from ipykeep.api.spec import bind
-    from ipykeep.core.errors import ProbeFailedError
-    from ipykeep.core.rpc import RpcServer
+    from ipykeep.daemon.rpc import RpcServer
 
     async def ping() -> None:
         raise ProbeFailedError("the dataflow probe sent garbage", hint="restart the kernel")
@@ -73,11 +78,14 @@ def test_a_fresh_client_process_gets_probe_failed_as_its_own_class(failing_serve
     host, port, token = failing_server
     code = (
         "import sys\n"
-        "from ipykeep.core.wire import Endpoint, call_sync\n"
+        "from ipykeep.client.wire import Endpoint, call_sync\n"
         f"try:\n    call_sync(Endpoint({host!r}, {port}, {token!r}), 'ping')\n"
         "except Exception as exc:\n"
         "    print(type(exc).__module__, type(exc).__name__, exc.code, exc.exit_code, exc.hint, sep='|')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ipykeep.core.errors|ProbeFailedError|probe_failed|1|restart the kernel", out.stdout
+    assert (
+        out.stdout.strip()
+        == "ipykeep.api.errors|ProbeFailedError|probe_failed|1|restart the kernel"
+    ), out.stdout

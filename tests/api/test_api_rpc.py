@@ -8,10 +8,10 @@ import pytest
 
 from ipykeep.api import methods as api
 from ipykeep.api import names
+from ipykeep.api.errors import IpykeepError, UsageError
 from ipykeep.api.kernels import NoParams
-from ipykeep.core.client import DaemonClient, ensure_daemon
-from ipykeep.core.errors import IpykeepError, UsageError
-from ipykeep.core.records import DaemonInfo
+from ipykeep.api.records import DaemonInfo
+from ipykeep.client.connection import DaemonClient, ensure_daemon
 from tests.conftest import make_project, stop_daemon
 
 
@@ -38,7 +38,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonClient]:
         (names.STATUS, {"notebook": "a\0b"}, "notebook"),
     ],
 )
-def test_a_wrong_argument_type_is_bad_argument_naming_the_field(client: DaemonClient, method, params, field) -> None:
+def test_a_wrong_argument_type_is_bad_argument_naming_the_field(
+    client: DaemonClient, method, params, field
+) -> None:
     with pytest.raises(IpykeepError) as err:
         client.call(method, **params)
     assert type(err.value) is UsageError and err.value.code == "bad_argument", err.value
@@ -69,11 +71,14 @@ async def test_the_async_client_is_the_same_client(client: DaemonClient) -> None
 
 
 def test_the_cli_checks_params_against_the_declaration_before_starting_a_daemon(tmp_path) -> None:
-    from ipykeep.core.client import find_daemon
+    from ipykeep.client.connection import find_daemon
     from tests.conftest import run_cli
 
     root = make_project(tmp_path / "p")
     out = run_cli("start", "01_eda.ipynb", "--dataflow", "magic", cwd=root)
     assert out.returncode == 2, out.stderr
-    assert "create_kernel: bad argument(s): dataflow: Input should be 'ipyflow' or 'static'" in out.stderr
+    assert (
+        "create_kernel: bad argument(s): dataflow: Input should be 'ipyflow' or 'static'"
+        in out.stderr
+    )
     assert find_daemon(root) is None

@@ -12,8 +12,7 @@ import pytest
 
 from ipykeep.checkpoints._inkernel import blobfmt
 from ipykeep.checkpoints.store import CheckpointStore
-
-from .test_store import _inkernel_module
+from tests.checkpoints.test_store import _inkernel_module
 
 KEY = bytes(range(32))
 
@@ -96,7 +95,10 @@ def test_blob_of_the_earlier_format_is_not_loaded_nor_quarantined(tmp_path: Path
     assert out["seven"].startswith("outdated: written in checkpoint format 1") and "seven" not in ns
     assert json.loads(mod.loader.verify([blob]))[blob].startswith("outdated:")
     new = store.put_blob(mod.MAGIC + old[8:])
-    assert json.loads(mod.loader.restore([["seven", new]], 10))["results"]["seven"] == "ok" and ns["seven"] == 7
+    assert (
+        json.loads(mod.loader.restore([["seven", new]], 10))["results"]["seven"] == "ok"
+        and ns["seven"] == 7
+    )
 
 
 def test_truncated_header_is_refused_before_unpickling(tmp_path: Path) -> None:

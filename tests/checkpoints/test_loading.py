@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from ipykeep.checkpoints.store import CheckpointStore
-
-from .test_store import _inkernel_module
+from tests.checkpoints.test_store import _inkernel_module
 
 
 @pytest.fixture
@@ -35,7 +34,9 @@ def _replace(store: CheckpointStore, blob: str, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("ahead", ["prefetch", "verify"])
-def test_restore_unpickles_the_bytes_authenticated_ahead_of_it(store: CheckpointStore, ahead: str) -> None:
+def test_restore_unpickles_the_bytes_authenticated_ahead_of_it(
+    store: CheckpointStore, ahead: str
+) -> None:
     ns: dict = {"rows": list(range(1000))}
     mod = _inkernel_module(store, ns)
     blob = _saved(store, mod, ns, "rows")
@@ -94,7 +95,9 @@ def test_a_value_changed_after_its_snapshot_is_saved_as_it_was(store: Checkpoint
             gate.wait(10)
             return iter(())
 
-    mod._jobs.put(({"path": str(store.root / "ahead.json"), "manifest": {}}, HoldTheWriter(), {}, 0))
+    mod._jobs.put(
+        ({"path": str(store.root / "ahead.json"), "manifest": {}}, HoldTheWriter(), {}, 0)
+    )
     meta = {"path": str(store.root / "arr.json"), "manifest": {}}
     json.loads(mod.snapshot(json.dumps(meta), ["arr"]))
     mod.freeze_live()  # what the next cell's pre_run_cell does

@@ -22,7 +22,13 @@ def test_only_the_newest_issued_manifest_signed_with_the_key_is_written(tmp_path
     elsewhere = tmp_path / "elsewhere.json"
     forged = signed(store, 2)
     forged["mac"] = "0" * 64
-    sent = [[str(path), signed(store, 1)], [str(elsewhere), signed(store, 2)], [str(path), forged], ["bad"], None]
+    sent = [
+        [str(path), signed(store, 1)],
+        [str(elsewhere), signed(store, 2)],
+        [str(path), forged],
+        ["bad"],
+        None,
+    ]
     assert remote.deliver(store, st, sent) == 0
     assert not path.exists() and not elsewhere.exists()
     assert remote.deliver(store, st, [[str(path), signed(store, 2, note="newest")]]) == 1
@@ -37,5 +43,12 @@ def test_named_checkpoints_have_no_seq(tmp_path: Path) -> None:
     st = KernelCheckpoints()
     path = store.named_manifest_path(tmp_path / "n.ipynb", "before")
     remote.issue(st, path, None)
-    assert remote.deliver(store, st, [[str(path), store.sign({"v": 1, "kind": "named", "name": "before", "values": {}})]]) == 1
+    assert (
+        remote.deliver(
+            store,
+            st,
+            [[str(path), store.sign({"v": 1, "kind": "named", "name": "before", "values": {}})]],
+        )
+        == 1
+    )
     assert store.read_manifest(path)["name"] == "before"

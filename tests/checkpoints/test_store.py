@@ -40,7 +40,9 @@ def test_key_and_blobs_are_private(store: CheckpointStore) -> None:
 def test_tampered_blob_is_refused_and_quarantined(store: CheckpointStore) -> None:
     blob = store.put_blob(b"payload")
     store.blob_path(blob).write_bytes(b"paylOad")
-    with pytest.raises(TamperedCheckpointError, match="does not authenticate.*refusing to unpickle"):
+    with pytest.raises(
+        TamperedCheckpointError, match="does not authenticate.*refusing to unpickle"
+    ):
         store.get_blob(blob)
     assert not store.blob_path(blob).exists() and (store.root / "quarantine" / blob).exists()
     assert store.put_blob(b"payload") == blob  # the true bytes, written again, load
@@ -92,13 +94,26 @@ def test_key_readable_by_others_is_an_error(store: CheckpointStore) -> None:
 
 
 def _limits(project: int = 10**9, age: float = 1e9) -> Limits:
-    return Limits(max_value_bytes=10**9, max_cell_bytes=10**9, max_project_bytes=project, max_age_s=age,
-                  snapshot_budget_s=10, max_pending_bytes=10**9)
+    return Limits(
+        max_value_bytes=10**9,
+        max_cell_bytes=10**9,
+        max_project_bytes=project,
+        max_age_s=age,
+        snapshot_budget_s=10,
+        max_pending_bytes=10**9,
+    )
 
 
 def _manifest(store: CheckpointStore, name: str, blobs: dict[str, str], created: float) -> Path:
     path = store.root / "notebooks" / "nb" / "cells" / f"{name}.json"
-    store.write_manifest(path, {"cell_id": name, "created": created, "values": {n: {"blob": b, "size": 1} for n, b in blobs.items()}})
+    store.write_manifest(
+        path,
+        {
+            "cell_id": name,
+            "created": created,
+            "values": {n: {"blob": b, "size": 1} for n, b in blobs.items()},
+        },
+    )
     return path
 
 
@@ -167,14 +182,25 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     import numpy as np
 
     arr = np.arange(300, dtype="int64").reshape(30, 10)[:, ::2]  # not contiguous: pickled in-band
-    ns: dict = {"df": {"a": [1, 2]}, "gen": (i for i in range(3)), "big": b"x" * 5000, "f": lambda v: v + 1,
-                "arr": np.arange(400, dtype="int64"), "view": arr}
+    ns: dict = {
+        "df": {"a": [1, 2]},
+        "gen": (i for i in range(3)),
+        "big": b"x" * 5000,
+        "f": lambda v: v + 1,
+        "arr": np.arange(400, dtype="int64"),
+        "view": arr,
+    }
     mod._ns = lambda: (ns, None)
     _ = store.key  # created on first use
-    conf = json.loads(mod.configure(str(store.root), str(store.key_path), 4096, 10**6, 10**7, 10.0, [], []))
+    conf = json.loads(
+        mod.configure(str(store.root), str(store.key_path), 4096, 10**6, 10**7, 10.0, [], [])
+    )
     assert conf["available"]
     path = store.cell_manifest_path(Path("/p/nb.ipynb"), "c1")
-    meta = {"path": str(path), "manifest": {"cell_id": "c1", "seq": 1, "source": "", "observed": {}}}
+    meta = {
+        "path": str(path),
+        "manifest": {"cell_id": "c1", "seq": 1, "source": "", "observed": {}},
+    }
     reply = json.loads(mod.snapshot(json.dumps(meta), ["df", "gen", "big", "f", "arr", "view"]))
     assert set(reply["sizes"]) == {"df", "f", "arr", "view"}
     assert "cannot be pickled" in reply["failed"]["gen"]
@@ -186,7 +212,9 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     for v in manifest["values"].values():
         store.get_blob(v["blob"])  # authenticates on the host side
     ns.clear()
-    out = json.loads(mod.loader.restore([[n, v["blob"]] for n, v in manifest["values"].items()], 10))["results"]
+    out = json.loads(
+        mod.loader.restore([[n, v["blob"]] for n, v in manifest["values"].items()], 10)
+    )["results"]
     assert set(out.values()) == {"ok"} and ns["df"] == {"a": [1, 2]} and ns["f"](1) == 2
     assert (ns["arr"] == np.arange(400)).all() and (ns["view"] == arr).all()
     ns["arr"][0] = 7  # arrays loaded over the blob's bytes are ordinary, writable arrays
@@ -197,10 +225,24 @@ def test_inkernel_writer_agrees_with_store(store: CheckpointStore, tmp_path: Pat
     assert out["df"].startswith("tampered")
 
 
-def _cp(cid: str, seq: int, values: dict[str, str], writes: set[str] | None = None, deleted: set[str] = frozenset()) -> planning.CellCheckpoint:  # type: ignore[assignment]
+def _cp(
+    cid: str,
+    seq: int,
+    values: dict[str, str],
+    writes: set[str] | None = None,
+    deleted: set[str] = frozenset(),
+) -> planning.CellCheckpoint:  # type: ignore[assignment]
     return planning.CellCheckpoint(
-        cell_id=cid, seq=seq, index=seq, source="", duration=1.0, files=(), written=(),
-        observed=Observed(), writes=frozenset(writes if writes is not None else values), deleted=frozenset(deleted),
+        cell_id=cid,
+        seq=seq,
+        index=seq,
+        source="",
+        duration=1.0,
+        files=(),
+        written=(),
+        observed=Observed(),
+        writes=frozenset(writes if writes is not None else values),
+        deleted=frozenset(deleted),
         values=values,
     )
 
@@ -218,8 +260,16 @@ def _inkernel_module(store: CheckpointStore, ns: dict, **conf: object):  # type:
     mod = _load_inkernel("_ipykeep_ckpt_test2")
     mod._ns = lambda: (ns, None)
     _ = store.key
-    mod.configure(str(store.root), str(store.key_path), 10**6, 10**6, 10**7, 10.0,
-                  conf.get("names", []), conf.get("types", []))
+    mod.configure(
+        str(store.root),
+        str(store.key_path),
+        10**6,
+        10**6,
+        10**7,
+        10.0,
+        conf.get("names", []),
+        conf.get("types", []),
+    )
     return mod
 
 
@@ -265,7 +315,10 @@ def test_aliases_group_names_whose_later_save_saw_them_share() -> None:
     # a name not being loaded is not bound to anything
     assert planning.aliases({"b": ["a", "gone"]}, {"a": 1, "b": 1}) == {"a": "b"}
     # chains make one group, loading the value saved last
-    assert planning.aliases({"b": ["a"], "c": ["b"]}, {"a": 1, "b": 2, "c": 3}) == {"a": "c", "b": "c"}
+    assert planning.aliases({"b": ["a"], "c": ["b"]}, {"a": 1, "b": 2, "c": 3}) == {
+        "a": "c",
+        "b": "c",
+    }
     assert planning.aliases({}, {"a": 1}) == {}
 
 
@@ -273,9 +326,19 @@ def test_the_tracers_evidence_round_trips_through_a_manifest_and_is_replayed() -
     from ipykeep.staleness import StalenessTracker
     from ipykeep.staleness.models import DynamicCellInfo
 
-    dynamic = DynamicCellInfo("c2", defined=frozenset({"y"}), used=frozenset({"x", "statsmodels"}), parents={"c1": frozenset({"x"})})
+    dynamic = DynamicCellInfo(
+        "c2",
+        defined=frozenset({"y"}),
+        used=frozenset({"x", "statsmodels"}),
+        parents={"c1": frozenset({"x"})},
+    )
     manifest = {
-        "cell_id": "c2", "seq": 2, "index": 1, "source": "y = x + 1", "restorable": True, "writes": ["y"],
+        "cell_id": "c2",
+        "seq": 2,
+        "index": 1,
+        "source": "y = x + 1",
+        "restorable": True,
+        "writes": ["y"],
         "observed": planning.observed_json(Observed(bound=frozenset({"y"}))),
         "dynamic": planning.dynamic_json(dynamic),
     }

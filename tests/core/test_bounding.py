@@ -1,4 +1,4 @@
-from ipykeep.core.bounding import bound_text
+from ipykeep.api.bounding import bound_text
 
 
 def test_short_text_is_returned_whole():
@@ -13,7 +13,11 @@ def test_long_text_keeps_head_and_tail_and_says_where_the_rest_is():
     assert len(b.text) <= 2000
     assert b.text.startswith("line 0\n")
     assert b.text.rstrip().endswith("line 2999")
-    assert "3,000 lines" in b.text and "/p/full.txt" in b.text and "ipykeep://artifacts/k1/x.txt" in b.text
+    assert (
+        "3,000 lines" in b.text
+        and "/p/full.txt" in b.text
+        and "ipykeep://artifacts/k1/x.txt" in b.text
+    )
     # head and tail are cut on line boundaries
     head = b.text.split("[…")[0]
     assert head.endswith("\n")

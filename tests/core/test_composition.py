@@ -8,14 +8,14 @@ import pytest
 
 from ipykeep.api import names
 from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.composition import compose, compose_for_daemon
-from ipykeep.core.config import Config
-from ipykeep.core.daemon import Daemon
-from ipykeep.core.inspection_service import InspectionService
-from ipykeep.core.observer import SessionObserver
-from ipykeep.core.project import ProjectPaths
-from ipykeep.core.staleness_service import StalenessService
+from ipykeep.daemon.composition import compose, compose_for_daemon
+from ipykeep.daemon.server import Daemon
+from ipykeep.engine.observer import SessionObserver
+from ipykeep.inspection.service import InspectionService
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from ipykeep.serve.service import ServeService
+from ipykeep.staleness.service import StalenessService
 
 SERVICE_METHODS = {
     "run_stale": (StalenessService, "run_stale"),
@@ -60,7 +60,7 @@ def test_daemon_serves_engine_and_service_methods(tmp_path: Path) -> None:
 
 
 def test_without_a_staleness_judge_no_stale_reasons(tmp_path: Path) -> None:
-    from ipykeep.core.engine import Engine
+    from ipykeep.engine.engine import Engine
 
     engine = Engine(ProjectPaths(tmp_path), Config(idle_timeout=0))
     engine.attach(SessionObserver())

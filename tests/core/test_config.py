@@ -1,7 +1,7 @@
 import pytest
 
-from ipykeep.core.config import load_config
-from ipykeep.core.errors import ConfigError
+from ipykeep.api.errors import ConfigError
+from ipykeep.project.config import load_config
 
 
 def test_defaults(tmp_path, monkeypatch):
@@ -15,9 +15,13 @@ def test_precedence_user_pyproject_ipykeep_toml_env(tmp_path, monkeypatch):
     xdg.mkdir(parents=True)
     (xdg / "config.toml").write_text("idle_timeout = 10\nmax_queue = 3\ninterrupt_grace = 1.5\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    (tmp_path / "pyproject.toml").write_text("[tool.ipykeep]\nidle_timeout = 20\ndataflow = 'static'\n")
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.ipykeep]\nidle_timeout = 20\ndataflow = 'static'\n"
+    )
     (tmp_path / "ipykeep.toml").write_text("idle_timeout = 30\n")
-    cfg = load_config(tmp_path, environ={"IPYKEEP_MAX_QUEUE": "7", "IPYKEEP_WRITE_OUTPUTS": "false"})
+    cfg = load_config(
+        tmp_path, environ={"IPYKEEP_MAX_QUEUE": "7", "IPYKEEP_WRITE_OUTPUTS": "false"}
+    )
     assert cfg.idle_timeout == 30 and cfg.dataflow == "static" and cfg.max_queue == 7
     assert cfg.interrupt_grace == 1.5 and cfg.write_outputs is False
 
@@ -32,7 +36,13 @@ def test_unknown_key_names_the_file(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "content",
-    ["dataflow = 'magic'\n", "idle_timeout = 'soon'\n", "write_outputs = 1\n", "summarizers = 'a:b'\n", "this is not toml"],
+    [
+        "dataflow = 'magic'\n",
+        "idle_timeout = 'soon'\n",
+        "write_outputs = 1\n",
+        "summarizers = 'a:b'\n",
+        "this is not toml",
+    ],
 )
 def test_bad_values_are_errors_naming_the_file(tmp_path, monkeypatch, content):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))

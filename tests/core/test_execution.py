@@ -1,6 +1,6 @@
 import time
 
-from ipykeep.core.execution import Execution
+from ipykeep.kernel.execution import Execution
 
 
 def _msg(mtype, parent="p", **content):
@@ -31,7 +31,14 @@ def test_streams_merge_and_clear_output_is_honoured():
 def test_error_and_results_recorded():
     ex = _ex()
     ex.on_iopub(_msg("execute_result", data={"text/plain": "2"}, metadata={}, execution_count=3))
-    ex.on_iopub(_msg("error", ename="ValueError", evalue="bad", traceback=["\x1b[31mTraceback\x1b[0m", "ValueError: bad"]))
+    ex.on_iopub(
+        _msg(
+            "error",
+            ename="ValueError",
+            evalue="bad",
+            traceback=["\x1b[31mTraceback\x1b[0m", "ValueError: bad"],
+        )
+    )
     ex.on_reply({"status": "error", "execution_count": 3})
     assert ex.outcome_after_idle() == "failed"
     assert ex.error["traceback"][0] == "Traceback"  # ANSI stripped for readers
@@ -63,7 +70,9 @@ def test_one_message_larger_than_the_cap_keeps_its_head_and_the_marker():
     ex = _ex(cap=1000)
     ex.on_iopub(_msg("stream", name="stdout", text="early\n"))
     ex.on_iopub(_msg("stream", name="stdout", text="a" * 2100))
-    ex.on_iopub(_msg("execute_result", data={"text/plain": "z" * 5000}, metadata={}, execution_count=1))
+    ex.on_iopub(
+        _msg("execute_result", data={"text/plain": "z" * 5000}, metadata={}, execution_count=1)
+    )
     outputs = ex.nbformat_outputs()
     assert outputs == [{"output_type": "stream", "name": "stdout", "text": "early\n" + "a" * 994}]
     text, _ = ex.text_since(0)
@@ -72,14 +81,21 @@ def test_one_message_larger_than_the_cap_keeps_its_head_and_the_marker():
 
 def test_a_large_rich_result_keeps_the_head_of_its_text():
     ex = _ex(cap=1000)
-    ex.on_iopub(_msg("execute_result", data={"text/plain": "z" * 5000, "text/html": "<b>" * 3000}, metadata={}, execution_count=1))
+    ex.on_iopub(
+        _msg(
+            "execute_result",
+            data={"text/plain": "z" * 5000, "text/html": "<b>" * 3000},
+            metadata={},
+            execution_count=1,
+        )
+    )
     (out,) = ex.nbformat_outputs()
     assert out["data"] == {"text/plain": "z" * 1000}
     assert ex.text_since(0)[0].rstrip().endswith("is not recorded]")
 
 
 def test_terminal_escapes_are_stripped_from_text():
-    from ipykeep.core.execution import strip_ansi
+    from ipykeep.kernel.execution import strip_ansi
 
     raw = "a\x1b[31mred\x1b[0m b\x1b]52;c;ZXZpbA==\x07 c\x1b]0;title\x1b\\ d\x1bPq#0\x1b\\ e\x1b=f"
     assert strip_ansi(raw) == "ared b c d ef"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep import fsutil
-from ipykeep.fsutil import TEMP_SUFFIX, atomic_write_bytes, atomic_write_text, current_umask
+from ipykeep.project import atomic as fsutil
+from ipykeep.project.atomic import TEMP_SUFFIX, atomic_write_bytes, atomic_write_text, current_umask
 
 
 def _mode(path: Path) -> int:
@@ -59,7 +59,9 @@ def test_symlinks_are_replaced_unless_asked_to_follow(tmp_path: Path) -> None:
     assert real.read_text() == "through"  # the link's target was not written
 
 
-def test_a_failed_rename_leaves_the_target_and_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_rename_leaves_the_target_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "nb.ipynb"
     target.write_text("original")
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ipykeep.inkernel import DIGEST_ATTR, install_expression, source_digest
+from ipykeep.kernel.inkernel import DIGEST_ATTR, install_expression, source_digest
 
 SOURCE = "PROTOCOL = 3\ncalls = []\ndef _adopt(old):\n    global calls\n    if old is not None:\n        calls = old.calls\n"
 

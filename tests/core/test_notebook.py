@@ -4,13 +4,18 @@ import os
 import nbformat
 import pytest
 
-from ipykeep.core.errors import NotebookInvalidError, UnknownCellError
-from ipykeep.core.notebook import CellOutputs, _read_snapshot, read_notebook, write_outputs
+from ipykeep.api.errors import NotebookInvalidError, UnknownCellError
+from ipykeep.project.notebook import CellOutputs, _read_snapshot, read_notebook, write_outputs
 
 
 def _nb(path, sources, minor=5, ids=True):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(s) if not s.startswith("#md") else nbformat.v4.new_markdown_cell(s) for s in sources]
+    nb.cells = [
+        nbformat.v4.new_code_cell(s)
+        if not s.startswith("#md")
+        else nbformat.v4.new_markdown_cell(s)
+        for s in sources
+    ]
     nb.nbformat_minor = minor
     data = json.loads(nbformat.writes(nb))
     if not ids:
@@ -36,7 +41,16 @@ def test_missing_not_json_not_notebook_invalid(tmp_path):
     with pytest.raises(NotebookInvalidError, match="not a notebook"):
         read_notebook(other)
     invalid = tmp_path / "invalid.ipynb"
-    invalid.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code", "id": "a", "source": 3}]}))
+    invalid.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [{"cell_type": "code", "id": "a", "source": 3}],
+            }
+        )
+    )
     with pytest.raises(NotebookInvalidError, match="not a valid notebook"):
         read_notebook(invalid)
 
@@ -54,7 +68,9 @@ def test_resolve_by_id_then_index(tmp_path):
 def test_old_notebook_gets_stable_ids_and_is_repaired_on_first_write(tmp_path):
     path = _nb(tmp_path / "old.ipynb", ["a = 1", "b = 2"], minor=4, ids=False)
     snap1, snap2 = read_notebook(path), read_notebook(path)
-    assert [c.cell_id for c in snap1.cells] == [c.cell_id for c in snap2.cells] == ["cell-0", "cell-1"]
+    assert (
+        [c.cell_id for c in snap1.cells] == [c.cell_id for c in snap2.cells] == ["cell-0", "cell-1"]
+    )
     assert snap1.needs_repair
     rep = write_outputs(path, {"cell-1": CellOutputs("b = 2", _out("x\n"), 1)})
     assert rep.written and rep.repairs and rep.updated == ["cell-1"]
@@ -79,13 +95,20 @@ def test_merge_keeps_concurrent_edits(tmp_path):
     # someone edits cell b and inserts a new cell while a and b ran
     data = json.loads(path.read_text())
     data["cells"][1]["source"] = "b = 20  # edited"
-    data["cells"].insert(0, {"cell_type": "markdown", "id": "new", "metadata": {}, "source": "added"})
+    data["cells"].insert(
+        0, {"cell_type": "markdown", "id": "new", "metadata": {}, "source": "added"}
+    )
     path.write_text(json.dumps(data))
-    rep = write_outputs(path, {a: CellOutputs("a = 1", _out("A\n"), 1), b: CellOutputs("b = 2", _out("B\n"), 2)})
+    rep = write_outputs(
+        path, {a: CellOutputs("a = 1", _out("A\n"), 1), b: CellOutputs("b = 2", _out("B\n"), 2)}
+    )
     assert rep.updated == [a] and rep.skipped_edited == [b]
     after = json.loads(path.read_text())
     assert [c["id"] for c in after["cells"]] == ["new", a, b, c]
-    assert "".join(after["cells"][2]["source"]) == "b = 20  # edited" and after["cells"][2]["outputs"] == []
+    assert (
+        "".join(after["cells"][2]["source"]) == "b = 20  # edited"
+        and after["cells"][2]["outputs"] == []
+    )
     assert "".join(after["cells"][1]["outputs"][0]["text"]) == "A\n"
 
 
@@ -132,5 +155,7 @@ def test_a_write_gives_the_snapshot_of_what_it_wrote(tmp_path):
     rep = write_outputs(path, {cid: CellOutputs("a = 1", _out("1\n"), 1)})
     after = read_notebook(path)
     assert rep.written and after.content_hash == rep.content_hash and not after.needs_repair
-    assert [(c.cell_id, c.cell_type, c.source) for c in after.cells] == [(c.cell_id, c.cell_type, c.source) for c in before.cells]
+    assert [(c.cell_id, c.cell_type, c.source) for c in after.cells] == [
+        (c.cell_id, c.cell_type, c.source) for c in before.cells
+    ]
     assert after == _read_snapshot(path)  # what parsing the file afresh gives

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from ipykeep.core.plan_cost import estimate
+from ipykeep.staleness.plan_cost import estimate
 
 
 def test_plan_sums_last_runs_and_fresh_adds_the_restart():
     cost = estimate(["b", "c"], ["a", "b", "c"], {"a": 1.0, "b": 2.0, "c": 3.0}, {}, restart_s=1.5)
     assert cost.plan_s == 5.0 and cost.fresh_s == 7.5 and not cost.fresh_is_cheaper
-    assert cost.to_json() == {"plan_s": 5.0, "fresh_s": 7.5, "restart_s": 1.5, "fresh_is_cheaper": False}
+    assert cost.to_json() == {
+        "plan_s": 5.0,
+        "fresh_s": 7.5,
+        "restart_s": 1.5,
+        "fresh_is_cheaper": False,
+    }
 
 
 def test_fresh_is_cheaper_when_cells_got_slower_than_in_the_last_fresh_run():
     # warm-up measured b at 1 s; its later runs in this kernel took 9 s
-    cost = estimate(["a", "b"], ["a", "b"], {"a": 1.0, "b": 9.0}, {"a": 1.0, "b": 1.0}, restart_s=2.0)
+    cost = estimate(
+        ["a", "b"], ["a", "b"], {"a": 1.0, "b": 9.0}, {"a": 1.0, "b": 1.0}, restart_s=2.0
+    )
     assert cost.plan_s == 10.0 and cost.fresh_s == 4.0 and cost.fresh_is_cheaper
 
 
@@ -24,12 +31,22 @@ def test_nothing_is_claimed_for_cells_never_measured():
 
 
 def test_the_plan_table_offers_the_fresh_run_when_it_is_cheaper():
-    from ipykeep.core.render import render_plan
+    from ipykeep.client.render import render_plan
 
-    entry = {"cell_id": "b", "index": 1, "reasons": [{"kind": "upstream", "message": "uses a"}], "produces": ["y"], "last_duration_s": 9.0}
+    entry = {
+        "cell_id": "b",
+        "index": 1,
+        "reasons": [{"kind": "upstream", "message": "uses a"}],
+        "produces": ["y"],
+        "last_duration_s": 9.0,
+    }
     cheaper = {"plan_s": 10.0, "fresh_s": 4.0, "restart_s": 2.0, "fresh_is_cheaper": True}
-    text = render_plan({"stale": [entry], "fresh": [], "blocked": [], "executed": False, "cost": cheaper})
+    text = render_plan(
+        {"stale": [entry], "fresh": [], "blocked": [], "executed": False, "cost": cheaper}
+    )
     assert "(9.00 s last run)" in text and "~4.00 s to restart and run every cell" in text
     assert "ipykeep run-stale --execute --fresh" in text
     dearer = {**cheaper, "fresh_s": 30.0, "fresh_is_cheaper": False}
-    assert "--fresh" not in render_plan({"stale": [entry], "fresh": [], "blocked": [], "cost": dearer})
+    assert "--fresh" not in render_plan(
+        {"stale": [entry], "fresh": [], "blocked": [], "cost": dearer}
+    )

@@ -39,8 +39,16 @@ def installed(ik: types.ModuleType) -> Iterator[types.ModuleType]:
 
 
 def _summary_dict(ik: types.ModuleType, expr: str, ns: dict, **kw) -> dict:
-    payload = json.loads(ik.inspect_json(expr, kw.pop("budget_s", 5.0), kw.pop("summarizers", []),
-                                         kw.pop("cell_of", {}), ns=ns, **kw))
+    payload = json.loads(
+        ik.inspect_json(
+            expr,
+            kw.pop("budget_s", 5.0),
+            kw.pop("summarizers", []),
+            kw.pop("cell_of", {}),
+            ns=ns,
+            **kw,
+        )
+    )
     assert payload["ok"], payload
     return payload["summary"]
 

@@ -8,8 +8,8 @@ import textwrap
 
 import pandas as pd
 
-from ipykeep.inkernel import DIGEST_ATTR
 from ipykeep.inspection import probe
+from ipykeep.kernel.inkernel import DIGEST_ATTR
 
 
 class Model:
@@ -36,7 +36,9 @@ def test_match_forms(ik, summary_dict):
     assert summary_dict(ik, "m", ns)["custom"] == {"via": "name"}  # MRO match
     ik.summarizer(match=(int, float), name="numbers")(lambda v: {"via": "tuple"})
     assert summary_dict(ik, "n", ns)["custom"] == {"via": "tuple"}
-    ik.summarizer(match=lambda v: isinstance(v, tuple) and len(v) == 2, name="pairs")(lambda v: {"via": "pred"})
+    ik.summarizer(match=lambda v: isinstance(v, tuple) and len(v) == 2, name="pairs")(
+        lambda v: {"via": "pred"}
+    )
     assert summary_dict(ik, "t", ns)["custom"] == {"via": "pred"}
 
 
@@ -61,12 +63,14 @@ def test_raising_summarizer_falls_back_with_a_note(ik, summary_dict):
 
 
 def test_configured_module_callable(ik, summary_dict, tmp_path, monkeypatch):
-    (tmp_path / "my_summaries.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_summaries.py").write_text(
+        textwrap.dedent("""
         def describe_dict(obj):
             if not isinstance(obj, dict):
                 return None
             return {"keys": sorted(obj)}
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     conf = ["my_summaries:describe_dict", "missing_module_xyz:fn"]
     s = summary_dict(ik, "d", {"d": {"b": 1, "a": 2}}, summarizers=conf)
@@ -78,10 +82,13 @@ def test_configured_module_callable(ik, summary_dict, tmp_path, monkeypatch):
 
 
 def test_import_from_installed_module_name(installed, summary_dict):
-    exec("from _ipykeep_inspect import summarizer\n"
-         "@summarizer(match=str)\n"
-         "def shout(s):\n"
-         "    return {'upper': s.upper()}\n", {})
+    exec(
+        "from _ipykeep_inspect import summarizer\n"
+        "@summarizer(match=str)\n"
+        "def shout(s):\n"
+        "    return {'upper': s.upper()}\n",
+        {},
+    )
     assert summary_dict(installed, "s", {"s": "hi"})["custom"] == {"upper": "HI"}
 
 

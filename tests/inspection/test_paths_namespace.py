@@ -21,7 +21,11 @@ class Model:
 
 
 def _ns():
-    return {"model": Model(), "df": pd.DataFrame({"col": [1, 2], "other": [3, 4]}), "items": [10, 20, 30]}
+    return {
+        "model": Model(),
+        "df": pd.DataFrame({"col": [1, 2], "other": [3, 4]}),
+        "items": [10, 20, 30],
+    }
 
 
 @pytest.mark.parametrize(
@@ -43,11 +47,25 @@ def test_safe_paths(ik, summary_dict, expr, kind, check):
 
 @pytest.mark.parametrize(
     "expr",
-    ["model.fit()", "df[df.col > 1]", "items[i]", "__import__('os')", "a + b", "lambda: 1", "x = 1", "df[["],
+    [
+        "model.fit()",
+        "df[df.col > 1]",
+        "items[i]",
+        "__import__('os')",
+        "a + b",
+        "lambda: 1",
+        "x = 1",
+        "df[[",
+    ],
 )
 def test_unsafe_expressions_are_refused_without_evaluation(ik, expr):
     calls = []
-    ns = {"model": types.SimpleNamespace(fit=lambda: calls.append(1)), "df": None, "items": [], "i": 0}
+    ns = {
+        "model": types.SimpleNamespace(fit=lambda: calls.append(1)),
+        "df": None,
+        "items": [],
+        "i": 0,
+    }
     text = ik.inspect_json(expr, 1.0, [], {}, ns=ns)
     with pytest.raises(BadPathError):
         probe.parse_inspect_reply(text)
@@ -72,9 +90,20 @@ def test_unknown_attribute_and_key_list_close_matches(ik):
 
 def test_namespace_excludes_internals_and_helpers(ik, installed):
     ns = {
-        "In": [], "Out": {}, "exit": object(), "quit": object(), "get_ipython": lambda: None,
-        "_ih": [], "_oh": {}, "_dh": [], "_": 1, "__": 2, "_private": 3,
-        "summarizer": installed.summarizer, "_ipykeep_inspect": installed, "ipk": probe,
+        "In": [],
+        "Out": {},
+        "exit": object(),
+        "quit": object(),
+        "get_ipython": lambda: None,
+        "_ih": [],
+        "_oh": {},
+        "_dh": [],
+        "_": 1,
+        "__": 2,
+        "_private": 3,
+        "summarizer": installed.summarizer,
+        "_ipykeep_inspect": installed,
+        "ipk": probe,
         "keep": 1,
     }
     exec("made_by_exec = 42", ns)  # adds __builtins__ too
@@ -82,8 +111,14 @@ def test_namespace_excludes_internals_and_helpers(ik, installed):
     listing = json.loads(ik.namespace_json(1.0, {"keep": "cell-9"}, ns=ns))["namespace"]
     names = [e["name"] for e in listing["entries"]]
     assert names == ["keep", "made_by_exec", "made_by_globals"]
-    assert listing["entries"][0] == {"name": "keep", "type": "int", "kind": "scalar",
-                                     "memory_bytes": 28, "value": 1, "cell": "cell-9"}
+    assert listing["entries"][0] == {
+        "name": "keep",
+        "type": "int",
+        "kind": "scalar",
+        "memory_bytes": 28,
+        "value": 1,
+        "cell": "cell-9",
+    }
 
 
 def test_namespace_of_200_variables(ik):
@@ -91,8 +126,15 @@ def test_namespace_of_200_variables(ik):
     for i in range(200):
         kind = i % 5
         ns[f"v{i:03d}"] = (
-            i if kind == 0 else f"text {i}" if kind == 1 else list(range(i)) if kind == 2
-            else np.zeros((i, 2)) if kind == 3 else pd.DataFrame({"a": range(i)})
+            i
+            if kind == 0
+            else f"text {i}"
+            if kind == 1
+            else list(range(i))
+            if kind == 2
+            else np.zeros((i, 2))
+            if kind == 3
+            else pd.DataFrame({"a": range(i)})
         )
     start = time.monotonic()
     text = ik.namespace_json(5.0, {}, ns=ns)
@@ -107,6 +149,8 @@ def test_namespace_of_200_variables(ik):
 
 
 def test_namespace_cap(ik):
-    listing = json.loads(ik.namespace_json(1.0, {}, ns={f"x{i}": i for i in range(30)}, limit=10))["namespace"]
+    listing = json.loads(ik.namespace_json(1.0, {}, ns={f"x{i}": i for i in range(30)}, limit=10))[
+        "namespace"
+    ]
     assert listing["count"] == 30 and len(listing["entries"]) == 10
     assert "20 more variables" in listing["notes"][0]

@@ -8,10 +8,11 @@ import types
 
 import pytest
 
-from ipykeep.inkernel import DIGEST_ATTR
-from ipykeep.inspection import probe, render_namespace, render_summary
+from ipykeep.api.summaries import NamespaceEntry, NamespaceListing, Summary
+from ipykeep.client.summaries import render_namespace, render_summary
+from ipykeep.inspection import probe
 from ipykeep.inspection.errors import InspectionError
-from ipykeep.inspection.models import NamespaceEntry, NamespaceListing, Summary
+from ipykeep.kernel.inkernel import DIGEST_ATTR
 
 
 @pytest.fixture
@@ -44,11 +45,14 @@ def test_install_then_inspect_leaves_user_globals_untouched(clean_module, monkey
     # A second install with the same source keeps the module (and its registry).
     _user_expression(probe.install_expression(), user_ns)
     assert sys.modules[probe.MODULE_NAME] is module
-    text = probe.decode_user_expression(_user_expression(probe.inspect_expression("x", 2.0, [], {"x": "c1"}), user_ns))
+    text = probe.decode_user_expression(
+        _user_expression(probe.inspect_expression("x", 2.0, [], {"x": "c1"}), user_ns)
+    )
     summary = probe.parse_inspect_reply(text)
     assert summary.length == 3 and summary.cell == "c1"
-    listing = probe.parse_namespace_reply(probe.decode_user_expression(
-        _user_expression(probe.namespace_expression(2.0), user_ns)))
+    listing = probe.parse_namespace_reply(
+        probe.decode_user_expression(_user_expression(probe.namespace_expression(2.0), user_ns))
+    )
     assert [e.name for e in listing.entries] == ["x"]
     user_ns.pop("__builtins__", None)  # eval adds it, as IPython's namespace already has it
     assert user_ns == before
@@ -88,15 +92,31 @@ def test_render_summary_and_namespace(ik):
     assert rendered.splitlines()[0].startswith("df: pandas.DataFrame (dataframe) 2×1")
     assert "cell c3" in rendered and "a: float64 nulls=1 min=1.0 max=1.0" in rendered
     listing = NamespaceListing(
-        entries=[NamespaceEntry(name="df", type="pandas.DataFrame", kind="dataframe", shape=[2, 1],
-                                memory_bytes=2048, cell="c3"),
-                 NamespaceEntry(name="h", type="H", kind="object", degraded=True)],
-        count=2, degraded=True,
+        entries=[
+            NamespaceEntry(
+                name="df",
+                type="pandas.DataFrame",
+                kind="dataframe",
+                shape=[2, 1],
+                memory_bytes=2048,
+                cell="c3",
+            ),
+            NamespaceEntry(name="h", type="H", kind="object", degraded=True),
+        ],
+        count=2,
+        degraded=True,
     )
     table = render_namespace(listing).splitlines()
     assert table[0].split() == ["name", "type", "shape/len", "memory", "cell"]
     assert table[1].split() == ["df", "pandas.DataFrame", "2×1", "2.0", "KB", "c3"]
     assert "(degraded)" in table[2] and "degraded" in table[-1]
-    degraded = render_summary(Summary(name="h", type="H", kind="object", degraded=True,
-                                      degraded_reason="time budget of 1s ran out in object"))
+    degraded = render_summary(
+        Summary(
+            name="h",
+            type="H",
+            kind="object",
+            degraded=True,
+            degraded_reason="time budget of 1s ran out in object",
+        )
+    )
     assert "degraded: time budget of 1s ran out" in degraded

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ipykeep.api.summaries import Summary
 from ipykeep.inspection import probe
-from ipykeep.inspection.models import Summary
 
 
 def test_protocol_and_module_name_match_the_probe(ik):

@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 
-from ipykeep.core.session import KernelSession
+from ipykeep.engine.session import KernelSession
 
 
 async def sigkill(session: KernelSession) -> None:
@@ -16,4 +16,6 @@ async def sigkill(session: KernelSession) -> None:
         if session.state == "dead":
             return
         await asyncio.sleep(0.1)
-    assert session.state == "dead", f"kernel {session.kernel_id} still {session.state} 10 s after SIGKILL"
+    assert session.state == "dead", (
+        f"kernel {session.kernel_id} still {session.state} 10 s after SIGKILL"
+    )

@@ -19,11 +19,11 @@ from test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
 from ipykeep.checkpoints.store import TamperedCheckpointError
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.inspection_service import InspectionService
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.inspection.service import InspectionService
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
@@ -35,18 +35,32 @@ CELLS = [
     ("mut", 'df["z"] = df["x"] * 10'),
     ("tot", 'total = int(df["z"].sum())'),
     ("gen", "stream = (i * i for i in range(5))"),
-    ("base", "time.sleep(0.3)\nbase = list(range(10))\nclass Box:\n    def __init__(self, v):\n        self.v = v\nbox = Box(sum(base))"),
+    (
+        "base",
+        "time.sleep(0.3)\nbase = list(range(10))\nclass Box:\n    def __init__(self, v):\n        self.v = v\nbox = Box(sum(base))",
+    ),
     ("use", "boxed = [Box(v) for v in base[:3]]\nn = total + box.v"),
 ]
 
-EXPRS = ("df.to_dict()", "total", "sorted(base)", "box.v", "[b.v for b in boxed]", "type(boxed[0]) is Box", "n", "list(stream)")
+EXPRS = (
+    "df.to_dict()",
+    "total",
+    "sorted(base)",
+    "box.v",
+    "[b.v for b in boxed]",
+    "type(boxed[0]) is Box",
+    "n",
+    "list(stream)",
+)
 
 
 @pytest_asyncio.fixture(scope="module")
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
     root = tmp_path_factory.mktemp("checkpoints")
     (root / ".git").mkdir()
-    eng = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0)).engine
+    eng = compose(
+        ProjectPaths(root), Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0)
+    ).engine
     yield eng
     await eng.shutdown()
 
@@ -78,7 +92,9 @@ async def flush(nb: Nb) -> None:
 def cell_runs(nb: Nb) -> list[str]:
     """Notebook cells the kernel executed (restored cells are not executed)."""
     entry = nb.engine.kernels[nb.kernel_id]
-    return [ex.cell_id for ex in entry.executions.values() if ex.kind == "cell" and ex.state == "ok"]
+    return [
+        ex.cell_id for ex in entry.executions.values() if ex.kind == "cell" and ex.state == "ok"
+    ]
 
 
 async def values_fresh(nb: Nb) -> None:
@@ -112,7 +128,7 @@ async def test_kernel_killed_restores_fresh_cells(engine: Engine) -> None:
     assert {c["cell_id"] for c in report.restored} == {"load", "mut", "tot", "base", "use"}
     assert [e["cell_id"] for e in report.rerun] == ["gen"]  # its value did not pickle
     assert report.restore_s > 0 and all(c["run_s"] >= 0 for c in report.restored)
-    assert cell_runs(nb)[len(CELLS):] == ["gen"]  # warm-up ran only the plan: nothing needless
+    assert cell_runs(nb)[len(CELLS) :] == ["gen"]  # warm-up ran only the plan: nothing needless
     assert kinds(await nb.plan()) == {}
     await values_fresh(nb)
     # a restart on request drops the state: no restore
@@ -194,7 +210,16 @@ ALIAS_CELLS = [
     ("pair", "left = {'k': 1}\nright = left"),  # one cell saving both names of one object
     ("other", "copy = list(base)"),  # equal, not the same object: must stay apart
 ]
-ALIAS_EXPRS = ("base", "view", "view is base", "left", "right is left", "copy is base", "grown", "k")
+ALIAS_EXPRS = (
+    "base",
+    "view",
+    "view is base",
+    "left",
+    "right is left",
+    "copy is base",
+    "grown",
+    "k",
+)
 
 
 async def test_names_of_one_object_are_one_object_after_restore(engine: Engine) -> None:
@@ -207,23 +232,35 @@ async def test_names_of_one_object_are_one_object_after_restore(engine: Engine) 
     await nb.start()
     await flush(nb)
     report = await start_after_kill(nb)
-    assert report is not None and {c["cell_id"] for c in report.restored} == {c for c, _ in ALIAS_CELLS}
+    assert report is not None and {c["cell_id"] for c in report.restored} == {
+        c for c, _ in ALIAS_CELLS
+    }
     await engine.execute(_KERNEL_VALUES, kernel_id=nb.kernel_id)
-    assert await nb.values("view is base", "right is left", "copy is base") == ["True", "True", "False"]
+    assert await nb.values("view is base", "right is left", "copy is base") == [
+        "True",
+        "True",
+        "False",
+    ]
     # as in the lost kernel: a change through one name shows through the other
     await nb.scratch("view.append(9)\nright['k'] = 5")
     assert await nb.values("base", "left['k']", "copy") == ["[1, 2, 3, 9]", "5", "[1, 2, 3]"]
     nb.insert(4, "grow", "view.append(4)\nright['k'] = 2\ncopy.append(0)")
     nb.insert(5, "read", "grown = len(base)\nk = left['k']")
     ran = [e["cell_id"] for e in (await nb.execute_plan()).stale]
-    assert ran[-2:] == ["grow", "read"] and "mk" in ran  # the scratch change to base is undone first
+    assert (
+        ran[-2:] == ["grow", "read"] and "mk" in ran
+    )  # the scratch change to base is undone first
     assert kinds(await nb.plan()) == {}
     await nb.assert_fresh(*ALIAS_EXPRS)
     # a named checkpoint keeps them one object too
     await layer(engine).checkpoint("shared", kernel_id=nb.kernel_id)
     await nb.scratch("view = list(view)\nright = dict(right)")
     await layer(engine).restore("shared", kernel_id=nb.kernel_id)
-    assert await nb.values("view is base", "right is left", "copy is base") == ["True", "True", "False"]
+    assert await nb.values("view is base", "right is left", "copy is base") == [
+        "True",
+        "True",
+        "False",
+    ]
     await nb.close()
 
 
@@ -239,10 +276,12 @@ async def test_a_change_right_after_a_snapshot_does_not_reach_its_blob(engine: E
     directory = engine.paths.root / "live"
     directory.mkdir()
     nb = Nb(engine, directory, "static")
-    nb.write_cells([
-        ("mk", "import numpy as np\narr = np.arange(8_000_000, dtype='float64')"),
-        ("neg", "arr *= -1"),  # runs right after mk's snapshot step, in the same warm-up
-    ])
+    nb.write_cells(
+        [
+            ("mk", "import numpy as np\narr = np.arange(8_000_000, dtype='float64')"),
+            ("neg", "arr *= -1"),  # runs right after mk's snapshot step, in the same warm-up
+        ]
+    )
     await nb.start()
     await flush(nb)
     assert await nb.values("float(arr[-1])") == ["-7999999.0"]

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from test_staleness_acceptance import Nb
 
-from ipykeep.core.client import find_daemon, pid_alive
+from ipykeep.client.connection import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
@@ -59,19 +59,34 @@ def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None
         assert run_cli("start", "nb.ipynb", cwd=root).returncode == 0
         wait_for_manifests(root, len(CELLS))
         listing = json.loads(run_cli("checkpoints", "--json", cwd=root).stdout)
-        assert listing["enabled"] and all(c["restorable"] for c in listing["cells"]) and listing["store_bytes"] > 0
+        assert (
+            listing["enabled"]
+            and all(c["restorable"] for c in listing["cells"])
+            and listing["store_bytes"] > 0
+        )
 
         # named checkpoint and rollback of a mutated DataFrame
         res = run_cli("checkpoint", "before", cwd=root)
         assert res.returncode == 0 and "checkpoint before:" in res.stdout, res.stderr
         original = kernel_value(root, "df.to_dict()")
-        assert run_cli("exec", 'df.loc[0, "x"] = -5\ndf.drop(columns=["y"], inplace=True)\nscratch = 1', cwd=root).returncode == 0
+        assert (
+            run_cli(
+                "exec",
+                'df.loc[0, "x"] = -5\ndf.drop(columns=["y"], inplace=True)\nscratch = 1',
+                cwd=root,
+            ).returncode
+            == 0
+        )
         assert kernel_value(root, "df.to_dict()") != original
         res = run_cli("restore", "before", cwd=root)
         assert res.returncode == 0 and "deleted scratch" in res.stdout, res.stdout + res.stderr
         assert kernel_value(root, "df.to_dict()") == original
         missing = run_cli("restore", "nope", cwd=root)
-        assert missing.returncode == 5 and "no checkpoint named 'nope'" in missing.stderr and "known: before" in missing.stderr
+        assert (
+            missing.returncode == 5
+            and "no checkpoint named 'nope'" in missing.stderr
+            and "known: before" in missing.stderr
+        )
 
         # the daemon is SIGKILLed (its kernel dies with it); the data file is edited
         desc = find_daemon(root)
@@ -86,7 +101,9 @@ def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None
         notices = " ".join(json.loads(res.stdout).get("notices") or [])
         # "other" takes microseconds: cheap, it re-runs instead of being saved (checkpoint_min_cell_s)
         assert "restored 3 cell(s)" in notices and ": 0, 1, 3;" in notices, notices
-        assert "1 cheap cell(s) re-ran: 2" in notices and "0 cell(s) must re-run" in notices, notices
+        assert "1 cheap cell(s) re-ran: 2" in notices and "0 cell(s) must re-run" in notices, (
+            notices
+        )
         nb = Nb(None, root, "static")  # type: ignore[arg-type]
         exprs = ["df.to_dict()", "total", "base"]
         fresh = asyncio.run(nb.fresh_values(*exprs))

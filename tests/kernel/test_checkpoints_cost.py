@@ -16,10 +16,10 @@ from test_staleness_acceptance import Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
@@ -68,7 +68,9 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
     assert set(by_id["slow"].values) >= {"base", "total"} and by_id["slow"].bytes > 0
     assert by_id["half2"].recompute_s is not None and by_id["half2"].recompute_s >= 1.0
     status = engine.kernel_record(session).checkpoints or ""
-    assert "3 cell(s) checkpointed" in status and "cheap, re-run on restore: cell(s) 0, 3, 4" in status, status
+    assert (
+        "3 cell(s) checkpointed" in status and "cheap, re-run on restore: cell(s) 0, 3, 4" in status
+    ), status
 
     # twice: the cheap cells' re-runs keep their place in the run order, so a second loss
     # restores the same way
@@ -97,12 +99,16 @@ def _values_helper() -> str:
     return _KERNEL_VALUES
 
 
-async def test_a_slow_numpy_import_cell_is_cheap_and_so_are_its_fast_readers(engine: Engine) -> None:
+async def test_a_slow_numpy_import_cell_is_cheap_and_so_are_its_fast_readers(
+    engine: Engine,
+) -> None:
     directory = engine.paths.root / "imports"
     directory.mkdir()
     nb = Nb(engine, directory, "static")
     # the sleep stands for a slow import (pandas on a loaded machine): over checkpoint_min_cell_s
-    nb.write_cells([("imp", "import time\nimport numpy as np\ntime.sleep(1.1)"), ("use", "x = np.arange(3)")])
+    nb.write_cells(
+        [("imp", "import time\nimport numpy as np\ntime.sleep(1.1)"), ("use", "x = np.arange(3)")]
+    )
     await nb.start()
     session = engine.kernels[nb.kernel_id]
     assert "<numpy.random>" in session.staleness.tracker.last_writers()  # the import made it

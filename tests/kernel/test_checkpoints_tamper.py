@@ -16,10 +16,10 @@ from test_staleness_acceptance import Nb, kinds
 
 from ipykeep.checkpoints._inkernel import blobfmt
 from ipykeep.checkpoints.store import TamperedCheckpointError
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
 
@@ -57,7 +57,9 @@ DAMAGE = {
 async def nb(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Nb]:
     root = tmp_path_factory.mktemp("tamper")
     (root / ".git").mkdir()
-    engine = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0)).engine
+    engine = compose(
+        ProjectPaths(root), Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0)
+    ).engine
     directory = root / "nb"
     directory.mkdir()
     notebook = Nb(engine, directory, "static")
@@ -70,7 +72,9 @@ async def nb(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Nb]:
 
 def _blob(engine: Engine, nb: Nb) -> str:
     store = layer(engine).store
-    return str(store.read_manifest(store.cell_manifest_path(nb.path, "arr"))["values"]["big"]["blob"])
+    return str(
+        store.read_manifest(store.cell_manifest_path(nb.path, "arr"))["values"]["big"]["blob"]
+    )
 
 
 @pytest.mark.parametrize("how", list(DAMAGE))

@@ -28,10 +28,10 @@ from test_staleness_thirdparty import (
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]

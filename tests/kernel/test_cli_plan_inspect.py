@@ -50,7 +50,10 @@ def test_plan_table_json_and_execute(project):
     plan = json.loads(run_cli("run-stale", "--json", cwd=project).stdout)
     assert [e["cell_id"] for e in plan["stale"]] == ["total", "double"]
     assert {"cell_id", "index", "reasons", "produces"} <= set(plan["stale"][0])
-    assert plan["stale"][1]["reasons"][0]["kind"] == "upstream" and "total" in plan["stale"][1]["reasons"][0]["symbols"]
+    assert (
+        plan["stale"][1]["reasons"][0]["kind"] == "upstream"
+        and "total" in plan["stale"][1]["reasons"][0]["symbols"]
+    )
     assert {f["cell_id"] for f in plan["fresh"]} == {"load", "other"}
     status = json.loads(run_cli("status", "--json", cwd=project).stdout)
     states = {c["cell_id"]: c["state"] for c in status["kernels"][0]["cells"]}
@@ -85,7 +88,9 @@ def test_data_file_change_and_watch(project):
     assert res.returncode == 0 and "watching" in res.stdout
     (project / "extra.txt").write_text("v2 changed")
     plan = json.loads(run_cli("run-stale", "--json", cwd=project).stdout)
-    assert plan["stale"] and all(any(r["kind"] == "file_changed" for r in e["reasons"]) for e in plan["stale"][:1])
+    assert plan["stale"] and all(
+        any(r["kind"] == "file_changed" for r in e["reasons"]) for e in plan["stale"][:1]
+    )
     assert run_cli("run-stale", "--execute", cwd=project).returncode == 0
 
 
@@ -99,7 +104,10 @@ def test_inspect_and_namespace(project):
     assert text.returncode == 0 and "int64" in text.stdout
     bad = run_cli("inspect", "totl", cwd=project)
     assert bad.returncode == 5 and "total" in bad.stderr
-    code = "for i in range(150):\n    globals()[f'gv_{i}'] = i\nexec('made_by_exec = 1')\n" + "\n".join(f"v_{i} = [{i}]" for i in range(50))
+    code = (
+        "for i in range(150):\n    globals()[f'gv_{i}'] = i\nexec('made_by_exec = 1')\n"
+        + "\n".join(f"v_{i} = [{i}]" for i in range(50))
+    )
     assert run_cli("exec", code, cwd=project).returncode == 0
     t = time.monotonic()
     listing = json.loads(run_cli("namespace", "--json", cwd=project).stdout)

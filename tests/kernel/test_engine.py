@@ -10,11 +10,11 @@ import nbformat
 import pytest
 import pytest_asyncio
 
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.errors import KernelBusyError, UnknownCellError, UnknownKernelError, UsageError
-from ipykeep.core.project import ProjectPaths
-from ipykeep.core.staleness_service import StalenessService
+from ipykeep.api.errors import KernelBusyError, UnknownCellError, UnknownKernelError, UsageError
+from ipykeep.daemon.composition import compose
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
+from ipykeep.staleness.service import StalenessService
 from tests.conftest import make_project
 
 
@@ -24,7 +24,16 @@ async def eng(tmp_path_factory):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("base = 10")]
     nbformat.write(nb, root / "n.ipynb")
-    composition = compose(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=3.0, max_queue=1, max_subshells=1, output_cap_bytes=50_000))
+    composition = compose(
+        ProjectPaths(root),
+        Config(
+            idle_timeout=0,
+            interrupt_grace=3.0,
+            max_queue=1,
+            max_subshells=1,
+            output_cap_bytes=50_000,
+        ),
+    )
     engine = composition.engine
     rec = await engine.create_kernel(notebook=str(root / "n.ipynb"))
     yield engine, rec.kernel_id, root
@@ -33,7 +42,10 @@ async def eng(tmp_path_factory):
 
 async def test_clear_output_and_cap_and_archive(eng):
     engine, kid, root = eng
-    rec = await engine.execute("from IPython.display import clear_output\nprint('old')\nclear_output()\nprint('new')", kernel_id=kid)
+    rec = await engine.execute(
+        "from IPython.display import clear_output\nprint('old')\nclear_output()\nprint('new')",
+        kernel_id=kid,
+    )
     ex = engine.kernels[kid].executions[rec.handle]
     assert [o["text"] for o in ex.nbformat_outputs()] == ["new\n"]
     rec = await engine.execute("for i in range(20000): print('x' * 20)", kernel_id=kid)
@@ -50,7 +62,12 @@ async def test_long_output_is_bounded_with_artifact(eng):
     engine, kid, root = eng
     rec = await engine.execute("for i in range(3000): print(f'line {i}')", kernel_id=kid)
     out = rec.output
-    assert out.truncated and out.total_lines == 3000 and "line 0" in out.text and "line 2999" in out.text
+    assert (
+        out.truncated
+        and out.total_lines == 3000
+        and "line 0" in out.text
+        and "line 2999" in out.text
+    )
     full = await engine.read_artifact(out.uri)
     assert full["text"].count("\n") == 3000
 
@@ -102,7 +119,11 @@ async def test_request_id_is_retry_safe(eng):
 
 async def test_read_execution_cursor_and_yield(eng):
     engine, kid, _ = eng
-    rec = await engine.execute("import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.4)", kernel_id=kid, yield_time_ms=0)
+    rec = await engine.execute(
+        "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.4)",
+        kernel_id=kid,
+        yield_time_ms=0,
+    )
     assert rec.state in ("queued", "running")
     first = await engine.read_execution(rec.handle, kernel_id=kid, yield_time_ms=500, reader="r")
     done = await engine.read_execution(rec.handle, kernel_id=kid, yield_time_ms=5000, reader="r")
@@ -127,7 +148,11 @@ async def test_interrupt_sleep_and_await_keep_state(eng):
 
 async def test_cell_ignoring_sigint_is_killed_and_restart_reported(eng):
     engine, kid, _ = eng
-    rec = await engine.execute("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)", kernel_id=kid, yield_time_ms=0)
+    rec = await engine.execute(
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
+        kernel_id=kid,
+        yield_time_ms=0,
+    )
     await asyncio.sleep(0.5)
     res = await engine.interrupt(kernel_id=kid)
     assert res.action == "killed_and_restarted"
@@ -135,7 +160,9 @@ async def test_cell_ignoring_sigint_is_killed_and_restart_reported(eng):
     assert after.output.text.strip() == "alive"
     assert after.notices and any("restarted" in n for n in after.notices)
     assert (await engine.read_execution(rec.handle, kernel_id=kid)).state == "lost"
-    plan = await next(o for o in engine.observers if isinstance(o, StalenessService)).run_stale(kernel_id=kid)
+    plan = await next(o for o in engine.observers if isinstance(o, StalenessService)).run_stale(
+        kernel_id=kid
+    )
     assert any(r["kind"] == "kernel_restarted" for e in plan.stale for r in e["reasons"])
 
 
@@ -148,7 +175,9 @@ async def test_unknown_ids_and_outside_cwd(eng):
     with pytest.raises(UsageError, match="outside the project"):
         await engine.create_kernel(cwd="/")
     with pytest.raises(Exception, match="remote working directories"):
-        await engine.create_kernel(cwd="s3://bucket/dir")  # ssh:// is a remote kernel (test_remote_ssh.py)
+        await engine.create_kernel(
+            cwd="s3://bucket/dir"
+        )  # ssh:// is a remote kernel (test_remote_ssh.py)
 
 
 async def test_watcher_notices_edits_by_others_but_not_its_own_writes(eng):

@@ -14,13 +14,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ipykeep.core.client import find_daemon, pid_alive
+from ipykeep.client.connection import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
 
 
 def small_notebook(path: Path, cells: list[str]) -> Path:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell(s[3:]) if s.startswith("md:") else nbformat.v4.new_code_cell(s) for s in cells]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(s[3:])
+        if s.startswith("md:")
+        else nbformat.v4.new_code_cell(s)
+        for s in cells
+    ]
     nbformat.write(nb, path)
     return path
 
@@ -85,7 +90,11 @@ def test_raising_exec_reports_error_and_kernel_stays_usable(example):
     assert res.returncode == 1
     assert "ValueError" in res.stderr and "bad value" in res.stderr and "f()" in res.stderr
     js = json.loads(run_cli("exec", "raise KeyError('k')", "--json", cwd=root).stdout)
-    assert js["state"] == "failed" and js["error"]["ename"] == "KeyError" and "Traceback" in js["error"]["traceback"]
+    assert (
+        js["state"] == "failed"
+        and js["error"]["ename"] == "KeyError"
+        and "Traceback" in js["error"]["traceback"]
+    )
     assert run_cli("exec", "print(len(clean) > 0)", cwd=root).stdout.strip() == "True"
 
 
@@ -129,7 +138,11 @@ def test_bad_cells_give_clear_errors_and_change_nothing(example):
     root, *_ = example
     before = (root / "01_eda.ipynb").read_bytes()
     res = run_cli("run", "no-such-id", cwd=root)
-    assert res.returncode == 5 and "no cell with id 'no-such-id'" in res.stderr and "hint:" in res.stderr
+    assert (
+        res.returncode == 5
+        and "no cell with id 'no-such-id'" in res.stderr
+        and "hint:" in res.stderr
+    )
     res = run_cli("run", "999", cwd=root)
     assert res.returncode == 5 and "out of range" in res.stderr
     assert (root / "01_eda.ipynb").read_bytes() == before
@@ -158,8 +171,16 @@ def test_descriptor_is_private_and_wrong_tokens_are_refused(example):
 def test_bad_notebooks_are_rejected_before_anything_starts(tmp_path):
     root = make_project(tmp_path / "p", example=False)
     (root / "notjson.ipynb").write_text("{oops")
-    (root / "invalid.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code"}]}))
-    for name, needle in (("missing.ipynb", "not found"), ("notjson.ipynb", "not valid JSON"), ("invalid.ipynb", "not a valid notebook")):
+    (root / "invalid.ipynb").write_text(
+        json.dumps(
+            {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code"}]}
+        )
+    )
+    for name, needle in (
+        ("missing.ipynb", "not found"),
+        ("notjson.ipynb", "not valid JSON"),
+        ("invalid.ipynb", "not a valid notebook"),
+    ):
         before = (root / name).read_bytes() if (root / name).exists() else None
         res = run_cli("start", name, cwd=root)
         assert res.returncode == 4, res.stderr
@@ -206,7 +227,13 @@ def test_two_simultaneous_starts_end_with_one_daemon_and_stop_all_cleans_up(tmp_
     small_notebook(root / "a.ipynb", ["a = 1"])
     small_notebook(root / "b.ipynb", ["b = 2"])
     procs = [
-        subprocess.Popen([sys.executable, "-m", "ipykeep", "start", nb], cwd=root, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-m", "ipykeep", "start", nb],
+            cwd=root,
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for nb in ("a.ipynb", "b.ipynb")
     ]
     for p in procs:
@@ -226,12 +253,12 @@ def _is_daemon_of(pid: int, root: Path) -> bool:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"ipykeep.daemon_main" in cmd and str(root).encode() in cmd
+    return b"ipykeep.daemon" in cmd and str(root).encode() in cmd
 
 
 def test_idle_expiry_closes_the_kernel_and_ids_are_never_reused(tmp_path):
-    from ipykeep.core.client import DaemonClient, ensure_daemon
-    from ipykeep.core.errors import UnknownKernelError
+    from ipykeep.api.errors import UnknownKernelError
+    from ipykeep.client.connection import DaemonClient, ensure_daemon
     from tests.conftest import cli_env
 
     root = make_project(tmp_path / "p", example=False)

@@ -24,10 +24,22 @@ class Kernel:
         self.kc = km.client()
         self.replies: dict[str, dict[str, Any]] = {}
 
-    def send(self, code: str, *, silent: bool = False, expressions: dict[str, str] | None = None,
-             subshell_id: str | None = None) -> str:
-        content = {"code": code, "silent": silent, "store_history": not silent,
-                   "user_expressions": expressions or {}, "allow_stdin": False, "stop_on_error": True}
+    def send(
+        self,
+        code: str,
+        *,
+        silent: bool = False,
+        expressions: dict[str, str] | None = None,
+        subshell_id: str | None = None,
+    ) -> str:
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": not silent,
+            "user_expressions": expressions or {},
+            "allow_stdin": False,
+            "stop_on_error": True,
+        }
         msg = self.kc.session.msg("execute_request", content)
         if subshell_id is not None:
             msg["header"]["subshell_id"] = subshell_id
@@ -41,15 +53,25 @@ class Kernel:
             self.replies[msg["parent_header"].get("msg_id")] = msg["content"]
         return self.replies.pop(msg_id)
 
-    async def execute(self, code: str, *, silent: bool = False, expressions: dict[str, str] | None = None,
-                      timeout: float = 60, subshell_id: str | None = None) -> dict[str, Any]:
+    async def execute(
+        self,
+        code: str,
+        *,
+        silent: bool = False,
+        expressions: dict[str, str] | None = None,
+        timeout: float = 60,
+        subshell_id: str | None = None,
+    ) -> dict[str, Any]:
         msg_id = self.send(code, silent=silent, expressions=expressions, subshell_id=subshell_id)
         return await self.reply(msg_id, timeout)
 
-    async def expression(self, expr: str, timeout: float = 60, subshell_id: str | None = None) -> str:
+    async def expression(
+        self, expr: str, timeout: float = 60, subshell_id: str | None = None
+    ) -> str:
         """Evaluate one expression silently, as the engine does; the str it returns."""
-        content = await self.execute("", silent=True, expressions={"v": expr}, timeout=timeout,
-                                     subshell_id=subshell_id)
+        content = await self.execute(
+            "", silent=True, expressions={"v": expr}, timeout=timeout, subshell_id=subshell_id
+        )
         assert content["status"] == "ok", content
         return probe.decode_user_expression(content["user_expressions"]["v"])
 
@@ -66,7 +88,8 @@ async def kernel(tmp_path_factory) -> AsyncIterator[Kernel]:
     km = AsyncKernelManager(transport="ipc", connection_file=str(runtime / "k.json"))
     km._kernel_spec = KernelSpec(
         argv=[sys.executable, "-m", "ipyflow.kernel", "-f", "{connection_file}"],
-        display_name="ipyflow", language="python",
+        display_name="ipyflow",
+        language="python",
     )
     await km.start_kernel(cwd=str(runtime))
     k = Kernel(km)
@@ -74,7 +97,9 @@ async def kernel(tmp_path_factory) -> AsyncIterator[Kernel]:
     try:
         await k.kc.wait_for_ready(timeout=60)
         installed = await k.execute("", silent=True, expressions={"v": probe.install_expression()})
-        assert installed["user_expressions"]["v"]["data"]["text/plain"] == str(probe.PROTOCOL_VERSION)
+        assert installed["user_expressions"]["v"]["data"]["text/plain"] == str(
+            probe.PROTOCOL_VERSION
+        )
         yield k
     finally:
         k.kc.stop_channels()
@@ -82,18 +107,23 @@ async def kernel(tmp_path_factory) -> AsyncIterator[Kernel]:
 
 
 GLOBALS = "sorted(k for k in globals() if not k.startswith('_'))"
-GRAPH = ("(lambda f: (f.cell_counter(), sorted((s.readable_name, str(s.timestamp)) "
-         "for s in f.all_symbols())))(__import__('ipyflow').flow())")
+GRAPH = (
+    "(lambda f: (f.cell_counter(), sorted((s.readable_name, str(s.timestamp)) "
+    "for s in f.all_symbols())))(__import__('ipyflow').flow())"
+)
 
 
 async def test_inspection_leaves_no_trace(kernel: Kernel):
-    first = await kernel.execute("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, None]})\nxs = [1, 2]")
+    first = await kernel.execute(
+        "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2, None]})\nxs = [1, 2]"
+    )
     assert first["status"] == "ok"
     names_before = await kernel.value(GLOBALS)
     graph_before = await kernel.value(GRAPH)
 
-    summary = probe.parse_inspect_reply(await kernel.expression(
-        probe.inspect_expression("df", 5.0, [], {"df": "cell-1"})))
+    summary = probe.parse_inspect_reply(
+        await kernel.expression(probe.inspect_expression("df", 5.0, [], {"df": "cell-1"}))
+    )
     assert summary.kind == "dataframe" and summary.shape == [3, 1] and summary.cell == "cell-1"
     assert summary.columns is not None and summary.columns[0].nulls == 1
     listing = probe.parse_namespace_reply(await kernel.expression(probe.namespace_expression(5.0)))
@@ -140,7 +170,9 @@ async def test_hanging_repr_is_degraded_and_the_next_cell_runs_at_once(kernel: K
     assert reply["status"] == "ok"
     assert (await kernel.execute("Hostile.armed = True", silent=True))["status"] == "ok"
     start = time.monotonic()
-    summary = probe.parse_inspect_reply(await kernel.expression(probe.inspect_expression("hostile", 1.0)))
+    summary = probe.parse_inspect_reply(
+        await kernel.expression(probe.inspect_expression("hostile", 1.0))
+    )
     inspected = time.monotonic() - start
     assert summary.degraded and "1s" in (summary.degraded_reason or "")
     assert inspected < 5.0
@@ -171,7 +203,8 @@ async def test_inspection_on_a_subshell_while_the_main_shell_is_busy(kernel: Ker
     busy = kernel.send("import time\ntime.sleep(3)\nbusy_done = True")
     start = time.monotonic()
     summary = probe.parse_inspect_reply(
-        await kernel.expression(probe.inspect_expression("slow", 1.0), subshell_id=subshell_id))
+        await kernel.expression(probe.inspect_expression("slow", 1.0), subshell_id=subshell_id)
+    )
     # Off the main thread the hanging call is left in a worker; the subshell answers in time.
     assert summary.degraded and time.monotonic() - start < 2.5
     assert (await kernel.reply(busy, timeout=30))["status"] == "ok"

@@ -17,8 +17,8 @@ import pytest
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
-from ipykeep.core import ipyflow_adapter
-from ipykeep.inkernel import install_expression
+from ipykeep.kernel.inkernel import install_expression
+from ipykeep.staleness import ipyflow as ipyflow_adapter
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import FileStamp, NotebookCell
 from ipykeep.staleness.tracker import StalenessTracker
@@ -124,7 +124,10 @@ CELLS = [
     ("c-helper", "def read_side(p):\n    with open(p) as fh:\n        return fh.read()"),
     ("c-side", 'side = read_side("side.txt")\nfactor = 3'),
     ("c-clean", "df['b'] = df.a * factor"),
-    ("c-report", "total = df.b.sum()\nwith open('report.txt', 'w') as fh:\n    fh.write(str(total))"),
+    (
+        "c-report",
+        "total = df.b.sum()\nwith open('report.txt', 'w') as fh:\n    fh.write(str(total))",
+    ),
 ]
 
 

@@ -14,9 +14,9 @@ import asyncio
 import nbformat
 import pytest
 
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from tests.conftest import make_project
 
 BREAK_OFF_MAIN = """
@@ -35,9 +35,14 @@ OutputRecorder.done_capturing_output = _off_main_fails
 async def test_subshell_scratch_does_not_run_ipyflows_cell_wrapper(tmp_path) -> None:
     root = make_project(tmp_path / "p", example=False)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("base = 10"), nbformat.v4.new_code_cell("import time\ntime.sleep(3)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("base = 10"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(3)"),
+    ]
     nbformat.write(nb, root / "n.ipynb")
-    engine = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="ipyflow", checkpoints=False)).engine
+    engine = compose(
+        ProjectPaths(root), Config(idle_timeout=0, dataflow="ipyflow", checkpoints=False)
+    ).engine
     try:
         rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), warm=False)
         kid = rec.kernel_id

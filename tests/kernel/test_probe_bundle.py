@@ -5,11 +5,11 @@ from __future__ import annotations
 import nbformat
 import pytest_asyncio
 
-from ipykeep.composition import compose
-from ipykeep.core import probe_bundle
-from ipykeep.core.config import Config
-from ipykeep.core.observer import SessionObserver
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.observer import SessionObserver
+from ipykeep.kernel import probe_bundle
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
 from tests.conftest import make_project
 
@@ -31,7 +31,10 @@ class _Probing(SessionObserver):
 async def eng(tmp_path_factory):
     root = make_project(tmp_path_factory.mktemp("bundle") / "p", example=False)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("base = 10", id="a"), nbformat.v4.new_code_cell("raise ValueError('no')", id="b")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("base = 10", id="a"),
+        nbformat.v4.new_code_cell("raise ValueError('no')", id="b"),
+    ]
     nbformat.write(nb, root / "n.ipynb")
     engine = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static")).engine
     probing = _Probing()
@@ -48,10 +51,14 @@ async def test_one_expression_sent_and_a_failing_probe_keeps_the_others(eng):
     ex = engine.session(kid).executions[batch.results[0].handle]
     assert set(probe_bundle.bundle(ex.expressions)) == {probe_bundle.BUNDLE_KEY}
     # the kernel evaluated them through the bundle (it compiled each expression once)
-    compiled = "__import__('json').dumps(sorted(__import__('sys').modules['_ipykeep_kernel']._compiled))"
+    compiled = (
+        "__import__('json').dumps(sorted(__import__('sys').modules['_ipykeep_kernel']._compiled))"
+    )
     assert "1 / 0" in await engine.session(kid).process.eval_silent(compiled)
     results = probing.seen[-1]
-    assert {"ipykeep_files", "ipykeep_state", "ipykeep_warm", "test_boom", "test_fine"} <= set(results)
+    assert {"ipykeep_files", "ipykeep_state", "ipykeep_warm", "test_boom", "test_fine"} <= set(
+        results
+    )
     boom = results["test_boom"]
     assert boom["status"] == "error" and boom["ename"] == "ZeroDivisionError"
     assert probes.decode_expression_value(results["test_fine"]) == {"x": 10}
@@ -68,7 +75,14 @@ async def test_a_failed_cell_yields_no_probe_results_and_evidence_is_asked_again
 
 def test_split_of_a_failed_bundle_is_empty():
     sent = {"k1": "1", "k2": "2"}
-    error = {"ipykeep_probes": {"status": "error", "ename": "KeyError", "evalue": "'_ipykeep_kernel'", "traceback": []}}
+    error = {
+        "ipykeep_probes": {
+            "status": "error",
+            "ename": "KeyError",
+            "evalue": "'_ipykeep_kernel'",
+            "traceback": [],
+        }
+    }
     assert probe_bundle.split(sent, error) == {}
     assert probe_bundle.split(sent, {}) == {}
     # a single expression is sent as it is

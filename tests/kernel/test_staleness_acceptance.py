@@ -24,11 +24,11 @@ import nbformat
 import pytest
 import pytest_asyncio
 
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.project import ProjectPaths
-from ipykeep.core.staleness_service import StalenessService
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
+from ipykeep.staleness.service import StalenessService
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
@@ -189,8 +189,13 @@ class Nb:
                 elif item.is_dir() and not item.name.startswith(".") and item.name != "__pycache__":
                     shutil.copytree(item, Path(tmp) / item.name)  # data directories
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", _FRESH_RUN, cwd=tmp,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-c",
+                _FRESH_RUN,
+                cwd=tmp,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
             out, err = await proc.communicate(json.dumps([cells, list(exprs)]).encode())
         assert proc.returncode == 0, err.decode()
@@ -353,7 +358,9 @@ async def test_cosmetic_edits_and_rest_after_warmup(make_nb: Any, mode: str) -> 
     plan = await nb.plan()
     assert kinds(plan) == {} and plan.blocked == []
 
-    nb.edit("load", '# load the data\nimport pandas as pd\n\ndf = pd.read_csv( "data.csv" )  # raw\n')
+    nb.edit(
+        "load", '# load the data\nimport pandas as pd\n\ndf = pd.read_csv( "data.csv" )  # raw\n'
+    )
     nb.edit("report", "n = (len(df)\n     + len(notes))\n\n\n")
     nb.edit("md1", "# Sales, edited heading")  # a Markdown cell
     plan = await nb.plan()
@@ -577,7 +584,11 @@ async def test_in_place_mutation_rebuilds_producer_first(make_nb: Any, mode: str
     # and through a method of a notebook class that changes its instance
     nb.edit("tuned", "model.tune(3)")
     plan = await nb.plan()
-    assert kinds(plan) == {"model": {"restores"}, "tuned": {"source_changed"}, "score": {"upstream"}}
+    assert kinds(plan) == {
+        "model": {"restores"},
+        "tuned": {"source_changed"},
+        "score": {"upstream"},
+    }
     await execute_exactly(nb, ["model", "tuned", "score"])
     await nb.assert_fresh("nums", "nt", "model.k", "score")
     assert (await nb.values("score")) == ["30"]
@@ -590,7 +601,13 @@ async def test_in_place_mutation_rebuilds_producer_first(make_nb: Any, mode: str
 async def test_scratch_rebind_and_mutation(make_nb: Any, mode: str) -> None:
     nb = make_nb(
         mode,
-        [("a", "x = 1"), ("b", "y = x + 1"), ("c", "lst = [1, 2]"), ("d", "n = len(lst)"), ("e", "q = 3")],
+        [
+            ("a", "x = 1"),
+            ("b", "y = x + 1"),
+            ("c", "lst = [1, 2]"),
+            ("d", "n = len(lst)"),
+            ("e", "q = 3"),
+        ],
     )
     await nb.start()
     await nb.scratch("x = 100")
@@ -656,7 +673,10 @@ async def test_new_moved_and_deleted_cells(make_nb: Any, mode: str) -> None:
     assert kinds(plan) == {"p": {"moved"}, "r": {"moved", "upstream"}}
     moved = reason(plan, "r", "moved")
     assert (sorted(moved["cells"]), moved["symbols"]) == (["p", "q"], ["v"])
-    assert (reason(plan, "p", "moved")["cells"], reason(plan, "p", "moved")["symbols"]) == (["q"], ["v"])
+    assert (reason(plan, "p", "moved")["cells"], reason(plan, "p", "moved")["symbols"]) == (
+        ["q"],
+        ["v"],
+    )
     up = reason(plan, "r", "upstream")
     assert (up["cells"], up["symbols"]) == (["p"], ["v"])
     await execute_exactly(nb, ["p", "r"])
@@ -682,7 +702,13 @@ async def test_new_moved_and_deleted_cells(make_nb: Any, mode: str) -> None:
 async def test_execute_skips_dependents_of_a_failure(make_nb: Any, mode: str) -> None:
     nb = make_nb(
         mode,
-        [("a", "x = 1"), ("b", "y = x + 1"), ("c", "z = y + 1"), ("d", "k = 5"), ("e", "j = k + 1")],
+        [
+            ("a", "x = 1"),
+            ("b", "y = x + 1"),
+            ("c", "z = y + 1"),
+            ("d", "k = 5"),
+            ("e", "j = k + 1"),
+        ],
     )
     await nb.start()
     nb.edit("b", "y = x / 0")

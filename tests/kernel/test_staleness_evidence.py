@@ -253,7 +253,11 @@ async def test_a_local_module_imported_twice_is_reloaded_for_both(make_nb: Any, 
     await nb.start()
     assert kinds(await nb.plan()) == {}
     nb.rewrite_file("helpers_mod.py", "def f():\n    return 2\n")
-    assert kinds(await nb.plan()) == {"imp": {"file_changed"}, "again": {"upstream"}, "use": {"upstream"}}
+    assert kinds(await nb.plan()) == {
+        "imp": {"file_changed"},
+        "again": {"upstream"},
+        "use": {"upstream"},
+    }
     await execute_exactly(nb, ["imp", "again", "use"])
     await nb.assert_fresh("a", "v")
     assert await nb.values("v") == ["2"]
@@ -325,7 +329,9 @@ async def test_no_false_positives(make_nb: Any, mode: str) -> None:
     plan = await nb.plan()
     assert kinds(plan) == {"imp": {"source_changed"}, "loc": {"upstream"}, "kk": {"upstream"}}
     await execute_exactly(nb, ["imp", "loc", "kk"])
-    await nb.assert_fresh("arr.tolist()", "x", "y", "z", "msg", "e", "f", "by_a.to_dict()", "cell", "n", "kk")
+    await nb.assert_fresh(
+        "arr.tolist()", "x", "y", "z", "msg", "e", "f", "by_a.to_dict()", "cell", "n", "kk"
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -344,7 +350,9 @@ async def test_print_only_edit_does_not_rerun_readers(make_nb: Any, mode: str) -
     # before it runs, nothing proves data keeps its value: b is planned conditionally
     assert kinds(plan) == {"a": {"source_changed"}, "b": {"upstream"}}
     res = await execute_exactly(nb, ["a"])
-    assert [(s.cell_id, s.reason.startswith("no longer stale")) for s in res.batch.skipped] == [("b", True)]
+    assert [(s.cell_id, s.reason.startswith("no longer stale")) for s in res.batch.skipped] == [
+        ("b", True)
+    ]
     await nb.assert_fresh("data", "total", "other")
 
     nb.edit("a", 'data = [1, 2, 4]\nprint("loaded")')  # a real change still re-runs b
@@ -354,7 +362,9 @@ async def test_print_only_edit_does_not_rerun_readers(make_nb: Any, mode: str) -
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_frame_built_then_changed_in_one_cell_follows_its_inputs(make_nb: Any, mode: str) -> None:
+async def test_a_frame_built_then_changed_in_one_cell_follows_its_inputs(
+    make_nb: Any, mode: str
+) -> None:
     # ipyflow reports raw as used and mutated by the cell that binds it (and rng as used by the
     # reader of raw); its edges only add to the static and runtime floor, so neither the cell
     # nor its reader is dropped from the plan (as a blocked cell would be)
@@ -396,7 +406,13 @@ async def test_a_frame_built_then_changed_in_one_cell_follows_its_inputs(make_nb
 async def test_blocking_is_transitive(make_nb: Any, mode: str) -> None:
     nb = make_nb(
         mode,
-        [("a", "x = 1"), ("b", "y = x + 1"), ("c", "z = y + 1"), ("d", "w = z + 1"), ("k", "k = 3")],
+        [
+            ("a", "x = 1"),
+            ("b", "y = x + 1"),
+            ("c", "z = y + 1"),
+            ("d", "w = z + 1"),
+            ("k", "k = 3"),
+        ],
     )
     await nb.start()
     nb.delete("a")
@@ -431,10 +447,20 @@ async def test_expected_failure_tag(make_nb: Any, mode: str) -> None:
 
     nb.edit("a", "x = 2")
     plan = await nb.plan()
-    assert kinds(plan) == {"a": {"source_changed"}, "b": {"upstream"}, "c": {"upstream"}, "d": {"failed"}}
+    assert kinds(plan) == {
+        "a": {"source_changed"},
+        "b": {"upstream"},
+        "c": {"upstream"},
+        "d": {"failed"},
+    }
     res = await nb.execute_plan()
     assert ran(res) == ["a", "b", "c", "d"]
-    assert {r.cell_id: r.state for r in res.batch.results} == {"a": "ok", "b": "failed", "c": "ok", "d": "failed"}
+    assert {r.cell_id: r.state for r in res.batch.results} == {
+        "a": "ok",
+        "b": "failed",
+        "c": "ok",
+        "d": "failed",
+    }
     assert not res.ok  # d is an unexpected failure
     nb.edit("d", "w = 1")
     await execute_exactly(nb, ["d"])

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "thirdparty" / "ols.ipynb"
 
 # One digest per global name, the same code in the kernel and in the fresh interpreter.
-_DIGEST = r'''
+_DIGEST = r"""
 def _ipykeep_digest():
     import hashlib, json, sys, types
     np = sys.modules.get("numpy")
@@ -84,9 +84,9 @@ def _ipykeep_digest():
         # long digests (a dataset's description) hashed: the line must fit the kernel's output
         out[name] = d if d is None or len(d) < 200 else "sha1:" + hashlib.sha1(d.encode()).hexdigest()
     return json.dumps(out)
-'''
+"""
 
-_FRESH = r'''
+_FRESH = r"""
 import json, os, sys
 os.environ["MPLBACKEND"] = "Agg"
 from IPython.core.interactiveshell import InteractiveShell
@@ -98,7 +98,7 @@ for src in cells:
         break
 shell.run_cell(digest, silent=True)
 print("@@" + shell.user_ns["_ipykeep_digest"]())
-'''
+"""
 
 #: names a comparison cannot cover: figures and axes, models (their data are compared), the
 #: prediction and influence helpers and ``iv_l``/``iv_u``'s sources
@@ -115,7 +115,9 @@ UNCOMPARABLE = {
 
 
 async def _kernel_digest(nb: Nb) -> dict[str, str | None]:
-    rec = await nb.engine.execute(_DIGEST + "\nprint('@@' + _ipykeep_digest())", kernel_id=nb.kernel_id)
+    rec = await nb.engine.execute(
+        _DIGEST + "\nprint('@@' + _ipykeep_digest())", kernel_id=nb.kernel_id
+    )
     assert rec.state == "ok", rec
     line = [ln for ln in rec.output.text.splitlines() if ln.startswith("@@")][-1]
     return json.loads(line[2:])
@@ -125,8 +127,13 @@ async def _fresh_digest(nb: Nb) -> dict[str, str | None]:
     book = nbformat.read(nb.path, as_version=4)
     cells = [c["source"] for c in book.cells if c["cell_type"] == "code"]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _FRESH, cwd=str(nb.dir),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-c",
+        _FRESH,
+        cwd=str(nb.dir),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "MPLBACKEND": "Agg"},
     )
     out, err = await proc.communicate(json.dumps([cells, _DIGEST]).encode())
@@ -164,10 +171,14 @@ def _source(nb: Nb, cid: str) -> str:
     return next(c["source"] for c in book.cells if c["id"] == cid)
 
 
-def copy_thirdparty(engine: Any, tmp_path_factory: pytest.TempPathFactory, mode: str, fixture: Path = FIXTURE) -> Nb:
+def copy_thirdparty(
+    engine: Any, tmp_path_factory: pytest.TempPathFactory, mode: str, fixture: Path = FIXTURE
+) -> Nb:
     """A statsmodels notebook (with its license) in a new directory of the engine's project,
     its cells given ids ``c00``, ``c01``… by position."""
-    directory = engine.paths.root / tmp_path_factory.mktemp(f"{fixture.stem}-{mode}", numbered=True).name
+    directory = (
+        engine.paths.root / tmp_path_factory.mktemp(f"{fixture.stem}-{mode}", numbered=True).name
+    )
     directory.mkdir()
     book = nbformat.read(fixture, as_version=4)
     for i, cell in enumerate(book.cells):  # the sdist copy predates cell ids
@@ -268,7 +279,9 @@ async def edit_glm_fit_and_run(nb: Nb) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_statsmodels_glm_notebook(engine: Any, mode: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_statsmodels_glm_notebook(
+    engine: Any, mode: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """statsmodels' ``glm.ipynb``: datasets loaded and changed through attributes
     (``data.exog = sm.add_constant(data.exog, …)``), calls through the imported module in most
     cells, and ``from scipy import stats`` imported twice (cells 2 and 27)."""
@@ -283,7 +296,10 @@ async def test_statsmodels_glm_notebook(engine: Any, mode: str, tmp_path_factory
         assert data == "c06"
         nb.edit(data, _source(nb, data).replace("prepend=False", "prepend=True"))
         readers = ["c08", "c10", "c12", "c14", "c16", "c18", "c20", "c23", "c25", "c27", "c29"]
-        assert kinds(await nb.plan()) == {"c06": {"source_changed"}, **{c: {"upstream"} for c in readers}}
+        assert kinds(await nb.plan()) == {
+            "c06": {"source_changed"},
+            **{c: {"upstream"} for c in readers},
+        }
         await execute_exactly(nb, ["c06", *readers])
         await assert_matches_fresh_run(nb, GLM_UNCOMPARABLE)
 
@@ -294,7 +310,10 @@ async def test_statsmodels_glm_notebook(engine: Any, mode: str, tmp_path_factory
 
         # 3. a print-only edit of the second data set's cell: its reader keeps its inputs
         second = _find(nb, "data2 = sm.datasets.scotland.load()")
-        nb.edit(second, _source(nb, second).replace("print(data2.endog.head())", "print(data2.endog.tail())"))
+        nb.edit(
+            second,
+            _source(nb, second).replace("print(data2.endog.head())", "print(data2.endog.tail())"),
+        )
         assert kinds(await nb.plan()) == {second: {"source_changed"}, "c35": {"upstream"}}
         res = await execute_exactly(nb, [second])
         assert [s.cell_id for s in res.batch.skipped] == ["c35"]

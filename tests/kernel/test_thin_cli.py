@@ -15,7 +15,17 @@ import pytest
 from tests.conftest import cli_env, make_project, run_cli, stop_daemon
 
 #: modules the hot path must not load: each costs tens of milliseconds at start-up
-HEAVY = {"typer", "click", "rich", "pydantic", "nbformat", "jsonschema", "asyncio", "ipykeep.cli", "ipykeep.core.records"}
+HEAVY = {
+    "typer",
+    "click",
+    "rich",
+    "pydantic",
+    "nbformat",
+    "jsonschema",
+    "asyncio",
+    "ipykeep.cli.app",
+    "ipykeep.api.records",
+}
 
 HOT = [
     ("exec", "1+1"),
@@ -52,14 +62,21 @@ def project(tmp_path_factory):
 
 def imported_modules(stderr: str) -> set[str]:
     """Module names from ``python -X importtime`` output."""
-    return {m.group(1).strip() for m in re.finditer(r"^import time:\s*\d+ \|\s*\d+ \|\s*(.+)$", stderr, re.M)}
+    return {
+        m.group(1).strip()
+        for m in re.finditer(r"^import time:\s*\d+ \|\s*\d+ \|\s*(.+)$", stderr, re.M)
+    }
 
 
 def _normalise(text: str) -> str:
     # handles, execution counts and timings differ between two runs of the same command
     text = re.sub(r"\bc\d+\b", "cN", text)
     text = re.sub(r"[ \t]+", " ", text)  # a longer handle shifts the columns after it
-    text = re.sub(r'"(execution_count|cursor|duration_s|last_duration_s|plan_s|fresh_s|restart_s)":[0-9.]+', r'"\1":N', text)
+    text = re.sub(
+        r'"(execution_count|cursor|duration_s|last_duration_s|plan_s|fresh_s|restart_s)":[0-9.]+',
+        r'"\1":N',
+        text,
+    )
     text = re.sub(r"\[\s*\d+\]", "[N]", text)
     text = re.sub(r"In\[\d+\]", "In[N]", text)
     return re.sub(r"\d+\.\d+ ?s\b", "N s", text)  # "0.01s" in a batch line, "0.30 s" in a plan
@@ -72,13 +89,19 @@ def test_hot_commands_skip_heavy_imports_and_print_what_typer_prints(project, ar
 
     fast = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "ipykeep", *args],
-        cwd=project, capture_output=True, text=True, env=cli_env(), timeout=60,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
     )
     loaded = imported_modules(fast.stderr)
-    assert "ipykeep.cli_fast" in loaded, fast.stderr[-2000:]
+    assert "ipykeep.cli.fast" in loaded, fast.stderr[-2000:]
     assert not loaded & HEAVY, f"{' '.join(args)} loaded {sorted(loaded & HEAVY)}"
     full = run_cli(*args, cwd=project, env=cli_env(IPYKEEP_CLI_FULL="1"))
-    fast_err = "\n".join(line for line in fast.stderr.splitlines() if not line.startswith("import time:"))
+    fast_err = "\n".join(
+        line for line in fast.stderr.splitlines() if not line.startswith("import time:")
+    )
     assert fast.returncode == full.returncode
     assert _normalise(fast.stdout) == _normalise(full.stdout)
     assert _normalise(fast_err) == _normalise(full.stderr.rstrip("\n"))
@@ -124,7 +147,10 @@ def test_plan_carries_durations_and_fresh_run_restarts_and_runs_everything(proje
 
     res = run_cli("run-stale", "--execute", "--fresh", cwd=project)
     assert res.returncode == 0, res.stderr
-    assert "restarted the kernel and ran every code cell" in res.stdout and "3 ran, 0 failed" in res.stdout
+    assert (
+        "restarted the kernel and ran every code cell" in res.stdout
+        and "3 ran, 0 failed" in res.stdout
+    )
     assert "running plan on" in res.stderr  # progress while the 0.3 s cell ran
     assert run_cli("exec", "print(slow)", cwd=project).stdout.strip() == "3"
     after = json.loads(run_cli("run-stale", "--json", cwd=project).stdout)

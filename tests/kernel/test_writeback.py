@@ -16,9 +16,9 @@ from pathlib import Path
 import nbformat
 import pytest_asyncio
 
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from tests.conftest import make_project
 
 CELLS = [("count", "n = globals().get('n', 0) + 1\nprint('run', n)"), ("other", "print('other')")]
@@ -41,7 +41,9 @@ def _text(path: Path, cell_id: str) -> str:
 async def eng(tmp_path_factory):
     root = make_project(tmp_path_factory.mktemp("writeback") / "p", example=False)
     slow, quick = _notebook(root / "slow.ipynb"), _notebook(root / "quick.ipynb")
-    engine = compose(ProjectPaths(root), Config(idle_timeout=0, dataflow="static", write_delay_ms=60_000)).engine
+    engine = compose(
+        ProjectPaths(root), Config(idle_timeout=0, dataflow="static", write_delay_ms=60_000)
+    ).engine
     slow_kid = (await engine.create_kernel(notebook=str(slow), warm=False)).kernel_id
     engine.config = dataclasses.replace(engine.config, write_delay_ms=50)
     quick_kid = (await engine.create_kernel(notebook=str(quick), warm=False)).kernel_id
@@ -80,7 +82,9 @@ async def test_the_timer_writes_without_another_call_and_a_failed_write_is_a_not
         await asyncio.sleep(0.5)  # the timer's write fails: the file stays as it was
         assert path.read_bytes() == before
         nxt = await engine.execute("1", kernel_id=kid)
-        assert any("outputs not written" in n and "read-only" in n for n in nxt.notices or []), nxt.notices
+        assert any("outputs not written" in n and "read-only" in n for n in nxt.notices or []), (
+            nxt.notices
+        )
         assert stat.S_IMODE(path.stat().st_mode) == 0o444
     finally:
         os.chmod(path, 0o644)

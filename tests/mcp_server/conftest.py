@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import McpSession, make_project, shutdown_daemon, stdio_params
+from tests.mcp_server.harness import McpSession, make_project, shutdown_daemon, stdio_params
 
 
 @pytest.fixture(scope="module")

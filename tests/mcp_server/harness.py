@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CallToolResult
 
-from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
+from ipykeep.client.connection import DaemonClient, find_daemon, pid_alive
 
 NOTEBOOK = "analysis.ipynb"
 CSV = "data.csv"
@@ -57,7 +57,10 @@ def server_env(root: Path) -> dict[str, str]:
 
 def stdio_params(root: Path) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=server_env(root)
+        command=sys.executable,
+        args=["-m", "ipykeep", "mcp-serve"],
+        cwd=str(root),
+        env=server_env(root),
     )
 
 
@@ -80,7 +83,13 @@ def shutdown_daemon(root: Path) -> None:
 class McpSession:
     """One MCP client connection, usable from synchronous test code."""
 
-    def __init__(self, target: StdioServerParameters | Callable[[], Any], *, mode: str = "legacy", **client_kwargs: Any) -> None:
+    def __init__(
+        self,
+        target: StdioServerParameters | Callable[[], Any],
+        *,
+        mode: str = "legacy",
+        **client_kwargs: Any,
+    ) -> None:
         self._target = target
         self._mode = mode
         self._client_kwargs = client_kwargs
@@ -100,7 +109,9 @@ class McpSession:
         self._stop = asyncio.Event()
         target = self._target
         try:
-            client = Client(target() if callable(target) else target, mode=self._mode, **self._client_kwargs)  # type: ignore[arg-type]
+            client = Client(
+                target() if callable(target) else target, mode=self._mode, **self._client_kwargs
+            )  # type: ignore[arg-type]
             async with client:
                 self._ready.set_result(client)
                 await self._stop.wait()
@@ -114,9 +125,15 @@ class McpSession:
         return asyncio.run_coroutine_threadsafe(fn(client), self._loop).result(timeout)
 
     def tool(
-        self, name: str, args: dict[str, Any] | None = None, timeout: float = 120, progress: Callable[..., Awaitable[None]] | None = None
+        self,
+        name: str,
+        args: dict[str, Any] | None = None,
+        timeout: float = 120,
+        progress: Callable[..., Awaitable[None]] | None = None,
     ) -> CallToolResult:
-        return self.run(lambda c: c.call_tool(name, args or {}, progress_callback=progress), timeout)
+        return self.run(
+            lambda c: c.call_tool(name, args or {}, progress_callback=progress), timeout
+        )
 
     def close(self) -> None:
         if self._stop is not None:
@@ -130,11 +147,15 @@ class McpSession:
 
 def wire_size(result: Any) -> int:
     """Bytes of a result as the client received it (its JSON form)."""
-    return len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)).encode())
+    return len(
+        json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)).encode()
+    )
 
 
 def text_of(result: CallToolResult) -> str:
-    return "\n".join(getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text")
+    return "\n".join(
+        getattr(b, "text", "") for b in result.content if getattr(b, "type", "") == "text"
+    )
 
 
 def envelope(result: CallToolResult) -> dict[str, Any]:
@@ -164,5 +185,9 @@ class HostView:
 
 def channel_sizes(result: CallToolResult) -> tuple[int, int]:
     """Bytes of the text channel and of the structured channel, each as a model would see it."""
-    structured = json.dumps(result.structured_content, ensure_ascii=False) if result.structured_content is not None else ""
+    structured = (
+        json.dumps(result.structured_content, ensure_ascii=False)
+        if result.structured_content is not None
+        else ""
+    )
     return len(text_of(result).encode()), len(structured.encode())

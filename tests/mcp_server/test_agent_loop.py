@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from .harness import NOTEBOOK, McpSession, envelope, text_of
+from tests.mcp_server.harness import NOTEBOOK, McpSession, envelope, text_of
 
 pytestmark = pytest.mark.kernel
 
@@ -31,7 +31,9 @@ def nb_kernel(mcp: McpSession, project: Path) -> Iterator[str]:
     yield rec["kernel_id"]
 
 
-def test_create_kernel_returns_the_bound_kernel(mcp: McpSession, nb_kernel: str, project: Path) -> None:
+def test_create_kernel_returns_the_bound_kernel(
+    mcp: McpSession, nb_kernel: str, project: Path
+) -> None:
     again = _ok(mcp.tool("create_kernel", {"notebook": str(project / NOTEBOOK)}))
     assert again.structured_content["kernel_id"] == nb_kernel
 
@@ -54,10 +56,16 @@ def test_run_cells_by_id_and_index(mcp: McpSession, nb_kernel: str) -> None:
     assert bad["code"] == "unknown_cell"
 
 
-def test_run_cells_replies_before_the_notebook_write_which_follows(mcp: McpSession, nb_kernel: str, project: Path) -> None:
+def test_run_cells_replies_before_the_notebook_write_which_follows(
+    mcp: McpSession, nb_kernel: str, project: Path
+) -> None:
     res = _ok(mcp.tool("run_cells", {"kernel_id": nb_kernel, "cells": ["double"]}))
     write = res.structured_content["write"]
-    assert write["pending"] is True and write["updated"] == ["double"] and write.get("written") is False
+    assert (
+        write["pending"] is True
+        and write["updated"] == ["double"]
+        and write.get("written") is False
+    )
     count = res.structured_content["results"][0]["execution_count"]
 
     def on_disk() -> int | None:
@@ -81,7 +89,9 @@ def test_publish_gives_a_stable_token_protected_url(mcp: McpSession, nb_kernel: 
     with urllib.request.urlopen(url, timeout=30) as page:
         assert page.status == 200
     with pytest.raises(urllib.error.HTTPError):
-        urllib.request.urlopen(url.split("?")[0].replace("/lab/tree/", "/api/contents/"), timeout=30)
+        urllib.request.urlopen(
+            url.split("?")[0].replace("/lab/tree/", "/api/contents/"), timeout=30
+        )
 
 
 def test_full_agent_loop(mcp: McpSession, nb_kernel: str, project: Path) -> None:
@@ -96,7 +106,9 @@ def test_full_agent_loop(mcp: McpSession, nb_kernel: str, project: Path) -> None
 
     plan = _ok(mcp.tool("run_stale", {"kernel_id": nb_kernel}))
     planned = plan.structured_content["stale"]
-    assert [e["cell_id"] for e in planned] == ["total", "double"], text_of(plan)  # `load` untouched: minimal
+    assert [e["cell_id"] for e in planned] == ["total", "double"], text_of(
+        plan
+    )  # `load` untouched: minimal
     kinds = [[r["kind"] for r in e["reasons"]] for e in planned]
     assert "source_changed" in kinds[0] and "upstream" in kinds[1]
     assert plan.structured_content["executed"] is False

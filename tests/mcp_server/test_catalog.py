@@ -8,14 +8,28 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ipykeep.core.config import Config
 from ipykeep.mcp_server.catalog import BY_NAME, TOOLS, compact_schema, engine_params
 from ipykeep.mcp_server.server import IpykeepMcp
+from ipykeep.project.config import Config
 
 CATALOG = {
-    "create_kernel", "list_kernels", "close_kernel", "restart_kernel", "ipython", "read_cell", "interrupt", "list_cells",
-    "markdown", "run_stale", "run_cells", "inspect", "namespace", "watch_file", "publish",
-    "checkpoint", "restore",
+    "create_kernel",
+    "list_kernels",
+    "close_kernel",
+    "restart_kernel",
+    "ipython",
+    "read_cell",
+    "interrupt",
+    "list_cells",
+    "markdown",
+    "run_stale",
+    "run_cells",
+    "inspect",
+    "namespace",
+    "watch_file",
+    "publish",
+    "checkpoint",
+    "restore",
 }
 
 
@@ -28,11 +42,16 @@ def test_schemas_are_compact_and_complete() -> None:
     assert "title" not in json.dumps(schema)
     assert schema["required"] == ["kernel_id", "code"]
     assert schema["properties"]["yield_time_ms"] == {
-        "default": 5000, "description": "ms to wait, 0-30000, default 5000; 0 returns the handle at once", "maximum": 30000,
-        "minimum": 0, "type": "integer",
+        "default": 5000,
+        "description": "ms to wait, 0-30000, default 5000; 0 returns the handle at once",
+        "maximum": 30000,
+        "minimum": 0,
+        "type": "integer",
     }
     # optional strings are plain strings, not anyOf [string, null]
-    assert compact_schema(BY_NAME["create_kernel"].args)["properties"]["notebook"]["type"] == "string"
+    assert (
+        compact_schema(BY_NAME["create_kernel"].args)["properties"]["notebook"]["type"] == "string"
+    )
     assert compact_schema(BY_NAME["list_kernels"].args) == {"type": "object"}
 
 
@@ -59,9 +78,19 @@ def test_every_tool_has_a_title_and_explicit_hints(tmp_path: Path) -> None:
     listed = {t["name"]: t["annotations"] for t in _listed(tmp_path)}
     for name in ("list_kernels", "read_cell", "list_cells", "inspect", "namespace"):
         assert listed[name]["readOnlyHint"] is True and listed[name]["destructiveHint"] is False
-    for name in ("ipython", "run_cells", "run_stale", "close_kernel", "restart_kernel", "interrupt"):
+    for name in (
+        "ipython",
+        "run_cells",
+        "run_stale",
+        "close_kernel",
+        "restart_kernel",
+        "interrupt",
+    ):
         assert listed[name]["readOnlyHint"] is False and listed[name]["destructiveHint"] is True
-    assert listed["ipython"]["openWorldHint"] is True and listed["list_kernels"]["openWorldHint"] is False
+    assert (
+        listed["ipython"]["openWorldHint"] is True
+        and listed["list_kernels"]["openWorldHint"] is False
+    )
 
 
 def test_defaults_and_ranges_are_also_in_descriptions(tmp_path: Path) -> None:
@@ -84,11 +113,20 @@ def test_engine_params_mapping() -> None:
     spec = BY_NAME["read_cell"]
     args = spec.args.model_validate({"kernel_id": "k1", "handle": "c3", "yield_time_ms": 10})
     params = engine_params(spec, args, reader="mcp-x")
-    assert params.model_dump(exclude_unset=True) == {"kernel_id": "k1", "handle": "c3", "yield_time_ms": 10, "reader": "mcp-x"}
+    assert params.model_dump(exclude_unset=True) == {
+        "kernel_id": "k1",
+        "handle": "c3",
+        "yield_time_ms": 10,
+        "reader": "mcp-x",
+    }
     spec = BY_NAME["run_cells"]
-    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1", "cells": [0, "abc"]})).cells == ["0", "abc"]
+    assert engine_params(
+        spec, spec.args.model_validate({"kernel_id": "k1", "cells": [0, "abc"]})
+    ).cells == ["0", "abc"]
     spec = BY_NAME["interrupt"]
-    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1"})).model_dump(exclude_unset=True) == {"kernel_id": "k1"}
+    assert engine_params(spec, spec.args.model_validate({"kernel_id": "k1"})).model_dump(
+        exclude_unset=True
+    ) == {"kernel_id": "k1"}
 
 
 def test_an_execution_is_a_handle_and_cell_id_is_a_deprecated_alias() -> None:
@@ -128,8 +166,8 @@ def test_bad_arguments_rejected(tool: str, args: dict) -> None:
 
 
 def test_artifact_template_matches_the_archive() -> None:
-    from ipykeep.core.archive import ARTIFACT_URI_PREFIX
     from ipykeep.mcp_server.server import ARTIFACT_TEMPLATE
+    from ipykeep.project.stored import ARTIFACT_URI_PREFIX
 
     assert ARTIFACT_TEMPLATE == ARTIFACT_URI_PREFIX + "{kernel_id}/{name}"
 
@@ -142,7 +180,7 @@ def test_server_module_loads_without_the_daemon_client() -> None:
 
     code = (
         "import sys, ipykeep.mcp_server.launch, ipykeep.mcp_server.server;"
-        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.core.client', 'ipykeep.core.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.core.records') if m in sys.modules];"
+        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.client.connection', 'ipykeep.engine.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.api.records') if m in sys.modules];"
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -17,10 +17,13 @@ import pytest
 from mcp_types import ListToolsResult
 
 from ipykeep.mcp_server.early import EarlyAnswers, HandshakeCache
+from tests.mcp_server.harness import McpSession, make_project, stdio_params
 
-from .harness import McpSession, make_project, stdio_params
-
-INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "host", "version": "1"}}
+INIT = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "host", "version": "1"},
+}
 
 
 def _line(msg: dict[str, Any]) -> bytes:
@@ -34,20 +37,40 @@ def _reply(id_: Any, result: Any) -> str:
 def test_cold_cache_learns_and_warm_cache_answers(tmp_path: Path) -> None:
     cache = HandshakeCache(tmp_path / "h.json")
     cold = EarlyAnswers(cache)
-    assert cold.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})) is None
-    sdk_init = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "ipykeep", "version": "x"}}
-    assert cold.on_response(_reply(1, sdk_init)) is True  # not answered early: the SDK's answer goes out
-    assert cold.on_request(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})) is None
+    assert (
+        cold.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
+        is None
+    )
+    sdk_init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "ipykeep", "version": "x"},
+    }
+    assert (
+        cold.on_response(_reply(1, sdk_init)) is True
+    )  # not answered early: the SDK's answer goes out
+    assert (
+        cold.on_request(_line({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}))
+        is None
+    )
     assert cold.on_response(_reply(2, {"tools": [{"name": "ipython"}]})) is True
     assert cold.on_response(_reply(3, {})) is True  # unrelated traffic passes
 
     warm = EarlyAnswers(HandshakeCache(tmp_path / "h.json"))  # a new process reads the file
     other_host = {**INIT, "clientInfo": {"name": "another host", "version": "9"}}
-    early = warm.on_request(_line({"jsonrpc": "2.0", "id": "a", "method": "initialize", "params": other_host}))
-    assert early is not None and json.loads(early) == {"jsonrpc": "2.0", "id": "a", "result": sdk_init}
+    early = warm.on_request(
+        _line({"jsonrpc": "2.0", "id": "a", "method": "initialize", "params": other_host})
+    )
+    assert early is not None and json.loads(early) == {
+        "jsonrpc": "2.0",
+        "id": "a",
+        "result": sdk_init,
+    }
     listed = warm.on_request(_line({"jsonrpc": "2.0", "id": "b", "method": "tools/list"}))
     assert listed is None  # params absent is another request than params {}: the SDK answers
-    listed = warm.on_request(_line({"jsonrpc": "2.0", "id": "c", "method": "tools/list", "params": {}}))
+    listed = warm.on_request(
+        _line({"jsonrpc": "2.0", "id": "c", "method": "tools/list", "params": {}})
+    )
     assert listed is not None and json.loads(listed)["result"] == {"tools": [{"name": "ipython"}]}
     # The SDK answers everything again; what was answered early is dropped, the rest is sent.
     assert warm.on_response(_reply("a", sdk_init)) is False
@@ -62,7 +85,12 @@ def test_a_different_protocol_version_is_not_answered_from_another(tmp_path: Pat
     answers.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
     answers.on_response(_reply(1, {"protocolVersion": "2025-06-18"}))
     older = {**INIT, "protocolVersion": "2024-11-05"}
-    assert EarlyAnswers(cache).on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": older})) is None
+    assert (
+        EarlyAnswers(cache).on_request(
+            _line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": older})
+        )
+        is None
+    )
 
 
 def test_a_wrong_entry_is_corrected_by_the_sdk(tmp_path: Path) -> None:
@@ -72,8 +100,14 @@ def test_a_wrong_entry_is_corrected_by_the_sdk(tmp_path: Path) -> None:
     answers.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
     answers.on_response(_reply(1, {"protocolVersion": "2025-06-18", "instructions": "old"}))
     again = EarlyAnswers(HandshakeCache(path))
-    assert again.on_request(_line({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": INIT})) is not None
-    assert again.on_response(_reply(5, {"protocolVersion": "2025-06-18", "instructions": "new"})) is False
+    assert (
+        again.on_request(_line({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": INIT}))
+        is not None
+    )
+    assert (
+        again.on_response(_reply(5, {"protocolVersion": "2025-06-18", "instructions": "new"}))
+        is False
+    )
     (entry,) = json.loads(path.read_text()).values()
     assert entry["instructions"] == "new"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
@@ -86,7 +120,10 @@ def test_once_the_sdk_has_stdin_nothing_is_answered_early(tmp_path: Path) -> Non
     first.on_response(_reply(1, {"protocolVersion": "2025-06-18"}))
     late = EarlyAnswers(cache)
     late.answering = False
-    assert late.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})) is None
+    assert (
+        late.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
+        is None
+    )
     assert late.on_response(_reply(1, {"protocolVersion": "2025-06-18"})) is True
 
 
@@ -120,7 +157,9 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
 
 
-def test_real_server_answers_early_from_a_warm_cache_and_heals(project: Path, tmp_path: Path) -> None:
+def test_real_server_answers_early_from_a_warm_cache_and_heals(
+    project: Path, tmp_path: Path
+) -> None:
     cache_home = tmp_path / "cache"
     reference = _handshake(project, cache_home, IPYKEEP_MCP_EARLY_HANDSHAKE="0")
     assert not (cache_home / "ipykeep").exists()  # the early path was off: nothing learnt
@@ -133,7 +172,9 @@ def test_real_server_answers_early_from_a_warm_cache_and_heals(project: Path, tm
     warm = _handshake(project, cache_home)
     for got in (cold, warm):
         assert got[0] == reference[0]
-        assert [t.model_dump() for t in got[1].tools] == [t.model_dump() for t in reference[1].tools]
+        assert [t.model_dump() for t in got[1].tools] == [
+            t.model_dump() for t in reference[1].tools
+        ]
 
     # Plant a marker only the early path can send: the client sees it once, then the SDK's
     # answer (which the server compares with what it sent) puts the right one back.
@@ -142,7 +183,9 @@ def test_real_server_answers_early_from_a_warm_cache_and_heals(project: Path, tm
     cache_file.write_text(json.dumps(entries))
     planted = _handshake(project, cache_home)
     assert planted[0]["instructions"] == "PLANTED"
-    assert json.loads(cache_file.read_text())[init_key]["instructions"] == reference[0]["instructions"]
+    assert (
+        json.loads(cache_file.read_text())[init_key]["instructions"] == reference[0]["instructions"]
+    )
     healed = _handshake(project, cache_home)
     assert healed[0]["instructions"] == reference[0]["instructions"]
     assert os.listdir(cache_home / "ipykeep") == [cache_file.name]  # no temp files left

@@ -17,7 +17,15 @@ from typing import Any
 import nbformat
 import pytest
 
-from .harness import HostView, McpSession, channel_sizes, make_project, shutdown_daemon, stdio_params, text_of
+from tests.mcp_server.harness import (
+    HostView,
+    McpSession,
+    channel_sizes,
+    make_project,
+    shutdown_daemon,
+    stdio_params,
+    text_of,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -102,7 +110,12 @@ def test_traceback_with_the_failing_line_reaches_the_model(mcp: McpSession, kid:
 
 
 def test_long_print_head_and_tail_within_budget(mcp: McpSession, kid: str) -> None:
-    res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"}))
+    res = _ok(
+        mcp.tool(
+            "ipython",
+            {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"},
+        )
+    )
     view = HostView(res)
     assert "line 0000" in view.text and "line 2999" in view.text and "line 1500" not in view.text
     assert res.structured_content["uri"] in view.text  # where the rest is
@@ -113,7 +126,12 @@ def test_long_print_head_and_tail_within_budget(mcp: McpSession, kid: str) -> No
 
 
 def test_overlapping_call_returns_its_value(mcp: McpSession, kid: str) -> None:
-    sleeper = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "__import__('time').sleep(3)\n'woke'", "yield_time_ms": 0}))
+    sleeper = _ok(
+        mcp.tool(
+            "ipython",
+            {"kernel_id": kid, "code": "__import__('time').sleep(3)\n'woke'", "yield_time_ms": 0},
+        )
+    )
     handle = sleeper.structured_content["handle"]
     t0 = time.monotonic()
     quick = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "6 * 7"}))
@@ -134,7 +152,9 @@ def test_list_cells_shows_the_cells(mcp: McpSession, kid: str) -> None:
     assert cells[2]["first_line"] == "answer = base + 1"
     for cid in ("load", "slow", "answer"):
         assert cid in view.text
-    assert "recent scratch" not in view.text and res.structured_content["scratch"]  # scratch runs listed
+    assert (
+        "recent scratch" not in view.text and res.structured_content["scratch"]
+    )  # scratch runs listed
 
 
 def test_plot_is_image_content(mcp: McpSession, kid: str) -> None:
@@ -147,7 +167,9 @@ def test_plot_is_image_content(mcp: McpSession, kid: str) -> None:
 
 def test_run_cells_reports_progress(mcp: McpSession, kid: str) -> None:
     progress = Progress()
-    res = _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["slow", "answer"]}, progress=progress))
+    res = _ok(
+        mcp.tool("run_cells", {"kernel_id": kid, "cells": ["slow", "answer"]}, progress=progress)
+    )
     view = HostView(res)
     assert [r["cell_id"] for r in res.structured_content["results"]] == ["slow", "answer"]
     assert res.structured_content["results"][1]["output"].strip() == "42"
@@ -221,13 +243,17 @@ def test_fresh_run_restarts_and_runs_every_cell(mcp: McpSession, kid: str, proje
     ran = _ok(mcp.tool("run_stale", {"kernel_id": kid, "execute": True, "fresh": True}))
     summary = ran.structured_content
     assert summary["fresh_run"] is True and summary["ok"] is True, summary
-    code_cells = [c.id for c in nbformat.read(project / NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+    code_cells = [
+        c.id for c in nbformat.read(project / NOTEBOOK, as_version=4).cells if c.cell_type == "code"
+    ]
     assert [r["cell_id"] for r in summary["results"]] == code_cells
     gone = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "'leftover' in globals()"}))
     assert "False" in HostView(gone).text  # the restart dropped what scratch code left
 
 
-def test_a_dead_kernel_is_restarted_and_the_plan_says_what_to_rerun(mcp: McpSession, kid: str) -> None:
+def test_a_dead_kernel_is_restarted_and_the_plan_says_what_to_rerun(
+    mcp: McpSession, kid: str
+) -> None:
     died = mcp.tool("ipython", {"kernel_id": kid, "code": "import os; os._exit(1)"})
     assert "lost" in HostView(died).text or died.is_error
     deadline = time.monotonic() + 20
@@ -238,13 +264,17 @@ def test_a_dead_kernel_is_restarted_and_the_plan_says_what_to_rerun(mcp: McpSess
     assert restarted.structured_content["state"] == "idle"
     plan = _ok(mcp.tool("run_stale", {"kernel_id": kid})).structured_content
     kinds = {e["cell_id"]: {r["kind"] for r in e["reasons"]} for e in plan["stale"]}
-    assert set(kinds) == {"load", "slow", "answer"} and all("kernel_restarted" in k for k in kinds.values()), kinds
+    assert set(kinds) == {"load", "slow", "answer"} and all(
+        "kernel_restarted" in k for k in kinds.values()
+    ), kinds
     ran = _ok(mcp.tool("run_stale", {"kernel_id": kid, "execute": True})).structured_content
     assert ran["ok"] is True and "stopped" not in ran
 
 
-def test_artifacts_stay_readable_after_the_last_kernel_closes(mcp: McpSession, kid: str, project: Path) -> None:
-    from ipykeep.core.client import find_daemon
+def test_artifacts_stay_readable_after_the_last_kernel_closes(
+    mcp: McpSession, kid: str, project: Path
+) -> None:
+    from ipykeep.client.connection import find_daemon
 
     assert ANNOUNCED, "the long-print test announces an artifact first"
     closed = _ok(mcp.tool("close_kernel", {"kernel_id": kid}))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ipykeep.core.errors import UsageError
+from ipykeep.api.errors import UsageError
 from ipykeep.mcp_server.http import BearerAuth, is_loopback, resolve_token, write_connection_file
 
 
@@ -54,9 +54,14 @@ def test_bearer_scheme_is_case_insensitive() -> None:
 def test_oauth_discovery_is_not_found_not_unauthorized() -> None:
     """Hosts probe /.well-known/* before sending a token; 401 there means "OAuth required"."""
     app = BearerAuth(_inner, "s3cret")
-    for path in ("/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"):
+    for path in (
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-protected-resource/mcp",
+    ):
         assert _request(app, [], path) == 404
-        assert _request(app, [(b"authorization", b"Bearer s3cret")], path) == 404  # never reaches the app
+        assert (
+            _request(app, [(b"authorization", b"Bearer s3cret")], path) == 404
+        )  # never reaches the app
     assert _request(app, [], "/mcp") == 401
 
 
@@ -73,4 +78,7 @@ def test_connection_file_is_private(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "conn.json"
     write_connection_file(path, "http://127.0.0.1:1/mcp", "tok")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert json.loads(path.read_text()) == {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer tok"}}
+    assert json.loads(path.read_text()) == {
+        "url": "http://127.0.0.1:1/mcp",
+        "headers": {"Authorization": "Bearer tok"},
+    }

@@ -17,8 +17,12 @@ def _plan(n: int) -> dict:
         "kernel_id": "k1",
         "executed": False,
         "stale": [
-            {"cell_id": f"cell{i:03d}", "index": i, "produces": [f"x{i}"],
-             "reasons": [{**reason, "message": reason["message"].format(i=i, j=i - 1)}]}
+            {
+                "cell_id": f"cell{i:03d}",
+                "index": i,
+                "produces": [f"x{i}"],
+                "reasons": [{**reason, "message": reason["message"].format(i=i, j=i - 1)}],
+            }
             for i in range(n)
         ],
         "blocked": [],
@@ -46,5 +50,10 @@ def test_large_plan_stays_within_budget_and_names_every_cell() -> None:
 
 
 def test_interrupt_and_kernel_results_are_self_sufficient() -> None:
-    res = asyncio.run(BUILDER.build("interrupt", {"kernel_id": "k1", "action": "nothing_running", "message": "nothing is running"}))
+    res = asyncio.run(
+        BUILDER.build(
+            "interrupt",
+            {"kernel_id": "k1", "action": "nothing_running", "message": "nothing is running"},
+        )
+    )
     assert res.structured_content["message"] == "nothing is running"

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from .harness import McpSession, channel_sizes, envelope, server_env, text_of, wire_size
+from tests.mcp_server.harness import (
+    McpSession,
+    channel_sizes,
+    envelope,
+    server_env,
+    text_of,
+    wire_size,
+)
 
 pytestmark = pytest.mark.kernel
 
@@ -43,9 +50,19 @@ def test_tools_list_is_small(mcp: McpSession) -> None:
     for tool in listed.tools:
         hints = tool.annotations
         assert tool.title and hints is not None, tool.name
-        assert all(isinstance(h, bool) for h in (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint)), tool.name
+        assert all(
+            isinstance(h, bool)
+            for h in (
+                hints.read_only_hint,
+                hints.destructive_hint,
+                hints.idempotent_hint,
+                hints.open_world_hint,
+            )
+        ), tool.name
     templates = mcp.run(lambda c: c.list_resource_templates())
-    assert [t.uri_template for t in templates.resource_templates] == ["ipykeep://artifacts/{kernel_id}/{name}"]
+    assert [t.uri_template for t in templates.resource_templates] == [
+        "ipykeep://artifacts/{kernel_id}/{name}"
+    ]
 
 
 def test_ipython_runs_code_and_keeps_state(mcp: McpSession, kid: str) -> None:
@@ -68,7 +85,12 @@ def test_failure_is_a_record_not_an_error(mcp: McpSession, kid: str) -> None:
 
 
 def test_long_output_is_bounded_and_readable_in_full(mcp: McpSession, kid: str) -> None:
-    res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"}))
+    res = _ok(
+        mcp.tool(
+            "ipython",
+            {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"},
+        )
+    )
     # a model reads one channel (the host picks it): each stays within budget on its own
     text_bytes, structured_bytes = channel_sizes(res)
     assert text_bytes < 4096 and structured_bytes < 4096, (text_bytes, structured_bytes)
@@ -79,11 +101,22 @@ def test_long_output_is_bounded_and_readable_in_full(mcp: McpSession, kid: str) 
     assert ".ipykeep/kernels/" in text  # the marker names the file too
     full = mcp.run(lambda c: c.read_resource(uri))
     body = full.contents[0].text
-    assert body.count("\n") == 3000 and body.startswith("line 0000\n") and body.endswith("line 2999\n")
+    assert (
+        body.count("\n") == 3000 and body.startswith("line 0000\n") and body.endswith("line 2999\n")
+    )
 
 
-def test_yield_zero_returns_handle_and_second_call_is_not_blocked(mcp: McpSession, kid: str) -> None:
-    started = mcp.tool("ipython", {"kernel_id": kid, "code": "import time\ntime.sleep(3)\nprint('slept')", "yield_time_ms": 0})
+def test_yield_zero_returns_handle_and_second_call_is_not_blocked(
+    mcp: McpSession, kid: str
+) -> None:
+    started = mcp.tool(
+        "ipython",
+        {
+            "kernel_id": kid,
+            "code": "import time\ntime.sleep(3)\nprint('slept')",
+            "yield_time_ms": 0,
+        },
+    )
     _ok(started)
     assert started.structured_content["state"] in ("queued", "running")
     handle = started.structured_content["handle"]
@@ -124,11 +157,23 @@ def test_large_figure_is_downscaled(mcp: McpSession, kid: str) -> None:
 
 
 def test_errors_are_envelopes_and_server_survives(mcp: McpSession, kid: str, project: Path) -> None:
-    assert envelope(mcp.tool("ipython", {"kernel_id": "k999", "code": "1"}))["code"] == "unknown_kernel"
-    assert envelope(mcp.tool("read_cell", {"kernel_id": kid, "handle": "c99999"}))["code"] == "unknown_cell"
+    assert (
+        envelope(mcp.tool("ipython", {"kernel_id": "k999", "code": "1"}))["code"]
+        == "unknown_kernel"
+    )
+    assert (
+        envelope(mcp.tool("read_cell", {"kernel_id": kid, "handle": "c99999"}))["code"]
+        == "unknown_cell"
+    )
     assert envelope(mcp.tool("ipython", {"kernel_id": kid}))["code"] == "bad_argument"
-    assert envelope(mcp.tool("ipython", {"kernel_id": kid, "code": "1", "yield_time_ms": -1}))["code"] == "bad_argument"
-    assert envelope(mcp.tool("ipython", {"kernel_id": kid, "code": "1", "nope": True}))["code"] == "bad_argument"
+    assert (
+        envelope(mcp.tool("ipython", {"kernel_id": kid, "code": "1", "yield_time_ms": -1}))["code"]
+        == "bad_argument"
+    )
+    assert (
+        envelope(mcp.tool("ipython", {"kernel_id": kid, "code": "1", "nope": True}))["code"]
+        == "bad_argument"
+    )
     assert envelope(mcp.tool("no_such_tool", {}))["code"] == "bad_argument"
     outside = envelope(mcp.tool("create_kernel", {"cwd": str(project.parent)}))
     assert outside["code"] == "bad_argument" and "outside the project" in outside["message"]
@@ -137,7 +182,9 @@ def test_errors_are_envelopes_and_server_survives(mcp: McpSession, kid: str, pro
     bad_nb = envelope(mcp.tool("create_kernel", {"notebook": "missing.ipynb"}))
     assert bad_nb["code"] == "notebook_invalid"
     # a closed kernel (a second one, so the daemon keeps running for the module's kernel)
-    other = _ok(mcp.tool("create_kernel", {"warm": False, "cwd": "."})).structured_content["kernel_id"]
+    other = _ok(mcp.tool("create_kernel", {"warm": False, "cwd": "."})).structured_content[
+        "kernel_id"
+    ]
     closed = _ok(mcp.tool("close_kernel", {"kernel_id": other}))
     assert closed.structured_content["state"] == "closed"
     env = envelope(mcp.tool("ipython", {"kernel_id": other, "code": "1"}))
@@ -160,18 +207,42 @@ def test_markdown_and_list_cells(mcp: McpSession, kid: str) -> None:
 def test_stdout_carries_only_protocol(project: Path, kid: str) -> None:
     """A raw stdio session: every stdout line is a JSON-RPC message (logs go to stderr)."""
     msgs = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-         "params": {"name": "ipython", "arguments": {"kernel_id": kid, "code": "print('to the agent')"}}},
-        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "ipython", "arguments": {"kernel_id": "k999", "code": "1"}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {
+                "name": "ipython",
+                "arguments": {"kernel_id": kid, "code": "print('to the agent')"},
+            },
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "ipython", "arguments": {"kernel_id": "k999", "code": "1"}},
+        },
     ]
     # started elsewhere, pointed at the project: it must reach the same daemon and kernel
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ipykeep", "mcp-serve", "--project", str(project)], cwd=project.parent, env=server_env(project),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-m", "ipykeep", "mcp-serve", "--project", str(project)],
+        cwd=project.parent,
+        env=server_env(project),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdin and proc.stdout
     replies = {}
@@ -202,7 +273,11 @@ def _start_and_wait_for(mcp: McpSession, kid: str, code: str, marker: str = "REA
     handle = run.structured_content["handle"]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        res = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "cursor": 0, "yield_time_ms": 100}))
+        res = _ok(
+            mcp.tool(
+                "read_cell", {"kernel_id": kid, "handle": handle, "cursor": 0, "yield_time_ms": 100}
+            )
+        )
         assert res.structured_content["state"] in ("queued", "running"), text_of(res)
         if marker in text_of(res):
             return handle
@@ -211,7 +286,9 @@ def _start_and_wait_for(mcp: McpSession, kid: str, code: str, marker: str = "REA
 
 def test_interrupt_keeps_state(mcp: McpSession, kid: str) -> None:
     _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "survivor = 'still here'"}))
-    handle = _start_and_wait_for(mcp, kid, "import time\nprint('READY', flush=True)\ntime.sleep(60)")
+    handle = _start_and_wait_for(
+        mcp, kid, "import time\nprint('READY', flush=True)\ntime.sleep(60)"
+    )
     t0 = time.monotonic()
     res = _ok(mcp.tool("interrupt", {"kernel_id": kid, "handle": handle}))
     elapsed = time.monotonic() - t0
@@ -219,20 +296,26 @@ def test_interrupt_keeps_state(mcp: McpSession, kid: str) -> None:
     assert elapsed < 1.5, f"interrupt took {elapsed:.2f}s"
     after = _ok(mcp.tool("read_cell", {"kernel_id": kid, "handle": handle, "yield_time_ms": 2000}))
     assert after.structured_content["state"] in ("interrupted", "failed")
-    assert "still here" in text_of(_ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(survivor)"})))
+    assert "still here" in text_of(
+        _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(survivor)"}))
+    )
     done = _ok(mcp.tool("interrupt", {"kernel_id": kid, "handle": handle}))
     assert done.structured_content["action"] == "already_finished"
 
 
 def test_interrupt_top_level_await(mcp: McpSession, kid: str) -> None:
-    _start_and_wait_for(mcp, kid, "import asyncio\nprint('READY', flush=True)\nawait asyncio.sleep(60)")
+    _start_and_wait_for(
+        mcp, kid, "import asyncio\nprint('READY', flush=True)\nawait asyncio.sleep(60)"
+    )
     t0 = time.monotonic()
     res = _ok(mcp.tool("interrupt", {"kernel_id": kid}))
     assert res.structured_content["action"] == "interrupted", text_of(res)
     # ~0.3-0.8 s on an ipyflow kernel (its tracer slows traceback formatting; the kernel
     # set-up warms the first one); margin for a loaded machine.
     assert time.monotonic() - t0 < 2.0
-    assert "still here" in text_of(_ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(survivor)"})))
+    assert "still here" in text_of(
+        _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "print(survivor)"}))
+    )
 
 
 def test_interrupt_ignored_kills_and_restarts(mcp: McpSession, kid: str) -> None:

@@ -9,12 +9,12 @@ from typing import Any
 
 import nbformat
 
-from ipykeep.core.client import (
+from ipykeep.api.errors import IpykeepError
+from ipykeep.client.connection import (
     DaemonClient,
     find_daemon,
     pid_alive,  # noqa: F401 (re-exported for the tests)
 )
-from ipykeep.core.errors import IpykeepError
 from tests.conftest import cli_env, make_project, run_cli
 
 STATIC = cli_env(IPYKEEP_DATAFLOW="static")
@@ -22,11 +22,16 @@ STATIC = cli_env(IPYKEEP_DATAFLOW="static")
 
 def write_notebook(path: Path, sources: list[str], ids: list[str] | None = None) -> None:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src, id=ids[i] if ids else f"c{i}") for i, src in enumerate(sources)]
+    nb.cells = [
+        nbformat.v4.new_code_cell(src, id=ids[i] if ids else f"c{i}")
+        for i, src in enumerate(sources)
+    ]
     nbformat.write(nb, path)
 
 
-def start_project(root: Path, sources: list[str], *, name: str = "nb.ipynb", env: dict[str, str] | None = None) -> DaemonClient:
+def start_project(
+    root: Path, sources: list[str], *, name: str = "nb.ipynb", env: dict[str, str] | None = None
+) -> DaemonClient:
     make_project(root, example=False)
     write_notebook(root / name, sources)
     res = run_cli("start", name, "--json", cwd=root, env=env or STATIC)

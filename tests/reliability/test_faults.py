@@ -15,11 +15,18 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ipykeep.core.client import DaemonClient
-from ipykeep.core.rpc import _request
+from ipykeep.client.connection import DaemonClient
+from ipykeep.client.wire import encode_request
 from tests.conftest import run_cli, stop_daemon
-
-from .helpers import STATIC, error_of, kernel_pid, notebook_outputs, start_project, wait_until, write_notebook
+from tests.reliability.helpers import (
+    STATIC,
+    error_of,
+    kernel_pid,
+    notebook_outputs,
+    start_project,
+    wait_until,
+    write_notebook,
+)
 
 CELLS = [
     "x = 1",  # c0
@@ -62,7 +69,9 @@ def test_an_oversized_output_message_keeps_its_head_a_marker_and_an_artifact(pro
 def test_interrupt_stops_the_whole_batch(proj):
     root, client = proj
     box: dict = {}
-    t = threading.Thread(target=lambda: box.update(r=client.call("run_cells", cells=["c2", "c3", "c4"])))
+    t = threading.Thread(
+        target=lambda: box.update(r=client.call("run_cells", cells=["c2", "c3", "c4"]))
+    )
     t.start()
     time.sleep(1.5)
     res = client.call("interrupt")
@@ -81,7 +90,7 @@ def test_a_disconnected_client_cancels_its_batch(proj):
     root, client = proj
     ep = client.descriptor.endpoint
     with socket.create_connection((ep.host, ep.port)) as sock:
-        sock.sendall(_request("run_cells", {"cells": ["c2", "c3"]}, ep.token, 1))
+        sock.sendall(encode_request("run_cells", {"cells": ["c2", "c3"]}, ep.token, 1))
         time.sleep(1.0)
     assert wait_until(lambda: not client.call("list_kernels")[0]["running"], 10)
     time.sleep(0.5)
@@ -99,7 +108,9 @@ def test_an_archive_write_failing_mid_batch_leaves_no_cell_running(proj):
     try:
         batch = client.call("run_cells", cells=["c0", "c4"])
         assert batch["ok"] and [r["state"] for r in batch["results"]] == ["ok", "ok"]
-        notices = batch.get("notices", []) + [n for r in batch["results"] for n in r.get("notices", [])]
+        notices = batch.get("notices", []) + [
+            n for r in batch["results"] for n in r.get("notices", [])
+        ]
         assert any("record could not be written" in n for n in notices)
         states = [c["state"] for c in client.call("status")["kernels"][0]["cells"]]
         assert "running" not in states
@@ -115,12 +126,17 @@ def test_a_read_only_notebook_is_refused_and_results_are_kept(proj):
     os.chmod(path, 0o444)
     try:
         batch = client.call("run_cells", cells=["c4"])
-        assert batch["results"][0]["state"] == "ok" and "quick" in batch["results"][0]["output"]["text"]
+        assert (
+            batch["results"][0]["state"] == "ok"
+            and "quick" in batch["results"][0]["output"]["text"]
+        )
         assert batch["write"]["written"] is False and "read-only" in batch["write"]["error"]
         assert path.read_bytes() == before
         assert stat.S_IMODE(path.stat().st_mode) == 0o444
         handle = batch["results"][0]["handle"]
-        assert client.call("read_execution", handle=handle)["state"] == "ok"  # the record stays available
+        assert (
+            client.call("read_execution", handle=handle)["state"] == "ok"
+        )  # the record stays available
     finally:
         os.chmod(path, 0o644)
 
@@ -146,7 +162,10 @@ def test_memory_error_fork_and_a_100_mb_flood_leave_the_daemon_bounded(proj):
     root, client = proj
     rec = client.call("execute", code="b = bytearray(1 << 46)")
     assert rec["state"] == "failed" and rec["error"]["ename"] == "MemoryError"
-    rec = client.call("execute", code="import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)[1]")
+    rec = client.call(
+        "execute",
+        code="import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)[1]",
+    )
     assert rec["state"] == "ok" and rec["output"]["text"].strip() == "0"
     daemon = psutil.Process(client.descriptor.pid)
     rss_before = daemon.memory_info().rss
@@ -175,7 +194,9 @@ def test_kernel_death_mid_cell_and_os_exit_give_exit_7_then_restart(proj):
     rec = client.call("execute", code="import time\ntime.sleep(30)", yield_time_ms=0)
     time.sleep(0.3)
     os.kill(kernel_pid(client), signal.SIGKILL)
-    assert wait_until(lambda: client.call("read_execution", handle=rec["handle"])["state"] == "lost", 10)
+    assert wait_until(
+        lambda: client.call("read_execution", handle=rec["handle"])["state"] == "lost", 10
+    )
     assert client.call("list_kernels")[0]["state"] == "dead"
     assert error_of(client, "execute", code="1").code == "kernel_died"
     client.call("restart")

@@ -19,22 +19,29 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ipykeep.api import methods as api
-from ipykeep.core.client import DaemonClient
-from ipykeep.core.rpc import _request
+from ipykeep.client.connection import DaemonClient
+from ipykeep.client.wire import encode_request
 from ipykeep.mcp_server.catalog import TOOLS
 from tests.conftest import stop_daemon
 from tests.mcp_server.harness import McpSession, stdio_params
-
-from .helpers import start_project
+from tests.reliability.helpers import start_project
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=30),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 # kernel ids and names that never hit the live kernel k1 by accident
 texts = st.text(max_size=40).filter(lambda s: s not in ("k1",))
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FUZZ = settings(
+    max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
 
 #: Every declared RPC method (its params from the declaration).
 METHODS = sorted(api.BY_NAME)
@@ -66,18 +73,45 @@ def _raw_call(client: DaemonClient, payload: bytes) -> dict[str, Any]:
 @st.composite
 def rpc_requests(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     method = draw(st.sampled_from(METHODS) | st.text(max_size=12))
-    keys = ["kernel_id", "notebook", "code", "handle", "cells", "cursor", "yield_time_ms", "name", "path",
-            "uri", "source", "execute", "cwd", "python", "dataflow", "warm", "request_id", "reader", "timeout"]
+    keys = [
+        "kernel_id",
+        "notebook",
+        "code",
+        "handle",
+        "cells",
+        "cursor",
+        "yield_time_ms",
+        "name",
+        "path",
+        "uri",
+        "source",
+        "execute",
+        "cwd",
+        "python",
+        "dataflow",
+        "warm",
+        "request_id",
+        "reader",
+        "timeout",
+    ]
     declared = api.BY_NAME.get(method)
-    if declared is not None and draw(st.booleans()):  # mostly the method's own parameters, wrongly typed or not
+    if declared is not None and draw(
+        st.booleans()
+    ):  # mostly the method's own parameters, wrongly typed or not
         keys = list(declared.params.model_fields) or keys
-    params = draw(st.dictionaries(st.sampled_from(keys) | st.text(max_size=6), json_values | texts, max_size=5))
+    params = draw(
+        st.dictionaries(
+            st.sampled_from(keys) | st.text(max_size=6), json_values | texts, max_size=5
+        )
+    )
     if method in SPAWNING:
         params["kernel_id"] = draw(texts)  # never the live kernel: these fail as unknown kernels
         params["notebook"] = "missing-" + draw(st.text(max_size=10)) + ".ipynb"
         params.pop("cwd", None)
     if method == "execute" and isinstance(params.get("code"), str):
-        params["code"] = "pass  # " + params["code"].replace("\n", " ")  # exercise the path, not the user's code
+        params["code"] = "pass  # " + params["code"].replace(
+            "\n", " "
+        )  # exercise the path, not the user's code
     return method, params
 
 
@@ -95,7 +129,7 @@ def rpc_requests(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
 def test_rpc_requests_get_a_result_or_a_typed_error(daemon, request) -> None:
     _, client = daemon
     method, params = request
-    response = _raw_call(client, _request(method, params, client.descriptor.token, 7))
+    response = _raw_call(client, encode_request(method, params, client.descriptor.token, 7))
     assert response.get("id") == 7
     if "error" in response:
         data = response["error"].get("data") or {}
@@ -127,14 +161,20 @@ def mcp(daemon) -> Iterator[McpSession]:
 def _tool_args(tool: Any) -> st.SearchStrategy[dict[str, Any]]:
     fields = list(tool.args.model_fields)
     values = json_values | texts
-    drawn = st.dictionaries(st.sampled_from(fields) if fields else st.nothing(), values, max_size=len(fields))
+    drawn = st.dictionaries(
+        st.sampled_from(fields) if fields else st.nothing(), values, max_size=len(fields)
+    )
     extra = st.dictionaries(st.text(max_size=6), values, max_size=1)
     return st.tuples(drawn, extra, st.booleans()).map(lambda t: {**t[0], **(t[1] if t[2] else {})})
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=[t.name for t in TOOLS])
-def test_every_mcp_tool_answers_any_arguments_with_a_result_or_a_typed_error(mcp: McpSession, tool: Any) -> None:
-    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_every_mcp_tool_answers_any_arguments_with_a_result_or_a_typed_error(
+    mcp: McpSession, tool: Any
+) -> None:
+    @settings(
+        max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
     @given(args=_tool_args(tool))
     def check(args: dict[str, Any]) -> None:
         if tool.name in SPAWNING or tool.name == "close_kernel":
@@ -143,7 +183,9 @@ def test_every_mcp_tool_answers_any_arguments_with_a_result_or_a_typed_error(mcp
         if tool.name == "ipython" and isinstance(args.get("code"), str):
             args["code"] = "pass  # " + args["code"].replace("\n", " ")
         if tool.name in ("ipython", "read_cell"):
-            args["yield_time_ms"] = 0 if not isinstance(args.get("yield_time_ms"), int) else args["yield_time_ms"]
+            args["yield_time_ms"] = (
+                0 if not isinstance(args.get("yield_time_ms"), int) else args["yield_time_ms"]
+            )
         result = mcp.tool(tool.name, args, timeout=60)
         if result.is_error:
             env = result.structured_content

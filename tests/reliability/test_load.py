@@ -23,11 +23,15 @@ CALLS = int(os.environ.get("IPYKEEP_LOAD_CALLS", "50"))
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("kernels", "dataflow"), [(1, "ipyflow"), (5, "static")])
-def test_every_concurrent_call_returns_its_own_output(tmp_path: Path, kernels: int, dataflow: str) -> None:
+def test_every_concurrent_call_returns_its_own_output(
+    tmp_path: Path, kernels: int, dataflow: str
+) -> None:
     root = tmp_path / "p"
     (root / ".git").mkdir(parents=True)
     try:
-        outcomes = asyncio.run(run_load(root, clients=10, calls=CALLS, kernels=kernels, dataflow=dataflow))
+        outcomes = asyncio.run(
+            run_load(root, clients=10, calls=CALLS, kernels=kernels, dataflow=dataflow)
+        )
     finally:
         stop_daemon(root)
     assert len(outcomes) == 10 * CALLS
@@ -35,4 +39,6 @@ def test_every_concurrent_call_returns_its_own_output(tmp_path: Path, kernels: i
     assert not wrong, wrong[:5]
     assert len({o.kernel_id for o in outcomes}) == kernels
     log = (root / ".ipykeep" / "run" / "daemon.log").read_text()
-    assert "no execute_reply" not in log, [line for line in log.splitlines() if "no execute_reply" in line][:3]
+    assert "no execute_reply" not in log, [
+        line for line in log.splitlines() if "no execute_reply" in line
+    ][:3]

@@ -12,10 +12,16 @@ from pathlib import Path
 
 import nbformat
 
-from ipykeep.core.client import find_daemon
+from ipykeep.client.connection import find_daemon
 from tests.conftest import run_cli, stop_daemon
-
-from .helpers import STATIC, kernel_pid, pid_alive, start_project, wait_until, write_notebook
+from tests.reliability.helpers import (
+    STATIC,
+    kernel_pid,
+    pid_alive,
+    start_project,
+    wait_until,
+    write_notebook,
+)
 
 
 def test_sigkill_of_the_daemon_leaves_no_orphans_within_5_s(tmp_path: Path) -> None:
@@ -45,7 +51,9 @@ def test_sigkill_of_the_daemon_leaves_no_orphans_within_5_s(tmp_path: Path) -> N
         stop_daemon(root)
 
 
-def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cleaned(tmp_path: Path) -> None:
+def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cleaned(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "p"
     # Large outputs make each write-back take a while, so the kill lands inside one.
     sources = [f"print('{i}' * 400_000)" for i in range(12)]
@@ -55,7 +63,10 @@ def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cl
     old = path.read_bytes()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ipykeep", "run", *[f"c{i}" for i in range(12)]],
-        cwd=root, env=STATIC, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=root,
+        env=STATIC,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         # Kill while the write-back is under way: as soon as a temporary file appears.

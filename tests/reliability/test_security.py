@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep.core import rpc
-from ipykeep.core.client import DaemonClient
-from ipykeep.core.errors import UsageError
-from ipykeep.core.rpc import _request
+from ipykeep.api.errors import UsageError
+from ipykeep.client.connection import DaemonClient
+from ipykeep.client.wire import encode_request
+from ipykeep.daemon import rpc
 from tests.conftest import stop_daemon
-
-from .helpers import error_of, start_project, write_notebook
+from tests.reliability.helpers import error_of, start_project, write_notebook
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +40,8 @@ def test_a_symlink_in_an_artifacts_directory_serves_nothing(proj):
 
 
 def test_a_symlinked_kernel_or_artifacts_directory_serves_nothing(proj):
-    from ipykeep.core.project import ProjectPaths
     from ipykeep.mcp_server.backend import read_artifact
+    from ipykeep.project.layout import ProjectPaths
 
     root, client = proj
     kernels = root / ".ipykeep" / "kernels"
@@ -126,10 +125,10 @@ def test_idle_unauthenticated_connections_time_out_and_connections_are_capped(mo
             assert time.monotonic() - began < 2.5
             # and then a real client gets in, and stays past the idle limit once authenticated
             r, w = await asyncio.open_connection("127.0.0.1", port)
-            w.write(_request("ping", {}, "secret", 1))
+            w.write(encode_request("ping", {}, "secret", 1))
             assert b'"version": "pong"' in await r.readline()
             await asyncio.sleep(0.8)
-            w.write(_request("ping", {}, "secret", 2))
+            w.write(encode_request("ping", {}, "secret", 2))
             assert b'"version": "pong"' in await r.readline()
             w.close()
         finally:
@@ -151,11 +150,15 @@ def test_the_served_jupyter_server_has_no_terminals(tmp_path: Path) -> None:
         base, _, query = url.partition("?")
         base = base.split("/lab")[0].split("/notebooks")[0].rstrip("/")
         token = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("token", "")
-        req = urllib.request.Request(f"{base}/api/terminals", headers={"Authorization": f"token {token}"})
+        req = urllib.request.Request(
+            f"{base}/api/terminals", headers={"Authorization": f"token {token}"}
+        )
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(req, timeout=10)
         assert info.value.code == 404
-        ok = urllib.request.Request(f"{base}/api/kernels", headers={"Authorization": f"token {token}"})
+        ok = urllib.request.Request(
+            f"{base}/api/kernels", headers={"Authorization": f"token {token}"}
+        )
         assert urllib.request.urlopen(ok, timeout=10).status == 200
     finally:
         stop_daemon(root)

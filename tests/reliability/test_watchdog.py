@@ -15,12 +15,12 @@ import time
 import pytest
 import pytest_asyncio
 
-from ipykeep.core import kernel as kernel_mod
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.execution import Execution
-from ipykeep.core.kernel import KernelProcess
-from ipykeep.core.project import ProjectPaths
+from ipykeep.engine.engine import Engine
+from ipykeep.kernel import driver as kernel_mod
+from ipykeep.kernel.driver import KernelProcess
+from ipykeep.kernel.execution import Execution
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from tests.conftest import make_project
 
 
@@ -85,7 +85,9 @@ async def test_a_reply_whose_wake_up_was_missed_is_still_read(eng):
         if not seen["missed"] and msg["parent_header"].get("msg_id") in process._pending:
             seen["missed"] += 1
             hidden.append(msg)  # this poll "missed" it: as if it were still in the socket
-            await asyncio.Future() if kwargs.get("timeout") is None else await asyncio.sleep(kwargs["timeout"])
+            await asyncio.Future() if kwargs.get("timeout") is None else await asyncio.sleep(
+                kwargs["timeout"]
+            )
             raise queue.Empty
         return msg
 
@@ -104,7 +106,9 @@ async def test_a_reply_whose_wake_up_was_missed_is_still_read(eng):
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_lost_reply_is_given_up_after_its_grace_not_after_a_poll_step(monkeypatch, tmp_path):
+async def test_a_lost_reply_is_given_up_after_its_grace_not_after_a_poll_step(
+    monkeypatch, tmp_path
+):
     """Unit: once the idle status is in, the wait for the reply is REPLY_GRACE. It used to wait
     for reply *and* idle up to a whole 1 s step first (asyncio.wait's default)."""
     monkeypatch.setattr(kernel_mod, "REPLY_GRACE", 0.05)
@@ -113,12 +117,16 @@ async def test_a_lost_reply_is_given_up_after_its_grace_not_after_a_poll_step(mo
     reply, idle = loop.create_future(), loop.create_future()
     ex = Execution(handle="h1", kernel_id="k1", code="pass", kind="scratch")
     loop.call_later(0.05, idle.set_result, None)
-    got = await asyncio.wait_for(process._await_reply(ex, "m1", reply, idle, None, watch_start=False), 0.8)
+    got = await asyncio.wait_for(
+        process._await_reply(ex, "m1", reply, idle, None, watch_start=False), 0.8
+    )
     assert got is None and ex.reply_lost
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retired(eng, monkeypatch):
+async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retired(
+    eng, monkeypatch
+):
     engine, kid = eng
     entry = engine.kernels[kid]
     process = entry.process
@@ -142,18 +150,29 @@ async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retir
     assert swallowed and swallowed[0] not in process.subshells.ids  # retired
     ok = await engine.execute("print('on the other subshell')", kernel_id=kid)
     assert ok.state == "ok" and ok.subshell and ok.output.text.strip() == "on the other subshell"
-    assert (await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)).state == "ok"
+    assert (
+        await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)
+    ).state == "ok"
 
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_subshell_code_in_an_ipyflow_kernel_runs_untraced_while_a_traced_cell_runs(eng):
     engine, kid = eng
-    await engine.execute("base = 20\ndef plus(a):\n    out = [a]\n    for i in range(2):\n        out.append(i)\n    return base + sum(out) - 1", kernel_id=kid)
-    slow = await engine.execute("import time\nfor _ in range(30):\n    time.sleep(0.05)\n    base = plus(0) - 0", kernel_id=kid, yield_time_ms=0)
+    await engine.execute(
+        "base = 20\ndef plus(a):\n    out = [a]\n    for i in range(2):\n        out.append(i)\n    return base + sum(out) - 1",
+        kernel_id=kid,
+    )
+    slow = await engine.execute(
+        "import time\nfor _ in range(30):\n    time.sleep(0.05)\n    base = plus(0) - 0",
+        kernel_id=kid,
+        yield_time_ms=0,
+    )
     await asyncio.sleep(0.2)
     # functions defined (and instrumented) in traced cells, called from several subshells at once
     results = await asyncio.gather(*(engine.execute(f"plus({i})", kernel_id=kid) for i in range(6)))
     assert all(r.state == "ok" for r in results), [(r.state, r.error) for r in results]
     assert sorted(int(r.output.text.strip()) for r in results) == [20 + i for i in range(6)]
     assert any(r.subshell for r in results)
-    assert (await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)).state == "ok"
+    assert (
+        await engine.read_execution(slow.handle, kernel_id=kid, yield_time_ms=10000)
+    ).state == "ok"

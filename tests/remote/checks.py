@@ -14,10 +14,10 @@ from typing import Any
 
 import nbformat
 
-from ipykeep.composition import compose
-from ipykeep.core.config import Config
-from ipykeep.core.engine import Engine
-from ipykeep.core.project import ProjectPaths
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
 from tests.conftest import make_project
 
 CSV = "name,value\na,1\nb,2\n"
@@ -65,7 +65,9 @@ async def check_run_and_cwd(engine: Engine, kid: str, root: Path) -> None:
 
 
 async def check_interrupt(engine: Engine, kid: str) -> None:
-    slow = await engine.execute("import time\nfor _ in range(600): time.sleep(0.1)", kernel_id=kid, yield_time_ms=0)
+    slow = await engine.execute(
+        "import time\nfor _ in range(600): time.sleep(0.1)", kernel_id=kid, yield_time_ms=0
+    )
     await asyncio.sleep(0.5)
     res = await engine.interrupt(kernel_id=kid, handle=slow.handle)
     assert res.action == "interrupted", res
@@ -112,7 +114,9 @@ def make_kernel_side_dir(base: Path) -> Path:
     return kernel_dir
 
 
-async def check_files_are_stat_through_the_kernel(engine: Engine, kid: str, root: Path, kernel_dir: Path) -> None:
+async def check_files_are_stat_through_the_kernel(
+    engine: Engine, kid: str, root: Path, kernel_dir: Path
+) -> None:
     run_stale = method(engine, "run_stale")
     rec = await engine.execute("print(total)", kernel_id=kid)
     assert rec.output.text.strip() == "3", rec
@@ -129,7 +133,9 @@ async def check_files_are_stat_through_the_kernel(engine: Engine, kid: str, root
 
     done = await run_stale(kernel_id=kid, execute=True)
     assert [r.cell_id for r in done.batch.results] == [reader["cell_id"], user["cell_id"]]
-    fresh = "import csv\nprint(total, sum(int(r['value']) for r in csv.DictReader(open('data.csv'))))"
+    fresh = (
+        "import csv\nprint(total, sum(int(r['value']) for r in csv.DictReader(open('data.csv'))))"
+    )
     rec = await engine.execute(fresh, kernel_id=kid)
     assert rec.output.text.split() == ["7", "7"], rec
     assert not (await run_stale(kernel_id=kid)).stale
@@ -146,4 +152,6 @@ async def check_files_are_stat_through_the_kernel(engine: Engine, kid: str, root
         if any("watched.txt" in n for n in session.notices):
             break
         await asyncio.sleep(0.1)
-    assert any(n.startswith("changed on disk: watched.txt") for n in session.notices), session.notices
+    assert any(n.startswith("changed on disk: watched.txt") for n in session.notices), (
+        session.notices
+    )

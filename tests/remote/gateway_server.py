@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .checks import free_port
+from tests.remote.checks import free_port
 
 
 class Gateway:
@@ -21,18 +21,25 @@ class Gateway:
         self.token = secrets.token_urlsafe(24)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTER_DATA_DIR=str(tmp / "data"))
+        env = dict(
+            os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), JUPYTER_DATA_DIR=str(tmp / "data")
+        )
         self.log = open(tmp / "gateway.log", "wb")
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "kernel_gateway",
+                sys.executable,
+                "-m",
+                "kernel_gateway",
                 "--KernelGatewayApp.ip=127.0.0.1",
                 f"--KernelGatewayApp.port={self.port}",
                 "--KernelGatewayApp.port_retries=0",
                 f"--KernelGatewayApp.auth_token={self.token}",
                 "--JupyterWebsocketPersonality.list_kernels=True",  # for the tests to look; ipykeep never lists
             ],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -45,11 +52,15 @@ class Gateway:
             except (urllib.error.URLError, ConnectionError):
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"the kernel gateway did not start: {(tmp / 'gateway.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"the kernel gateway did not start: {(tmp / 'gateway.log').read_text()[-2000:]}"
+                    )
                 time.sleep(0.1)
 
     def kernels(self) -> list[dict]:
-        req = urllib.request.Request(self.url + "/api/kernels", headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(
+            self.url + "/api/kernels", headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(req, timeout=5) as resp:
             return json.loads(resp.read())
 

@@ -40,7 +40,9 @@ class LoopbackSshd:
         self.user = getpass.getuser()
         tmp.chmod(0o700)
         for name in ("host_key", "client_key"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / name)], check=True
+            )
         (tmp / "authorized_keys").write_text((tmp / "client_key.pub").read_text())
         (tmp / "authorized_keys").chmod(0o600)
         (tmp / "sshd_config").write_text(
@@ -55,17 +57,26 @@ class LoopbackSshd:
         self.config = tmp / "ssh_config"
         self.config.write_text(self.client_config(tmp / "client_key"))
         self.log = open(tmp / "sshd.log", "wb")
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")], stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(tmp / "sshd_config")],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 15
         while True:
             probe = subprocess.run(
-                ["ssh", "-F", str(self.config), HOST_ALIAS, "true"], capture_output=True, text=True, timeout=15
+                ["ssh", "-F", str(self.config), HOST_ALIAS, "true"],
+                capture_output=True,
+                text=True,
+                timeout=15,
             )
             if probe.returncode == 0:
                 return
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"the loopback sshd did not accept us: {probe.stderr.strip()} {(tmp / 'sshd.log').read_text()[-1000:]}")
+                raise RuntimeError(
+                    f"the loopback sshd did not accept us: {probe.stderr.strip()} {(tmp / 'sshd.log').read_text()[-1000:]}"
+                )
             time.sleep(0.2)
 
     def client_config(self, key: Path) -> str:

@@ -17,17 +17,16 @@ from collections.abc import Iterator
 import pytest
 import pytest_asyncio
 
-from ipykeep.core.errors import (
+from ipykeep.api.errors import (
     KernelDiedError,
     KernelStartError,
     RemoteAuthError,
     RemoteNotSupportedError,
     RemoteUnreachableError,
 )
-from ipykeep.core.providers import wschannels
+from ipykeep.kernel.providers import wschannels
 from tests.conftest import cli_env, run_cli, stop_daemon
-
-from .checks import (
+from tests.remote.checks import (
     check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
@@ -40,7 +39,7 @@ from .checks import (
     make_remote_project,
     method,
 )
-from .gateway_server import Gateway
+from tests.remote.gateway_server import Gateway
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -96,15 +95,22 @@ async def test_close_deletes_the_kernel_on_the_gateway(remote, gateway):
     assert len(gateway.kernels()) == 1
 
 
-async def test_a_wrong_token_is_an_auth_error_that_does_not_leak_it(gateway, tmp_path, monkeypatch, caplog):
+async def test_a_wrong_token_is_an_auth_error_that_does_not_leak_it(
+    gateway, tmp_path, monkeypatch, caplog
+):
     caplog.set_level(logging.DEBUG)
     wrong = "wrong-" + secrets.token_hex(8)
     monkeypatch.setenv("IPYKEEP_TEST_GATEWAY_TOKEN", wrong)
-    engine = make_engine(make_remote_project(tmp_path), gateway_token_env="IPYKEEP_TEST_GATEWAY_TOKEN")
+    engine = make_engine(
+        make_remote_project(tmp_path), gateway_token_env="IPYKEEP_TEST_GATEWAY_TOKEN"
+    )
     try:
         with pytest.raises(RemoteAuthError) as err:
             await engine.create_kernel(cwd=None, gateway=gateway.url, warm=False)
-        assert "refused the credentials" in err.value.message and "IPYKEEP_TEST_GATEWAY_TOKEN" in err.value.hint
+        assert (
+            "refused the credentials" in err.value.message
+            and "IPYKEEP_TEST_GATEWAY_TOKEN" in err.value.hint
+        )
         monkeypatch.delenv("IPYKEEP_TEST_GATEWAY_TOKEN")
         with pytest.raises(RemoteAuthError, match="no token was sent"):
             await engine.create_kernel(cwd=None, gateway=gateway.url, warm=False)
@@ -117,7 +123,9 @@ async def test_a_wrong_token_is_an_auth_error_that_does_not_leak_it(gateway, tmp
 async def test_an_unreachable_gateway_is_reported(tmp_path):
     engine = make_engine(make_remote_project(tmp_path))
     try:
-        with pytest.raises(RemoteUnreachableError, match=r"cannot reach the Jupyter server at http://127\.0\.0\.1"):
+        with pytest.raises(
+            RemoteUnreachableError, match=r"cannot reach the Jupyter server at http://127\.0\.0\.1"
+        ):
             await engine.create_kernel(gateway=f"http://127.0.0.1:{free_port()}", warm=False)
     finally:
         await engine.shutdown()
@@ -135,7 +143,9 @@ async def test_a_dropped_websocket_reconnects_to_the_same_kernel_and_replays_its
         return await connect(session_id)
 
     channels._connect = slow_connect
-    running = await engine.execute("import time; time.sleep(1); print('finished meanwhile')", kernel_id=kid, yield_time_ms=0)
+    running = await engine.execute(
+        "import time; time.sleep(1); print('finished meanwhile')", kernel_id=kid, yield_time_ms=0
+    )
     channels._conn.close()  # the link drops while the cell runs (the server sees the close)
     done = await engine.read_execution(running.handle, kernel_id=kid, yield_time_ms=15000)
     assert done.state == "ok" and done.output.text.strip() == "finished meanwhile", done
@@ -151,7 +161,9 @@ async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeyp
     engine = make_engine(make_remote_project(tmp_path / "proj"))
     try:
         rec = await engine.create_kernel(gateway=gw.url, warm=False)
-        running = await engine.execute("import time; time.sleep(30)", kernel_id=rec.kernel_id, yield_time_ms=0)
+        running = await engine.execute(
+            "import time; time.sleep(30)", kernel_id=rec.kernel_id, yield_time_ms=0
+        )
         gw.stop(signal.SIGKILL)
         deadline = time.monotonic() + 10
         while engine.kernels[rec.kernel_id].state != "dead" and time.monotonic() < deadline:
@@ -159,7 +171,9 @@ async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeyp
         assert engine.kernels[rec.kernel_id].state == "dead"
         lost = await engine.read_execution(running.handle, kernel_id=rec.kernel_id)
         assert lost.state == "lost" and "connection" in lost.output.text
-        with pytest.raises(KernelDiedError, match="connection to gateway http://127.0.0.1:.* was lost"):
+        with pytest.raises(
+            KernelDiedError, match="connection to gateway http://127.0.0.1:.* was lost"
+        ):
             await engine.execute("1", kernel_id=rec.kernel_id)
     finally:
         gw.stop()
@@ -188,11 +202,16 @@ def test_cli_start_gateway_through_the_daemon(gateway, tmp_path):
 async def test_serve_refuses_a_remote_kernel_clearly(remote):
     engine, kid, _ = remote
     for name in ("serve", "publish"):
-        with pytest.raises(RemoteNotSupportedError, match="cannot attach to a gateway kernel") as info:
+        with pytest.raises(
+            RemoteNotSupportedError, match="cannot attach to a gateway kernel"
+        ) as info:
             await method(engine, name)(kernel_id=kid)
         hint = info.value.hint or ""
         assert "--gateway-url=http://127.0.0.1:" in hint
-        assert f"Connect to Existing Kernel, kernel {engine.kernels[kid].process.provider.kernel_id} " in hint
+        assert (
+            f"Connect to Existing Kernel, kernel {engine.kernels[kid].process.provider.kernel_id} "
+            in hint
+        )
 
 
 async def test_restart_replaces_the_kernel_on_the_gateway(remote, gateway):

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep.core.config import Config
-from ipykeep.core.errors import RemoteAuthError, RemoteUnreachableError, UsageError
-from ipykeep.core.providers import LaunchSpec, make_provider
-from ipykeep.core.providers.gateway import GatewayProvider, GatewaySettings
-from ipykeep.core.providers.local import LocalProvider
-from ipykeep.core.providers.ssh import SshProvider, SshTarget, classify_ssh_failure
-from ipykeep.core.providers.wschannels import decode_frame
+from ipykeep.api.errors import RemoteAuthError, RemoteUnreachableError, UsageError
+from ipykeep.kernel.providers import LaunchSpec, make_provider
+from ipykeep.kernel.providers.gateway import GatewayProvider, GatewaySettings
+from ipykeep.kernel.providers.local import LocalProvider
+from ipykeep.kernel.providers.ssh import SshProvider, SshTarget, classify_ssh_failure
+from ipykeep.kernel.providers.wschannels import decode_frame
 from ipykeep.mcp_server.catalog import BY_NAME, engine_params
+from ipykeep.project.config import Config
 
 SPEC = LaunchSpec(name="k1", python="python3", dataflow="static", cwd=Path("/tmp"))
 
@@ -27,8 +27,12 @@ def test_gateway_settings_follow_jupyter_servers_variables_and_hide_the_token():
         "JUPYTER_GATEWAY_VALIDATE_CERT": "false",
         "JUPYTER_GATEWAY_CA_CERTS": "/etc/ca.pem",
     }
-    s = GatewaySettings.from_env("https://hub.example.org/user/me/", token_env="MY_TOKEN", environ=env)
-    assert s.url == "https://hub.example.org/user/me" and s.ws_url == "wss://hub.example.org/user/me"
+    s = GatewaySettings.from_env(
+        "https://hub.example.org/user/me/", token_env="MY_TOKEN", environ=env
+    )
+    assert (
+        s.url == "https://hub.example.org/user/me" and s.ws_url == "wss://hub.example.org/user/me"
+    )
     assert s.request_headers() == {"X-Hub": "1", "Authorization": "token s3cret"}
     assert not s.validate_cert and s.ca_certs == "/etc/ca.pem"
     assert "s3cret" not in repr(s)
@@ -55,7 +59,12 @@ def test_bad_gateway_headers_are_a_usage_error():
 
 
 def test_text_and_binary_frames_decode_to_messages():
-    msg = {"header": {"msg_id": "a", "msg_type": "stream", "date": "2026-01-01T00:00:00Z"}, "parent_header": {}, "content": {}, "channel": "iopub"}
+    msg = {
+        "header": {"msg_id": "a", "msg_type": "stream", "date": "2026-01-01T00:00:00Z"},
+        "parent_header": {},
+        "content": {},
+        "channel": "iopub",
+    }
     text = decode_frame(json.dumps(msg))
     assert text["channel"] == "iopub" and text["header"]["date"].year == 2026
     body = json.dumps(msg).encode()
@@ -68,9 +77,15 @@ def test_text_and_binary_frames_decode_to_messages():
 
 def test_ssh_failures_are_classified():
     target = SshTarget("box", "me")
-    assert isinstance(classify_ssh_failure("me@box: Permission denied (publickey).", target), RemoteAuthError)
-    assert isinstance(classify_ssh_failure("Host key verification failed.", target), RemoteAuthError)
-    err = classify_ssh_failure("ssh: Could not resolve hostname box: Name or service not known", target)
+    assert isinstance(
+        classify_ssh_failure("me@box: Permission denied (publickey).", target), RemoteAuthError
+    )
+    assert isinstance(
+        classify_ssh_failure("Host key verification failed.", target), RemoteAuthError
+    )
+    err = classify_ssh_failure(
+        "ssh: Could not resolve hostname box: Name or service not known", target
+    )
     assert isinstance(err, RemoteUnreachableError) and "Could not resolve hostname" in err.message
     assert str(SshTarget.parse("ssh://me@box:2222/~/p")) == "ssh://me@box:2222/~/p"
 
@@ -84,8 +99,15 @@ def test_the_provider_follows_the_location_and_the_configuration():
         make_provider(SPEC, Config(kernel_provider="gateway"))
     with pytest.raises(UsageError, match="needs ssh_url"):
         make_provider(SPEC, Config(kernel_provider="ssh"))
-    ssh = make_provider(SPEC, Config(kernel_provider="ssh", ssh_url="ssh://me@box/x", remote_python="/opt/py/bin/python"))
-    assert isinstance(ssh, SshProvider) and ssh.python == "/opt/py/bin/python" and ssh.target.path == "/x"
+    ssh = make_provider(
+        SPEC,
+        Config(kernel_provider="ssh", ssh_url="ssh://me@box/x", remote_python="/opt/py/bin/python"),
+    )
+    assert (
+        isinstance(ssh, SshProvider)
+        and ssh.python == "/opt/py/bin/python"
+        and ssh.target.path == "/x"
+    )
 
 
 def test_mcp_create_kernel_passes_the_gateway_through():

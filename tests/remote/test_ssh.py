@@ -19,10 +19,9 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from ipykeep.core.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError, UsageError
-from ipykeep.core.providers.ssh import PORT_NAMES, SshTarget
-
-from .checks import (
+from ipykeep.api.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError, UsageError
+from ipykeep.kernel.providers.ssh import PORT_NAMES, SshTarget
+from tests.remote.checks import (
     check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
@@ -34,11 +33,13 @@ from .checks import (
     make_kernel_side_dir,
     make_remote_project,
 )
-from .sshd import LoopbackSshd, unavailable
+from tests.remote.sshd import LoopbackSshd, unavailable
 
 pytestmark = [
     pytest.mark.timeout(120),
-    pytest.mark.skipif(unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"),
+    pytest.mark.skipif(
+        unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"
+    ),
 ]
 
 
@@ -69,7 +70,9 @@ def remote_kernel(engine, kid) -> psutil.Process:
 
 
 def test_ssh_urls_parse():
-    assert SshTarget.parse("ssh://me@gpu.example.org:2222/data/proj") == SshTarget("gpu.example.org", "me", 2222, "/data/proj")
+    assert SshTarget.parse("ssh://me@gpu.example.org:2222/data/proj") == SshTarget(
+        "gpu.example.org", "me", 2222, "/data/proj"
+    )
     assert SshTarget.parse("ssh://box/~/proj").path == "~/proj"
     assert SshTarget.parse("ssh://box").path == "~"
     with pytest.raises(UsageError, match="password"):
@@ -83,11 +86,17 @@ async def test_start_runs_on_the_host_in_the_path_listening_on_loopback_only(rem
     # a local connection file for the forwarded ports (what --serve attaches to), private
     conn = Path(process.connection_file)
     assert conn.stat().st_mode & 0o777 == 0o600 and conn.parent.stat().st_mode & 0o777 == 0o700
-    assert {json.loads(conn.read_text())[p] for p in PORT_NAMES} == set(process.provider.local_ports)
+    assert {json.loads(conn.read_text())[p] for p in PORT_NAMES} == set(
+        process.provider.local_ports
+    )
     kernel = remote_kernel(engine, kid)
     assert Path(kernel.cwd()) == root
-    listening = [c.laddr for c in kernel.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
-    assert listening and {a.ip for a in listening} == {"127.0.0.1"}  # nothing reachable from outside
+    listening = [
+        c.laddr for c in kernel.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+    ]
+    assert listening and {a.ip for a in listening} == {
+        "127.0.0.1"
+    }  # nothing reachable from outside
     assert engine.kernels[kid].warm.failed == []
     await check_run_and_cwd(engine, kid, root)
 
@@ -165,7 +174,9 @@ async def test_a_dropped_link_is_re_established_to_the_same_kernel(sshd, tmp_pat
         session = engine.kernels[kid]
         assert any("was lost and was re-established" in n for n in session.notices), session.notices
         after = await engine.execute("print(x + 1)", kernel_id=kid)
-        assert after.state == "ok" and after.output.text.strip() == "42", after  # same kernel, same state
+        assert after.state == "ok" and after.output.text.strip() == "42", (
+            after
+        )  # same kernel, same state
         assert provider.master.pid != old_master and provider.local_ports == ports
         assert remote_kernel(engine, kid).pid == kernel.pid and session.state != "dead"
         # the interrupt line reaches the kernel through the new link too
@@ -177,7 +188,9 @@ async def test_a_dropped_link_is_re_established_to_the_same_kernel(sshd, tmp_pat
 
 
 async def check_interrupt_after_reconnect(engine, kid) -> None:
-    slow = await engine.execute("import time\nfor _ in range(600): time.sleep(0.1)", kernel_id=kid, yield_time_ms=0)
+    slow = await engine.execute(
+        "import time\nfor _ in range(600): time.sleep(0.1)", kernel_id=kid, yield_time_ms=0
+    )
     await asyncio.sleep(0.5)
     assert (await engine.interrupt(kernel_id=kid, handle=slow.handle)).action == "interrupted"
 
@@ -208,14 +221,20 @@ async def test_an_unreachable_host_after_a_drop_is_reported_and_the_orphan_stops
         rec = await engine.create_kernel(cwd=sshd.url(root), warm=False)
         kid = rec.kernel_id
         kernel = remote_kernel(engine, kid)
-        running = await engine.execute("import time; time.sleep(30)", kernel_id=kid, yield_time_ms=0)
+        running = await engine.execute(
+            "import time; time.sleep(30)", kernel_id=kid, yield_time_ms=0
+        )
         provider = engine.kernels[kid].process.provider
-        provider.target = dataclasses.replace(provider.target, port=free_port())  # nothing listens there
+        provider.target = dataclasses.replace(
+            provider.target, port=free_port()
+        )  # nothing listens there
         os.kill(provider.master.pid, signal.SIGKILL)  # the link drops and cannot come back
         await _wait_for(lambda: engine.kernels[kid].state == "dead")
         lost = await engine.read_execution(running.handle, kernel_id=kid)
         assert lost.state == "lost" and "ssh connection" in lost.output.text
-        with pytest.raises(KernelDiedError, match="was lost and could not be re-established: cannot reach"):
+        with pytest.raises(
+            KernelDiedError, match="was lost and could not be re-established: cannot reach"
+        ):
             await engine.execute("1", kernel_id=kid)
         gone, alive = psutil.wait_procs([kernel], timeout=15)
         assert not alive, "a kernel nobody re-attaches to must stop after ssh_orphan_timeout_s"

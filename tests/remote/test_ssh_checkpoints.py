@@ -19,15 +19,16 @@ import pytest
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.store import TamperedCheckpointError
-from ipykeep.core.engine import Engine
+from ipykeep.engine.engine import Engine
 from tests.conftest import make_project
-
-from .checks import free_port, make_engine
-from .sshd import LoopbackSshd, unavailable
+from tests.remote.checks import free_port, make_engine
+from tests.remote.sshd import LoopbackSshd, unavailable
 
 pytestmark = [
     pytest.mark.timeout(180),
-    pytest.mark.skipif(unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"),
+    pytest.mark.skipif(
+        unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"
+    ),
 ]
 
 CELLS = (
@@ -64,7 +65,9 @@ async def start(engine: Engine, root: Path, sshd: LoopbackSshd, host_dir: Path) 
     return rec.kernel_id
 
 
-async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_them(sshd, tmp_path):
+async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_them(
+    sshd, tmp_path
+):
     root = make_project(tmp_path / "p", example=False)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
@@ -72,7 +75,12 @@ async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_
     ids = [c.id for c in nbformat.read(root / "n.ipynb", as_version=4).cells]
     host_dir = tmp_path / "host"
     host_dir.mkdir()
-    config = {"ssh_config": str(sshd.config), "remote_python": sys.executable, "dataflow": "static", "checkpoint_min_cell_s": 0}
+    config = {
+        "ssh_config": str(sshd.config),
+        "remote_python": sys.executable,
+        "dataflow": "static",
+        "checkpoint_min_cell_s": 0,
+    }
     engine = make_engine(root, **config)
     kid = await start(engine, root, sshd, host_dir)
     service = layer(engine)
@@ -80,9 +88,14 @@ async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_
     assert st.available, st.reason
     local_store = root / ".ipykeep" / "checkpoints"
     host_store = Path(st.remote_root or "")
-    assert host_store.parent == host_dir / ".ipykeep" / "checkpoints"  # one directory per project there
+    assert (
+        host_store.parent == host_dir / ".ipykeep" / "checkpoints"
+    )  # one directory per project there
     # the manifests come back (in the snapshot's reply or fetched right after), the blobs stay
-    await wait_for(lambda: len(service.store.cell_manifests(root / "n.ipynb")[0]) == 3, "manifests did not arrive")
+    await wait_for(
+        lambda: len(service.store.cell_manifests(root / "n.ipynb")[0]) == 3,
+        "manifests did not arrive",
+    )
     host_blobs = files_under(host_store / "blobs")
     assert host_blobs and not files_under(local_store / "blobs")
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in host_blobs)
@@ -100,7 +113,9 @@ async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_
     assert (await engine.execute("total = -1", kernel_id=kid)).state == "ok"
     rolled = await service.restore("before", kernel_id=kid)
     assert "total" in rolled.restored
-    assert (await engine.execute("print(total)", kernel_id=kid)).output.text.strip() == str(sum(range(50000)))
+    assert (await engine.execute("print(total)", kernel_id=kid)).output.text.strip() == str(
+        sum(range(50000))
+    )
 
     # the kernel is lost on the host: `start` again restores its cells instead of running them
     session = engine.kernels[kid]
@@ -110,8 +125,12 @@ async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_
     assert (await start(engine, root, sshd, host_dir)) == kid
     report = st.last_restore
     assert report is not None and {c["cell_id"] for c in report.restored} == set(ids), report
-    assert len([e for e in session.executions.values() if e.kind == "cell"]) == runs_before  # nothing re-ran
-    assert (await engine.execute("print(half * 2 == total)", kernel_id=kid)).output.text.strip() == "True"
+    assert (
+        len([e for e in session.executions.values() if e.kind == "cell"]) == runs_before
+    )  # nothing re-ran
+    assert (
+        await engine.execute("print(half * 2 == total)", kernel_id=kid)
+    ).output.text.strip() == "True"
     await engine.shutdown()
 
     # the daemon is lost too: a new one, with a new kernel on the host, restores from the same blobs
@@ -120,10 +139,14 @@ async def test_blobs_stay_on_the_host_and_lost_kernels_and_daemons_restore_from_
         kid = await start(engine, root, sshd, host_dir)
         report = layer(engine).state(engine.kernels[kid]).last_restore
         assert report is not None and {c["cell_id"] for c in report.restored} == set(ids), report
-        assert (await engine.execute("print(half)", kernel_id=kid)).output.text.strip() == str(sum(range(50000)) // 2)
+        assert (await engine.execute("print(half)", kernel_id=kid)).output.text.strip() == str(
+            sum(range(50000)) // 2
+        )
         # a blob altered on the host is refused before anything is unpickled: nothing changes
         service = layer(engine)
-        named = service.store.read_manifest(service.store.named_manifest_path(root / "n.ipynb", "before"))
+        named = service.store.read_manifest(
+            service.store.named_manifest_path(root / "n.ipynb", "before")
+        )
         blob = named["values"]["total"]["blob"]
         target = host_store / "blobs" / blob[:2] / blob[2:]
         target.write_bytes(target.read_bytes() + b"tampered")

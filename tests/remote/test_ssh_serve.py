@@ -20,14 +20,15 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import pytest_asyncio
 
+from tests.remote.checks import free_port, make_engine, make_remote_project, method
+from tests.remote.sshd import LoopbackSshd, unavailable
 from tests.serve.test_serve_api import KernelSocket, http, stdout_of
-
-from .checks import free_port, make_engine, make_remote_project, method
-from .sshd import LoopbackSshd, unavailable
 
 pytestmark = [
     pytest.mark.timeout(180),
-    pytest.mark.skipif(unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"),
+    pytest.mark.skipif(
+        unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"
+    ),
 ]
 
 
@@ -51,7 +52,9 @@ def sshd(tmp_path_factory):
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def served(sshd, tmp_path_factory):
     root = make_remote_project(tmp_path_factory.mktemp("sshserve"))
-    engine = make_engine(root, ssh_config=str(sshd.config), remote_python=sys.executable, dataflow="static")
+    engine = make_engine(
+        root, ssh_config=str(sshd.config), remote_python=sys.executable, dataflow="static"
+    )
     rec = await engine.create_kernel(notebook=str(root / "n.ipynb"), cwd=sshd.url(root))
     rec = await method(engine, "serve")(kernel_id=rec.kernel_id)
     assert rec.served_url
@@ -78,7 +81,9 @@ async def test_the_served_server_runs_code_in_the_ssh_kernel_with_the_agents_var
     assert status == 200 and [s["path"] for s in sessions] == ["n.ipynb"]
     sock = await call(KernelSocket, server, sessions[0]["kernel"]["id"])
     try:
-        _m, msgs = await call(sock.execute, "import os\nws_var = agent_var + 1\nprint(ws_var, os.getpid())")
+        _m, msgs = await call(
+            sock.execute, "import os\nws_var = agent_var + 1\nprint(ws_var, os.getpid())"
+        )
     finally:
         sock.close()
     assert stdout_of(msgs).split() == ["12346", str(provider.remote_pid)]  # the kernel on the host
@@ -86,7 +91,9 @@ async def test_the_served_server_runs_code_in_the_ssh_kernel_with_the_agents_var
     assert rec.output.text.strip() == "24692"
     # The daemon recorded the browser's execution, as for a local kernel.
     deadline = time.monotonic() + 10
-    while not [e for e in engine.kernels[kid].executions.values() if e.kind == "browser" and e.finished]:
+    while not [
+        e for e in engine.kernels[kid].executions.values() if e.kind == "browser" and e.finished
+    ]:
         assert time.monotonic() < deadline, "the browser's execution was not recorded"
         await asyncio.sleep(0.1)
 
@@ -101,8 +108,14 @@ async def test_interrupt_from_the_browser_goes_over_ssh_and_shutdown_is_refused(
         msg_id = await call(
             sock.send,
             "execute_request",
-            {"code": "import time\nfor _ in range(600): time.sleep(0.1)", "silent": False, "store_history": True,
-             "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+            {
+                "code": "import time\nfor _ in range(600): time.sleep(0.1)",
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
         )
         await asyncio.sleep(1.0)
         status, _ = await call(http, server, "POST", f"/api/kernels/{sid}/interrupt")
@@ -139,7 +152,9 @@ async def test_a_lost_ssh_kernel_is_let_go_and_re_adopted_when_restarted(served)
     assert provider.connection_file != old_file and not Path(old_file).exists()
     sock = await call(KernelSocket, server, await call(only_kernel, server))
     try:
-        _m, msgs = await call(sock.execute, "import os\nprint('agent_var' in globals(), os.getpid())")
+        _m, msgs = await call(
+            sock.execute, "import os\nprint('agent_var' in globals(), os.getpid())"
+        )
     finally:
         sock.close()
     assert stdout_of(msgs).split() == ["False", str(provider.remote_pid)]  # the new kernel, fresh

@@ -16,7 +16,9 @@ from ipykeep.scaffold.doctor import Status, check_daemon, check_hosts, check_pac
 def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Python without ipykernel or ipyflow (a venv without pip: the check only imports)."""
     venv = tmp_path_factory.mktemp("bare") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     return venv / "bin" / "python"
 
 
@@ -31,7 +33,15 @@ def test_doctor_passes_after_init(app, runner, project: Path) -> None:
     assert result.exit_code == 0, result.output
     assert payload["ok"] is True
     checks = _by_name(payload)
-    for name in ("python", "mcp", "ipyflow-core", "ipykernel", "jupyter_client", "config", "kernel python"):
+    for name in (
+        "python",
+        "mcp",
+        "ipyflow-core",
+        "ipykernel",
+        "jupyter_client",
+        "config",
+        "kernel python",
+    ):
         assert checks[name]["status"] == "ok", checks[name]
     assert checks["daemon"]["status"] in ("ok", "warn")
     for host in ("Claude Code (project)", "Codex (project)", "Cursor (project)"):
@@ -42,24 +52,35 @@ def test_doctor_passes_after_init(app, runner, project: Path) -> None:
     assert "ok    kernel python" in table.output and "0 failed" in table.output
 
 
-def test_doctor_fails_without_ipyflow_in_kernel_python(app, runner, project: Path, bare_python: Path) -> None:
+def test_doctor_fails_without_ipyflow_in_kernel_python(
+    app, runner, project: Path, bare_python: Path
+) -> None:
     (project / "ipykeep.toml").write_text(f"python = {json.dumps(str(bare_python))}\n")
     result = runner.invoke(app, ["doctor"])
     assert result.exit_code == 1, result.output
     line = next(line for line in result.output.splitlines() if "kernel python" in line)
     assert line.startswith("fail") and "cannot import" in line and "ipyflow" in line
-    assert "fix: run: " in result.output and "-m pip install ipykernel ipyflow-core" in result.output
+    assert (
+        "fix: run: " in result.output and "-m pip install ipykernel ipyflow-core" in result.output
+    )
 
 
-def test_kernel_python_from_env_and_relative_path(project: Path, bare_python: Path, monkeypatch) -> None:
+def test_kernel_python_from_env_and_relative_path(
+    project: Path, bare_python: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("IPYKEEP_PYTHON", str(bare_python))
     checks = {c.name: c for c in run_doctor(project).checks}
-    assert checks["kernel python"].status is Status.fail and "ipyflow" in checks["kernel python"].detail
+    assert (
+        checks["kernel python"].status is Status.fail
+        and "ipyflow" in checks["kernel python"].detail
+    )
     monkeypatch.delenv("IPYKEEP_PYTHON")
     (project / "ipykeep.toml").write_text('python = "no/such/python"\n')
     report = run_doctor(project)
     check = {c.name: c for c in report.checks}["kernel python"]
-    assert check.status is Status.fail and "no/such/python" in check.detail and report.exit_code == 1
+    assert (
+        check.status is Status.fail and "no/such/python" in check.detail and report.exit_code == 1
+    )
 
 
 def test_invalid_config_fails(app, runner, project: Path) -> None:
@@ -72,7 +93,9 @@ def test_invalid_config_fails(app, runner, project: Path) -> None:
 
 
 def test_host_entry_with_missing_command_fails(project: Path, home: Path) -> None:
-    (project / ".mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": "no-such-ipykeep-cmd", "args": []}}}')
+    (project / ".mcp.json").write_text(
+        '{"mcpServers": {"ipykeep": {"command": "no-such-ipykeep-cmd", "args": []}}}'
+    )
     (home / ".cursor").mkdir()
     (home / ".cursor/mcp.json").write_text(
         '{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}}'
@@ -90,7 +113,7 @@ def test_host_entry_with_missing_command_fails(project: Path, home: Path) -> Non
 
 def test_malformed_host_config_fails_with_line(project: Path) -> None:
     (project / ".codex").mkdir()
-    (project / ".codex/config.toml").write_text('a = 1\nb = [\n')
+    (project / ".codex/config.toml").write_text("a = 1\nb = [\n")
     checks = {c.name: c for c in check_hosts(project)}
     codex = checks["host Codex (project)"]
     assert codex.status is Status.fail and "config.toml" in codex.detail and "line" in codex.detail
@@ -123,7 +146,13 @@ def test_daemon_registered_but_not_answering_fails(project: Path) -> None:
         port = sock.getsockname()[1]
     run = project / ".ipykeep" / "run"
     run.mkdir(parents=True)
-    descriptor = {"pid": os.getpid(), "host": "127.0.0.1", "port": port, "token": "t", "version": "0"}
+    descriptor = {
+        "pid": os.getpid(),
+        "host": "127.0.0.1",
+        "port": port,
+        "token": "t",
+        "version": "0",
+    }
     (run / "daemon.json").write_text(json.dumps(descriptor))
     check = check_daemon(project)
     assert check.status is Status.fail and "did not answer" in check.detail and check.fix
@@ -133,7 +162,7 @@ def test_running_daemon_is_ok(project: Path) -> None:
     import os
     import signal
 
-    from ipykeep.core.client import ensure_daemon
+    from ipykeep.client.connection import ensure_daemon
 
     client = ensure_daemon(project)
     try:
@@ -145,16 +174,23 @@ def test_running_daemon_is_ok(project: Path) -> None:
 
 def test_doctor_reports_the_hosts_own_gates(app, runner, project: Path, home: Path) -> None:
     """Claude Code approval and Codex trust, each with the exact fix."""
-    assert runner.invoke(app, ["init", "--provider", "claude_code", "--provider", "codex"]).exit_code == 0
+    assert (
+        runner.invoke(app, ["init", "--provider", "claude_code", "--provider", "codex"]).exit_code
+        == 0
+    )
     checks = {c.name: c for c in check_hosts(project, home)}
     approval, trust = checks["host Claude Code approval"], checks["host Codex trust"]
-    assert approval.status is Status.ok and "settings.local.json" in approval.detail  # init approved it
+    assert (
+        approval.status is Status.ok and "settings.local.json" in approval.detail
+    )  # init approved it
     assert trust.status is Status.warn and "ignores .codex/config.toml" in trust.detail
     assert f'[projects."{project}"]' in trust.fix and 'trust_level = "trusted"' in trust.fix
 
     # the user trusts the project in Codex's own config
     (home / ".codex").mkdir(exist_ok=True)
-    (home / ".codex/config.toml").write_text(f'model = "o3"\n\n[projects."{project}"]\ntrust_level = "trusted"\n')
+    (home / ".codex/config.toml").write_text(
+        f'model = "o3"\n\n[projects."{project}"]\ntrust_level = "trusted"\n'
+    )
     assert {c.name: c for c in check_hosts(project, home)}["host Codex trust"].status is Status.ok
 
     # approval missing, then refused by the user
@@ -166,7 +202,10 @@ def test_doctor_reports_the_hosts_own_gates(app, runner, project: Path, home: Pa
     assert disabled.status is Status.fail and "disabledMcpjsonServers" in disabled.fix
     # init respects the refusal: it neither approves nor creates the local settings
     result = runner.invoke(app, ["init", "--provider", "claude_code"])
-    assert result.exit_code == 0 and json.loads((project / ".claude/settings.local.json").read_text()) == {}
+    assert (
+        result.exit_code == 0
+        and json.loads((project / ".claude/settings.local.json").read_text()) == {}
+    )
     (project / ".claude/settings.local.json").unlink()
     result = runner.invoke(app, ["init", "--provider", "claude_code"])
     assert result.exit_code == 0 and "ipykeep is disabled in" in result.output
@@ -175,6 +214,8 @@ def test_doctor_reports_the_hosts_own_gates(app, runner, project: Path, home: Pa
 
 def test_cursor_entry_without_project_warns(project: Path, home: Path) -> None:
     (project / ".cursor").mkdir()
-    (project / ".cursor/mcp.json").write_text('{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}')
+    (project / ".cursor/mcp.json").write_text(
+        '{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}'
+    )
     check = {c.name: c for c in check_hosts(project, home)}["host Cursor (project)"]
     assert check.status is Status.warn and "--project ${workspaceFolder}" in check.fix

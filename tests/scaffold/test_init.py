@@ -13,8 +13,8 @@ import pytest
 import tomlkit
 import yaml
 
-from ipykeep.core.config import Config, load_config
-from ipykeep.core.errors import ConfigError, UsageError
+from ipykeep.api.errors import ConfigError, UsageError
+from ipykeep.project.config import Config, load_config
 from ipykeep.scaffold.content import AGENTS_END, AGENTS_START, SKILL_MD, ipykeep_toml
 from ipykeep.scaffold.files import ChangeStatus
 from ipykeep.scaffold.init import InitOptions, Provider, Scope, plan_init, run_init
@@ -42,9 +42,16 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
         assert f"created      {name}" in result.output
     assert json.loads((project / ".mcp.json").read_text()) == {"mcpServers": {"ipykeep": ENTRY}}
     assert json.loads((project / ".cursor/mcp.json").read_text()) == {
-        "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}
+        "mcpServers": {
+            "ipykeep": {
+                "command": "ipykeep",
+                "args": ["mcp-serve", "--project", "${workspaceFolder}"],
+            }
+        }
     }
-    assert json.loads((project / ".claude/settings.local.json").read_text()) == {"enabledMcpjsonServers": ["ipykeep"]}
+    assert json.loads((project / ".claude/settings.local.json").read_text()) == {
+        "enabledMcpjsonServers": ["ipykeep"]
+    }
     assert "note: Codex: this project is not trusted yet" in result.output
     codex = tomlkit.parse((project / ".codex/config.toml").read_text()).unwrap()
     assert codex == {"mcp_servers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}
@@ -136,7 +143,8 @@ def test_conflicting_entry_is_refused_then_replaced(app, runner, project: Path) 
         "mcpServers": {"ipykeep": ENTRY, "b": {"command": "b"}}
     }
     assert (project / ".mcp.json").read_text() == mcp.replace(
-        '{"command": "my-ipykeep", "args": []}', '{"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}'
+        '{"command": "my-ipykeep", "args": []}',
+        '{"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}',
     )
     doc = tomlkit.parse((project / ".codex/config.toml").read_text()).unwrap()
     assert doc == {"mcp_servers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}
@@ -171,7 +179,9 @@ def test_rerun_is_byte_identical(app, runner, snapshot, project: Path, home: Pat
         ("AGENTS.md", f"intro\n{AGENTS_END}\n", 2),
     ],
 )
-def test_malformed_file_stops_everything(app, runner, snapshot, project: Path, home: Path, name, content, line) -> None:
+def test_malformed_file_stops_everything(
+    app, runner, snapshot, project: Path, home: Path, name, content, line
+) -> None:
     # Valid files first in the plan order, so a late malformed file proves nothing was written early.
     (project / ".cursor").mkdir()
     (project / ".cursor/mcp.json").write_text('{"mcpServers": {}}\n')
@@ -194,7 +204,9 @@ def test_malformed_user_file_names_file_and_line(project: Path, home: Path) -> N
     assert not (home / ".codex").exists()
 
 
-def test_dry_run_prints_diff_and_writes_nothing(app, runner, snapshot, project: Path, home: Path) -> None:
+def test_dry_run_prints_diff_and_writes_nothing(
+    app, runner, snapshot, project: Path, home: Path
+) -> None:
     (project / ".mcp.json").write_text('{\n  "mcpServers": {}\n}\n')
     before = snapshot(project, home)
     result = runner.invoke(app, ["init", "analysis.ipynb", "--dry-run"])
@@ -230,7 +242,9 @@ def test_user_scope_merges_one_entry(app, runner, project: Path, home: Path) -> 
 
 def test_agents_section_updated_in_place(project: Path) -> None:
     agents = project / "AGENTS.md"
-    agents.write_text(f"# Top\n\ntext before\n{AGENTS_START}\nold ipykeep text\n{AGENTS_END}\ntext after\n")
+    agents.write_text(
+        f"# Top\n\ntext before\n{AGENTS_START}\nold ipykeep text\n{AGENTS_END}\ntext after\n"
+    )
     run_init(InitOptions(root=project, providers=frozenset({Provider.codex})))
     text = agents.read_text()
     assert text.startswith(f"# Top\n\ntext before\n{AGENTS_START}\n## Notebooks: use ipykeep")
@@ -249,7 +263,9 @@ def test_file_mode_is_kept_and_edited_skill_is_a_conflict(project: Path) -> None
     plan = run_init(options)
     assert stat.S_IMODE(mcp.stat().st_mode) == 0o640
     assert json.loads(mcp.read_text()) == {"mcpServers": {"ipykeep": ENTRY}}
-    assert [c.status for c in plan.conflicts] == [ChangeStatus.conflict] and skill.read_text() == "my own notes\n"
+    assert [c.status for c in plan.conflicts] == [
+        ChangeStatus.conflict
+    ] and skill.read_text() == "my own notes\n"
     run_init(InitOptions(root=project, providers=frozenset({Provider.claude_code}), replace=True))
     assert skill.read_text() == SKILL_MD
 
@@ -276,7 +292,9 @@ def test_ipykeep_toml_loads_and_lists_every_setting(tmp_path: Path, notebook: st
     setting = re.compile(r"^# (\w+) = ")
     uncommented = "\n".join(
         line[2:].split("   #")[0]
-        if (m := setting.match(line)) and m.group(1) in Config.__dataclass_fields__ and m.group(1) != "python"
+        if (m := setting.match(line))
+        and m.group(1) in Config.__dataclass_fields__
+        and m.group(1) != "python"
         else line
         for line in text.splitlines()
     )
@@ -293,9 +311,9 @@ def test_missing_notebook_is_a_usage_error(app, runner, project: Path) -> None:
 
 def test_launchers(app, runner, project: Path) -> None:
     assert resolve_launcher(LauncherKind.venv) == Launcher(".venv/bin/ipykeep", ("mcp-serve",))
-    assert resolve_launcher(LauncherKind.command, command="hatch run 'ipykeep' mcp-serve") == Launcher(
-        "hatch", ("run", "ipykeep", "mcp-serve")
-    )
+    assert resolve_launcher(
+        LauncherKind.command, command="hatch run 'ipykeep' mcp-serve"
+    ) == Launcher("hatch", ("run", "ipykeep", "mcp-serve"))
     with pytest.raises(UsageError):
         resolve_launcher(LauncherKind.command, command=" ")
     # ipykeep is installed here from a local checkout, not a VCS URL: uvx needs an explicit source.
@@ -303,14 +321,18 @@ def test_launchers(app, runner, project: Path) -> None:
     assert refused.exit_code == 2 and "--uvx-from" in refused.output
     assert not (project / ".mcp.json").exists()
     source = "git+https://example.org/team/ipykeep@v0.1.0"
-    result = runner.invoke(app, ["init", "-p", "claude_code", "--launcher", "uvx", "--uvx-from", source])
+    result = runner.invoke(
+        app, ["init", "-p", "claude_code", "--launcher", "uvx", "--uvx-from", source]
+    )
     assert result.exit_code == 0, result.output
     entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["ipykeep"]
     assert entry["command"] == "uvx" and entry["args"] == ["--from", source, "ipykeep", "mcp-serve"]
     assert not (project / ".codex").exists() and not (project / ".cursor").exists()
 
 
-def test_user_scope_writes_through_symlinks_and_refuses_a_notebook(app, runner, project: Path, home: Path) -> None:
+def test_user_scope_writes_through_symlinks_and_refuses_a_notebook(
+    app, runner, project: Path, home: Path
+) -> None:
     dotfiles = home / "dotfiles"
     dotfiles.mkdir()
     (dotfiles / "claude.json").write_text('{"theme": "dark"}\n')
@@ -318,7 +340,10 @@ def test_user_scope_writes_through_symlinks_and_refuses_a_notebook(app, runner, 
     result = runner.invoke(app, ["init", "--scope", "user", "-p", "claude_code"])
     assert result.exit_code == 0, result.output
     assert (home / ".claude.json").is_symlink()
-    assert json.loads((dotfiles / "claude.json").read_text()) == {"theme": "dark", "mcpServers": {"ipykeep": ENTRY}}
+    assert json.loads((dotfiles / "claude.json").read_text()) == {
+        "theme": "dark",
+        "mcpServers": {"ipykeep": ENTRY},
+    }
     refused = runner.invoke(app, ["init", "analysis.ipynb", "--scope", "user"])
     assert refused.exit_code == 2 and "project" in refused.output
 
@@ -332,7 +357,11 @@ def test_init_updates_an_old_cursor_entry_and_keeps_its_env(app, runner, project
     assert result.exit_code == 0, result.output
     assert "now passes --project ${workspaceFolder}" in result.output
     entry = json.loads((project / ".cursor/mcp.json").read_text())["mcpServers"]["ipykeep"]
-    assert entry == {"command": "ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"], "env": {"A": "1"}}
+    assert entry == {
+        "command": "ipykeep",
+        "args": ["mcp-serve", "--project", "${workspaceFolder}"],
+        "env": {"A": "1"},
+    }
     again = runner.invoke(app, ["init", "--provider", "cursor"])
     assert again.exit_code == 0 and "no changes" in again.output
 

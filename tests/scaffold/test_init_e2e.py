@@ -17,7 +17,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 def _stop_daemon(project: Path) -> None:
     """The server may have started the project's daemon; end it with the test."""
     descriptor = project / ".ipykeep" / "run" / "daemon.json"
-    with contextlib.suppress(FileNotFoundError, ValueError, KeyError, TypeError, ProcessLookupError):
+    with contextlib.suppress(
+        FileNotFoundError, ValueError, KeyError, TypeError, ProcessLookupError
+    ):
         pid = int(json.loads(descriptor.read_text())["pid"])
         os.kill(pid, signal.SIGTERM)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep.core.errors import ConfigError
+from ipykeep.api.errors import ConfigError
 from ipykeep.scaffold.jsonfile import detect_indent, parse_json_object, set_nested_member
 
 VALUE = {"command": "ipykeep", "args": ["mcp-serve"]}
@@ -38,7 +38,9 @@ def test_empty_servers_object_and_missing_parent() -> None:
     before = '{\n    "a": [1, 2]\n}\n'
     after = set_nested_member(before, "mcpServers", "ipykeep", VALUE)
     _check(before, after)
-    assert after.startswith('{\n    "a": [1, 2],\n    "mcpServers": {\n        "ipykeep": {\n            "command"')
+    assert after.startswith(
+        '{\n    "a": [1, 2],\n    "mcpServers": {\n        "ipykeep": {\n            "command"'
+    )
 
 
 def test_compact_and_empty_documents() -> None:
@@ -49,14 +51,18 @@ def test_compact_and_empty_documents() -> None:
     assert set_nested_member('{"a":{"b":[1,2.50]}}', "mcpServers", "ipykeep", VALUE) == (
         '{"a":{"b":[1,2.50]}, "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}'
     )
-    assert json.loads(set_nested_member("", "mcpServers", "ipykeep", VALUE)) == {"mcpServers": {"ipykeep": VALUE}}
+    assert json.loads(set_nested_member("", "mcpServers", "ipykeep", VALUE)) == {
+        "mcpServers": {"ipykeep": VALUE}
+    }
 
 
 def test_replace_keeps_neighbours() -> None:
     before = '{"mcpServers": {\n  "a": 1,\n  "ipykeep": {"command": "old"},\n  "z": 2\n}}'
     after = set_nested_member(before, "mcpServers", "ipykeep", VALUE)
     _check(before, after)
-    assert after.startswith('{"mcpServers": {\n  "a": 1,\n  "ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]},\n  "z": 2')
+    assert after.startswith(
+        '{"mcpServers": {\n  "a": 1,\n  "ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]},\n  "z": 2'
+    )
 
 
 def test_detect_indent() -> None:
@@ -64,7 +70,9 @@ def test_detect_indent() -> None:
     assert detect_indent('{"a": 1}') is None
 
 
-@pytest.mark.parametrize(("text", "line"), [('{\n"a": 1,\n}', 3), ("[1]", 1), ('{\n\n  "a": tru\n}', 3)])
+@pytest.mark.parametrize(
+    ("text", "line"), [('{\n"a": 1,\n}', 3), ("[1]", 1), ('{\n\n  "a": tru\n}', 3)]
+)
 def test_errors_name_file_and_line(text: str, line: int) -> None:
     with pytest.raises(ConfigError) as info:
         parse_json_object(text, Path("/p/x.json"))

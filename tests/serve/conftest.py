@@ -31,15 +31,26 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 150
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ipykeep", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env or cli_env()
+        [sys.executable, "-m", "ipykeep", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or cli_env(),
     )
 
 
 def make_notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells = [
         nbformat.v4.new_markdown_cell("# served"),
         nbformat.v4.new_code_cell("base = 1\nprint('base is', base)"),
@@ -62,7 +73,7 @@ class Served:
         return f"http://127.0.0.1:{self.port}"
 
     def rpc(self, method: str, **params: Any) -> Any:
-        from ipykeep.core.client import DaemonClient, find_daemon
+        from ipykeep.client.connection import DaemonClient, find_daemon
 
         desc = find_daemon(self.root)
         assert desc is not None, "the daemon is gone"
@@ -71,7 +82,7 @@ class Served:
 
 def start_daemon(root: Path) -> int:
     """The project's daemon, started the way every client starts it."""
-    from ipykeep.core.client import ensure_daemon
+    from ipykeep.client.connection import ensure_daemon
 
     env = cli_env()
     old = dict(os.environ)
@@ -84,7 +95,7 @@ def start_daemon(root: Path) -> int:
 
 
 def stop_daemon(root: Path, pid: int) -> None:
-    from ipykeep.core.client import DaemonClient, find_daemon, pid_alive
+    from ipykeep.client.connection import DaemonClient, find_daemon, pid_alive
 
     desc = find_daemon(root)
     if desc is not None:

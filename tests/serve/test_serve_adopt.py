@@ -58,13 +58,17 @@ async def test_provisioner_is_registered_as_an_entry_point(monkeypatch: pytest.M
     assert dict(group) == {PROVISIONER_NAME: "ipykeep.serve.kernels:AdoptedProvisioner"}  # type: ignore[call-overload]
     # Where the entry point is not installed (a source tree), adoption registers it itself.
     KernelProvisionerFactory.instance()  # its cache of installed provisioners, filled once
-    cache = {k: v for k, v in KernelProvisionerFactory.provisioners.items() if k != PROVISIONER_NAME}
+    cache = {
+        k: v for k, v in KernelProvisionerFactory.provisioners.items() if k != PROVISIONER_NAME
+    }
     monkeypatch.setattr(kernels, "entry_points", lambda **kw: [])
     monkeypatch.setattr(KernelProvisionerFactory, "provisioners", cache)
     ensure_provisioner_registered()
     assert cache[PROVISIONER_NAME].value == "ipykeep.serve.kernels:AdoptedProvisioner"
     spec = adoption_spec("/nonexistent.json", 0, "probe")
-    prov = KernelProvisionerFactory.instance().create_provisioner_instance("probe", spec, parent=None)
+    prov = KernelProvisionerFactory.instance().create_provisioner_instance(
+        "probe", spec, parent=None
+    )
     assert isinstance(prov, AdoptedProvisioner) and prov.connection_file == "/nonexistent.json"
 
 
@@ -137,7 +141,9 @@ async def test_adoption_goes_through_start_kernel_and_the_provisioner(
     assert await owner.is_alive()
 
 
-async def test_a_spec_without_a_kernel_behind_it_starts_nothing(owner: AsyncKernelManager, tmp_path: Any) -> None:
+async def test_a_spec_without_a_kernel_behind_it_starts_nothing(
+    owner: AsyncKernelManager, tmp_path: Any
+) -> None:
     mkm = AdoptingKernelManager(kernel_spec_manager=AdoptionKernelSpecManager())
     with pytest.raises(web.HTTPError) as info:
         await mkm.adopt(SERVER_ID, str(tmp_path / "gone.json"), kernel_pid(owner), "ipykeep k9")

@@ -12,13 +12,19 @@ from typing import Any
 import pytest
 import websocket
 
-from .conftest import Served, run_cli
+from tests.serve.conftest import Served, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def http(served: Served, method: str, path: str, *, token: bool = True, body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else (b"" if method in ("POST", "PUT") else None)
+def http(
+    served: Served, method: str, path: str, *, token: bool = True, body: Any = None
+) -> tuple[int, Any]:
+    data = (
+        json.dumps(body).encode()
+        if body is not None
+        else (b"" if method in ("POST", "PUT") else None)
+    )
     req = urllib.request.Request(served.base + path, data=data, method=method)
     if token:
         req.add_header("Authorization", f"token {served.token}")
@@ -52,16 +58,35 @@ class KernelSocket:
     def send(self, msg_type: str, content: dict[str, Any], channel: str = "shell") -> str:
         msg_id = uuid.uuid4().hex
         msg = {
-            "header": {"msg_id": msg_id, "msg_type": msg_type, "username": "ide", "session": self.session,
-                       "date": "", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "content": content, "channel": channel, "buffers": [],
+            "header": {
+                "msg_id": msg_id,
+                "msg_type": msg_type,
+                "username": "ide",
+                "session": self.session,
+                "date": "",
+                "version": "5.3",
+            },
+            "parent_header": {},
+            "metadata": {},
+            "content": content,
+            "channel": channel,
+            "buffers": [],
         }
         self.ws.send(json.dumps(msg))
         return msg_id
 
     def execute(self, code: str, timeout: float = 60) -> tuple[str, list[dict[str, Any]]]:
-        msg_id = self.send("execute_request", {"code": code, "silent": False, "store_history": True,
-                                                "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+        msg_id = self.send(
+            "execute_request",
+            {
+                "code": code,
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+        )
         return msg_id, self.until_idle(msg_id, timeout)
 
     def until_idle(self, msg_id: str, timeout: float = 60) -> list[dict[str, Any]]:
@@ -94,15 +119,22 @@ def test_rest_lists_exactly_the_adopted_kernel_and_its_session(served: Served) -
 
 def test_without_the_token_everything_is_refused(served: Served) -> None:
     kid = kernel_id(served)
-    for method, path in [("GET", "/api/kernels"), ("GET", "/api/sessions"), ("POST", f"/api/kernels/{kid}/interrupt"),
-                         ("GET", "/api/contents/analysis.ipynb"), ("POST", "/ipykeep/sync")]:
+    for method, path in [
+        ("GET", "/api/kernels"),
+        ("GET", "/api/sessions"),
+        ("POST", f"/api/kernels/{kid}/interrupt"),
+        ("GET", "/api/contents/analysis.ipynb"),
+        ("POST", "/ipykeep/sync"),
+    ]:
         status, _ = http(served, method, path, token=False)
         assert status in (401, 403), (method, path, status)
     with pytest.raises(websocket.WebSocketBadStatusException) as info:
-        websocket.create_connection(f"ws://127.0.0.1:{served.port}/api/kernels/{kid}/channels", timeout=10)
+        websocket.create_connection(
+            f"ws://127.0.0.1:{served.port}/api/kernels/{kid}/channels", timeout=10
+        )
     assert info.value.status_code in (401, 403)
     # Nor is the server's token the daemon's.
-    from ipykeep.core.client import find_daemon
+    from ipykeep.client.connection import find_daemon
 
     assert find_daemon(served.root).token != served.token
 
@@ -131,7 +163,11 @@ def test_websocket_runs_code_in_the_agents_kernel_and_ipykeep_records_it(served:
     assert "ws_var is 12346" in rec["output"]["text"]
     archive = (served.root / ".ipykeep/kernels").glob("k*/record.jsonl")
     lines = [json.loads(line) for f in archive for line in f.read_text().splitlines()]
-    assert [e["state"] for e in lines if e.get("kind") == "browser" and "ws_var = agent_var + 1" in e.get("code", "")] == ["ok"]
+    assert [
+        e["state"]
+        for e in lines
+        if e.get("kind") == "browser" and "ws_var = agent_var + 1" in e.get("code", "")
+    ] == ["ok"]
 
 
 def test_restart_and_shutdown_are_refused_and_the_state_survives(served: Served) -> None:
@@ -167,9 +203,17 @@ def test_interrupt_from_the_browser_reaches_the_kernel(served: Served) -> None:
     kid = kernel_id(served)
     sock = KernelSocket(served, kid)
     try:
-        msg_id = sock.send("execute_request", {"code": "import time\nfor _ in range(600): time.sleep(0.1)", "silent": False,
-                                               "store_history": True, "user_expressions": {}, "allow_stdin": False,
-                                               "stop_on_error": True})
+        msg_id = sock.send(
+            "execute_request",
+            {
+                "code": "import time\nfor _ in range(600): time.sleep(0.1)",
+                "silent": False,
+                "store_history": True,
+                "user_expressions": {},
+                "allow_stdin": False,
+                "stop_on_error": True,
+            },
+        )
         time.sleep(1.0)
         started = time.monotonic()
         status, _ = http(served, "POST", f"/api/kernels/{kid}/interrupt")

@@ -13,17 +13,25 @@ from typing import Any
 import nbformat
 import pytest
 
-from .conftest import ARTIFACTS, Served, cli_env, run_cli
-from .test_serve_api import http
+from tests.serve.conftest import ARTIFACTS, Served, cli_env, run_cli
+from tests.serve.test_serve_api import http
 
 pytestmark = pytest.mark.timeout(300)
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)")
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)"
+)
 def test_jupyterlab_runs_a_cell_on_the_agents_kernel(served: Served) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
@@ -39,7 +47,10 @@ def test_jupyterlab_runs_a_cell_on_the_agents_kernel(served: Served) -> None:
             page.goto(served.url)
             # The pre-registered session binds the notebook to the agent's kernel.
             page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus", timeout=60_000)
+            page.wait_for_selector(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle'], .jp-Toolbar-kernelStatus",
+                timeout=60_000,
+            )
             cell = page.locator(".jp-Notebook .jp-CodeCell").nth(1)
             output = page.locator(".jp-OutputArea-output", has_text="agent_var is 12345")
             dialogs: list[str] = []
@@ -59,7 +70,9 @@ def test_jupyterlab_runs_a_cell_on_the_agents_kernel(served: Served) -> None:
                 except PlaywrightTimeout:
                     if attempt == 2:
                         page.screenshot(path=str(ARTIFACTS / "serve-jupyterlab-failed.png"))
-                        raise AssertionError(f"no output after 3 runs; dialogs seen: {dialogs}") from None
+                        raise AssertionError(
+                            f"no output after 3 runs; dialogs seen: {dialogs}"
+                        ) from None
             page.screenshot(path=str(shot))
         finally:
             browser.close()
@@ -85,7 +98,9 @@ def _close_dialog(page: Any, seen: list[str]) -> None:
         dialog.first.wait_for(state="detached", timeout=10_000)
 
 
-def test_publish_gives_a_stable_captioned_view_and_leaves_the_notebook_alone(served: Served) -> None:
+def test_publish_gives_a_stable_captioned_view_and_leaves_the_notebook_alone(
+    served: Served,
+) -> None:
     before = served.notebook.read_bytes()
     nb = nbformat.read(str(served.notebook), as_version=4)
     target = nb.cells[1].id
@@ -102,7 +117,9 @@ def test_publish_gives_a_stable_captioned_view_and_leaves_the_notebook_alone(ser
     status, model = http(served, "GET", "/api/contents/" + first["path"])
     assert status == 200
     cells = model["content"]["cells"]
-    caption = next(i for i, c in enumerate(cells) if "ipykeep-caption" in c["metadata"].get("tags", []))
+    caption = next(
+        i for i, c in enumerate(cells) if "ipykeep-caption" in c["metadata"].get("tags", [])
+    )
     assert cells[caption]["source"] == "**▶ where base is set**"
     assert cells[caption + 1]["id"] == target
     assert "ipykeep-highlight" in cells[caption + 1]["metadata"]["tags"]
@@ -151,8 +168,12 @@ def test_contents_save_racing_a_write_back_loses_nothing(served: Served) -> None
             assert status == 200
             content = model["content"]
             marker = f"edit-{i}"
-            content["cells"].append({"cell_type": "markdown", "id": f"m{i}", "metadata": {}, "source": marker})
-            status, _ = http(served, "PUT", api, body={"type": "notebook", "format": "json", "content": content})
+            content["cells"].append(
+                {"cell_type": "markdown", "id": f"m{i}", "metadata": {}, "source": marker}
+            )
+            status, _ = http(
+                served, "PUT", api, body={"type": "notebook", "format": "json", "content": content}
+            )
             assert status == 200
             saved.append(marker)
             time.sleep(0.05)
@@ -168,12 +189,16 @@ def test_contents_save_racing_a_write_back_loses_nothing(served: Served) -> None
     assert not errors, errors
     written = [w for w in writes if w.get("written")]
     assert len(written) >= 5, f"too few write-backs overlapped the saves to test anything: {writes}"
-    print(f"\nrace: {len(saved)} saves, {len(written)} write-backs, "
-          f"{len([w for w in writes if w.get('error')])} write-backs refused: "
-          f"{sorted({w['error'][:60] for w in writes if w.get('error')})}")
+    print(
+        f"\nrace: {len(saved)} saves, {len(written)} write-backs, "
+        f"{len([w for w in writes if w.get('error')])} write-backs refused: "
+        f"{sorted({w['error'][:60] for w in writes if w.get('error')})}"
+    )
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)")
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Debian's chromium (apt-get install chromium)"
+)
 def test_refused_restart_shows_why_and_the_kernel_stays_usable(served: Served) -> None:
     """JupyterLab alone logs the 403 and shows "Restarting" forever; ipykeep's extension shows
     the server's message and brings the status back."""
@@ -192,7 +217,9 @@ def test_refused_restart_shows_why_and_the_kernel_stays_usable(served: Served) -
             page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=90_000)
             indicator = ".jp-Notebook-ExecutionIndicator[data-status='idle']"
             page.wait_for_selector(indicator, timeout=60_000)
-            page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:restart-kernel']").first.click()
+            page.locator(
+                ".jp-NotebookPanel-toolbar [data-command='notebook:restart-kernel']"
+            ).first.click()
             page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart Kernel?" → Restart
             dialog = page.locator(".jp-Dialog", has_text="Kernel restart refused")
             dialog.wait_for(timeout=30_000)
@@ -206,7 +233,9 @@ def test_refused_restart_shows_why_and_the_kernel_stays_usable(served: Served) -
             page.keyboard.type("print('state kept:', kept_through_restart)")
             page.keyboard.press("Shift+Enter")
             # the browser's next cell runs (nothing stayed queued) on the same, unrestarted kernel
-            page.locator(".jp-OutputArea-output", has_text="state kept: yes").wait_for(timeout=60_000)
+            page.locator(".jp-OutputArea-output", has_text="state kept: yes").wait_for(
+                timeout=60_000
+            )
         finally:
             browser.close()
     assert not [c for c in console if "ipykeep-serve" in c], console

@@ -9,16 +9,20 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from ipykeep.core.errors import MissingExtraError, UnknownCellError, UsageError
+from ipykeep.api.errors import MissingExtraError, UnknownCellError, UsageError
+from ipykeep.cli.serve import parse_captions
 from ipykeep.serve.adoption import AdoptedKernel, AdoptionSpec, read_spec, write_spec
-from ipykeep.serve.commands import parse_captions
 from ipykeep.serve.publish import CAPTION_TAG, HIGHLIGHT_TAG, highlight
 from ipykeep.serve.service import require_serve_extra
 
 
 def test_missing_serve_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jupyterlab" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "jupyterlab" else real(name, *a),
+    )
     with pytest.raises(MissingExtraError) as info:
         require_serve_extra("lab")
     assert "pip install 'ipykeep[serve]'" in info.value.hint
@@ -29,14 +33,20 @@ def test_core_modules_do_not_import_jupyter_server() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ipykeep.cli, ipykeep.serve.service, ipykeep.serve.commands; print('jupyter_server' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    code = "import sys, ipykeep.cli.app, ipykeep.serve.service, ipykeep.cli.serve; print('jupyter_server' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "False"
 
 
 def test_captions_go_above_the_named_cells_in_a_copy() -> None:
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("a = 1"), nbformat.v4.new_code_cell("b = 2"), nbformat.v4.new_code_cell("c")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("a = 1"),
+        nbformat.v4.new_code_cell("b = 2"),
+        nbformat.v4.new_code_cell("c"),
+    ]
     ids = [c.id for c in nb.cells]
     out = highlight(nb, {ids[2]: "third", "0": "first"})
     assert [c.cell_type for c in out.cells] == ["markdown", "code", "code", "markdown", "code"]
@@ -62,7 +72,10 @@ def test_cell_options_parse() -> None:
 
 
 def test_adoption_list_is_private_and_round_trips(tmp_path: Path) -> None:
-    spec = AdoptionSpec(daemon_pid=42, kernels=(AdoptedKernel("u-u-u-u-u", "k1", "/x/kernel.json", 7, ("a.ipynb",)),))
+    spec = AdoptionSpec(
+        daemon_pid=42,
+        kernels=(AdoptedKernel("u-u-u-u-u", "k1", "/x/kernel.json", 7, ("a.ipynb",)),),
+    )
     path = tmp_path / "adopt.json"
     write_spec(path, spec)
     assert os.stat(path).st_mode & 0o777 == 0o600

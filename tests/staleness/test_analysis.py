@@ -22,9 +22,19 @@ CASES = [
     ("g = (w for w in ws)", {"g"}, {"ws"}, set()),
     ("for i in items:\n    total = i", {"i", "total"}, {"items"}, set()),
     ("with open(p) as fh:\n    data = fh.read()", {"fh", "data"}, {"open", "p"}, set()),
-    ("try:\n    import foo\nexcept ImportError as e:\n    foo = None", {"foo"}, {"ImportError"}, set()),
+    (
+        "try:\n    import foo\nexcept ImportError as e:\n    foo = None",
+        {"foo"},
+        {"ImportError"},
+        set(),
+    ),
     ("def f(a, b=default):\n    return a + b + G", {"f"}, {"default"}, set()),
-    ("@deco\nclass C(Base):\n    z = Z\n    def m(self):\n        return W", {"C"}, {"deco", "Base", "Z"}, set()),
+    (
+        "@deco\nclass C(Base):\n    z = Z\n    def m(self):\n        return W",
+        {"C"},
+        {"deco", "Base", "Z"},
+        set(),
+    ),
     ("f = lambda q: q + r", {"f"}, {"r"}, set()),
     ("%time zz = yy", {"zz"}, {"yy"}, set()),
     ("res = !pwd", {"res"}, set(), set()),
@@ -58,7 +68,9 @@ def test_function_free_globals_and_global_writes() -> None:
 
 
 def test_nested_function_locals_are_not_free() -> None:
-    an = analyze_source("def outer():\n    a = 1\n    def inner():\n        return a + B\n    return inner")
+    an = analyze_source(
+        "def outer():\n    a = 1\n    def inner():\n        return a + B\n    return inner"
+    )
     assert set(an.functions["outer"].free_globals) == {"B"}
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep.core import ipyflow_adapter
+from ipykeep.staleness import ipyflow as ipyflow_adapter
 from ipykeep.staleness.probes import ProbeError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ipyflow"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep.inkernel import install_expression
+from ipykeep.kernel.inkernel import install_expression
 from ipykeep.staleness import probes
 
 
@@ -76,5 +76,5 @@ def test_decode_expression_value() -> None:
 
 
 def test_expressions() -> None:
-    assert probes.filetrack_end_expr() == '__import__("sys").modules[\'_ipykeep_filetrack\'].end()'
+    assert probes.filetrack_end_expr() == "__import__(\"sys\").modules['_ipykeep_filetrack'].end()"
     assert "install('/p')" in probes.filetrack_install_expr("/p")

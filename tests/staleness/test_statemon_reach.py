@@ -23,7 +23,7 @@ np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from ipykeep.inkernel import install_expression  # noqa: E402
+from ipykeep.kernel.inkernel import install_expression  # noqa: E402
 from ipykeep.staleness import probes  # noqa: E402
 
 N = 200_000  # above the probe's exact-hash size: these values are sampled and cached
@@ -168,8 +168,12 @@ def test_magics_fall_back_to_a_full_scan(shell: Shell) -> None:
     assert "big" in out["mutated"]
 
 
-def test_state_kept_by_a_local_module_falls_back_to_a_full_scan(shell: Shell, tmp_path: Path) -> None:
-    (tmp_path / "keeper.py").write_text("HELD = []\n\ndef keep(a):\n    HELD.append(a)\n\ndef bump():\n    HELD[0][:] += 1\n")
+def test_state_kept_by_a_local_module_falls_back_to_a_full_scan(
+    shell: Shell, tmp_path: Path
+) -> None:
+    (tmp_path / "keeper.py").write_text(
+        "HELD = []\n\ndef keep(a):\n    HELD.append(a)\n\ndef bump():\n    HELD[0][:] += 1\n"
+    )
     shell.run(f"import keeper\nbig = np.zeros({N})\nkeeper.keep(big)")
     out = shell.run("keeper.bump()")
     assert out["scan"] == "full"
@@ -224,7 +228,9 @@ def test_a_frame_edited_in_place_by_loc_is_seen(shell: Shell) -> None:
     assert "frame" in out["mutated"]
 
 
-def test_a_value_rebuilt_equal_in_a_later_cell_is_not_reported_bound_when_exact(shell: Shell) -> None:
+def test_a_value_rebuilt_equal_in_a_later_cell_is_not_reported_bound_when_exact(
+    shell: Shell,
+) -> None:
     shell.run("small = pd.DataFrame({'s': ['a', 'b'], 'x': [1.0, 2.0]})")
     out = shell.run("small = pd.DataFrame({'s': ['a', 'b'], 'x': [1.0, 2.0]})")
     assert out["bound"] == [] and "small" not in out["opaque"]
@@ -234,7 +240,9 @@ def test_a_value_rebuilt_equal_in_a_later_cell_is_not_reported_bound_when_exact(
 
 def test_user_expressions_that_are_not_ipykeeps_fall_back_to_a_full_scan(shell: Shell) -> None:
     shell.run(f"big = np.zeros({N})")
-    shell.ip.user_expressions({"probe": '__import__("sys").modules["_ipykeep_statemon"].PROTOCOL_VERSION'})
+    shell.ip.user_expressions(
+        {"probe": '__import__("sys").modules["_ipykeep_statemon"].PROTOCOL_VERSION'}
+    )
     assert shell.run("n = 1")["scan"] == "reached"
     shell.ip.user_expressions({"x": "big.__iadd__(1).sum()"})
     out = shell.run("n = 2")

@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from IPython.core.interactiveshell import InteractiveShell
-    from ipykeep.inkernel import install_expression
+    from ipykeep.kernel.inkernel import install_expression
     from ipykeep.staleness import probes
     for module, source in [
         (probes.REACH_MODULE, probes.reach_source()),
@@ -56,7 +56,9 @@ CELLS = [
 
 def _states(hash_seed: str, cells: list[str]) -> list[dict[str, str]]:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, *cells], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *cells], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

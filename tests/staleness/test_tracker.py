@@ -9,8 +9,7 @@ import pytest
 
 from ipykeep.staleness.models import DynamicCellInfo, FileStamp, NotebookCell
 from ipykeep.staleness.tracker import StalenessTracker
-
-from .sim import Sim, pipeline
+from tests.staleness.sim import Sim, pipeline
 
 
 def _edit_clean(sim: Sim) -> None:
@@ -180,7 +179,12 @@ SCENARIOS: dict[str, tuple[Callable[[Sim], None], dict[str, set[str]]]] = {
     "new cell": (_new_cell, {"extra": {"never_run"}}),
     "new cell redefines df": (
         _new_cell_redefines,
-        {"fix": {"never_run"}, "clean": {"upstream"}, "features": {"upstream"}, "report": {"upstream"}},
+        {
+            "fix": {"never_run"},
+            "clean": {"upstream"},
+            "features": {"upstream"},
+            "report": {"upstream"},
+        },
     ),
 }
 
@@ -285,7 +289,9 @@ def test_file_read_through_helper_in_another_cell() -> None:
 
 
 def test_static_path_literal_counts_without_runtime_read() -> None:
-    sim = Sim([("load", 'import numpy as np\narr = np.load("weights.npy")'), ("use", "m = arr.mean()")])
+    sim = Sim(
+        [("load", 'import numpy as np\narr = np.load("weights.npy")'), ("use", "m = arr.mean()")]
+    )
     sim.files["weights.npy"] = 1
     sim.run_all()
     assert sim.kinds() == {}
@@ -304,7 +310,13 @@ def test_file_written_then_read_by_a_later_cell() -> None:
 
 
 def test_watch_path_named_by_a_cell() -> None:
-    sim = Sim([("cfg", "import yaml\ncfg = yaml_load('settings.yaml')"), ("use", "x = cfg['a']"), ("other", "y = 1")])
+    sim = Sim(
+        [
+            ("cfg", "import yaml\ncfg = yaml_load('settings.yaml')"),
+            ("use", "x = cfg['a']"),
+            ("other", "y = 1"),
+        ]
+    )
     sim.files["settings.yaml"] = 1
     sim.run_all()
     sim.tracker.watch("settings.yaml", sim.stat("settings.yaml"))
@@ -554,7 +566,9 @@ def test_interrupted_counts_as_failed() -> None:
 
 def test_plan_for_sixty_cells_lists_the_downstream_half() -> None:
     """The 60-cell chain of the ``plan_inspect`` benchmark (its time is measured there)."""
-    sources = [("c0", "import pandas as pd\nimport numpy as np\ndf0 = pd.DataFrame({'a': range(100)})")]
+    sources = [
+        ("c0", "import pandas as pd\nimport numpy as np\ndf0 = pd.DataFrame({'a': range(100)})")
+    ]
     for i in range(1, 60):
         src = (
             f"def f{i}(v):\n    return v + df{i - 1}.a.sum()\n"

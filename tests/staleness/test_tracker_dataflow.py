@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from ipykeep.staleness.models import Plan, Reason
-
-from .sim import Sim
+from tests.staleness.sim import Sim
 
 ROOT = "/proj"
 
@@ -236,13 +235,25 @@ class Mutation:
 
 MUTATIONS = {
     "function appends to its argument": Mutation(
-        "def bump(xs):\n    xs.append(0)", "feats = [5]", "bump(feats)", "bump(feats)\nbump(feats)", "feats"
+        "def bump(xs):\n    xs.append(0)",
+        "feats = [5]",
+        "bump(feats)",
+        "bump(feats)\nbump(feats)",
+        "feats",
     ),
     "function argument passed by keyword": Mutation(
-        "def bump(xs):\n    xs.append(0)", "feats = [5]", "bump(xs=feats)", "bump(xs=feats)\nbump(xs=feats)", "feats"
+        "def bump(xs):\n    xs.append(0)",
+        "feats = [5]",
+        "bump(xs=feats)",
+        "bump(xs=feats)\nbump(xs=feats)",
+        "feats",
     ),
     "function sets an item of its argument": Mutation(
-        "def bump(xs):\n    xs[0] = 1", "feats = [5]", "bump(feats)", "bump(feats)\nfeats.sort()", "feats"
+        "def bump(xs):\n    xs[0] = 1",
+        "feats = [5]",
+        "bump(feats)",
+        "bump(feats)\nfeats.sort()",
+        "feats",
     ),
     "method sets an attribute of self": Mutation(
         "class M:\n    k = 1\n    def tune(self, k):\n        self.k = k",

@@ -5,12 +5,13 @@ tests/kernel/test_staleness_evidence.py)."""
 from __future__ import annotations
 
 from ipykeep.staleness.models import Observed
-
-from .sim import Sim
+from tests.staleness.sim import Sim
 
 
 def test_self_rebinding_edit_restores_its_input_first() -> None:
-    sim = Sim([("load", "rows = [1, 2, 3, 4]"), ("trim", "rows = rows[1:]"), ("n", "n = len(rows)")])
+    sim = Sim(
+        [("load", "rows = [1, 2, 3, 4]"), ("trim", "rows = rows[1:]"), ("n", "n = len(rows)")]
+    )
     sim.run_all()
     sim.edit("trim", "rows = rows[2:]")
     assert sim.kinds() == {"load": {"restores"}, "trim": {"source_changed"}, "n": {"upstream"}}
@@ -66,7 +67,9 @@ def test_blocking_is_transitive_and_never_run_readers_are_not_planned() -> None:
 
 
 def test_ipython_history_names_are_not_notebook_names() -> None:
-    sim = Sim([("a", "x = 1\nx"), ("b", "y = 2\ny"), ("c", "z = _ + Out[1] + _2"), ("d", "q = 5\nq")])
+    sim = Sim(
+        [("a", "x = 1\nx"), ("b", "y = 2\ny"), ("c", "z = _ + Out[1] + _2"), ("d", "q = 5\nq")]
+    )
     sim.run_all()
     sim.edit("a", "x = 3\nx")
     assert sim.kinds() == {"a": {"source_changed"}}
@@ -74,7 +77,13 @@ def test_ipython_history_names_are_not_notebook_names() -> None:
 
 
 def test_except_name_is_not_a_global() -> None:
-    sim = Sim([("a", "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    msg = str(e)"), ("b", "e = 5"), ("c", "f = e")])
+    sim = Sim(
+        [
+            ("a", "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    msg = str(e)"),
+            ("b", "e = 5"),
+            ("c", "f = e"),
+        ]
+    )
     sim.run_all()
     sim.edit("a", "try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    msg = repr(e)")
     # c does not read e from a; but re-running a deletes the global e, which b then restores
@@ -82,7 +91,9 @@ def test_except_name_is_not_a_global() -> None:
 
 
 def test_unchanged_import_in_an_edited_cell_does_not_stale_its_users() -> None:
-    sim = Sim([("imp", "import numpy as np\nk = 3"), ("use", "a = np.arange(4)"), ("k2", "kk = k * 2")])
+    sim = Sim(
+        [("imp", "import numpy as np\nk = 3"), ("use", "a = np.arange(4)"), ("k2", "kk = k * 2")]
+    )
     sim.run_all()
     sim.edit("imp", "import numpy as np\nk = 4")
     assert sim.kinds() == {"imp": {"source_changed"}, "k2": {"upstream"}}
@@ -136,7 +147,9 @@ def test_random_generator_draws_chain_the_cells_that_draw() -> None:
 
 
 def test_set_index_without_inplace_is_not_a_mutation() -> None:
-    sim = Sim([("load", "df = make()"), ("idx", "by_a = df.set_index('a')"), ("use", "n = len(df)")])
+    sim = Sim(
+        [("load", "df = make()"), ("idx", "by_a = df.set_index('a')"), ("use", "n = len(df)")]
+    )
     sim.run_all()
     sim.edit("idx", "by_a = df.set_index('b')")
     assert sim.kinds() == {"idx": {"source_changed"}}
@@ -236,7 +249,10 @@ def test_a_call_through_an_imported_module_is_no_mutation_of_it() -> None:
     )
     sim.run_all()
     assert sim.plan().is_empty
-    sim.edit("load", "data = sm.datasets.star98.load()\ndata.exog = sm.add_constant(data.exog, prepend=True)")
+    sim.edit(
+        "load",
+        "data = sm.datasets.star98.load()\ndata.exog = sm.add_constant(data.exog, prepend=True)",
+    )
     assert sim.kinds() == {"load": {"source_changed"}, "fit": {"upstream"}}
     sim.run_plan()
     assert sim.plan().is_empty
@@ -265,7 +281,11 @@ def test_the_same_import_in_two_cells_gives_one_module() -> None:
     sim.edit("imp", "from scipy import stats\nimport math")
     assert sim.kinds() == {"imp": {"source_changed"}}
     sim.edit("imp", "from scipy import special as stats")
-    assert sim.kinds() == {"imp": {"source_changed"}, "z": {"upstream", "state_changed"}, "again": {"restores"}}
+    assert sim.kinds() == {
+        "imp": {"source_changed"},
+        "z": {"upstream", "state_changed"},
+        "again": {"restores"},
+    }
 
 
 def test_a_changed_local_module_imported_twice_reaches_the_second_importers_readers() -> None:

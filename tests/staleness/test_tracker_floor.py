@@ -16,7 +16,9 @@ def _stat(path: str) -> None:
     return None
 
 
-def _dyn(cell_id: str, **names: frozenset[str] | set[str] | Mapping[str, frozenset[str]]) -> DynamicCellInfo:
+def _dyn(
+    cell_id: str, **names: frozenset[str] | set[str] | Mapping[str, frozenset[str]]
+) -> DynamicCellInfo:
     fields = {k: (v if k == "parents" else frozenset(v)) for k, v in names.items()}  # type: ignore[arg-type]
     return DynamicCellInfo(cell_id, **fields)  # type: ignore[arg-type]
 
@@ -35,11 +37,19 @@ def _plans(
         tracker = StalenessTracker()
         for i, (cid, src) in enumerate(sources):
             tracker.record_cell_run(
-                cid, i, src, "ok", dynamic=dynamic.get(cid) if traced else None, observed=observed.get(cid)
+                cid,
+                i,
+                src,
+                "ok",
+                dynamic=dynamic.get(cid) if traced else None,
+                observed=observed.get(cid),
             )
         if scratch is not None:
             tracker.record_scratch(scratch)
-        cells = [NotebookCell(cid, i, "code", edits.get(cid, src)) for i, (cid, src) in enumerate(sources)]
+        cells = [
+            NotebookCell(cid, i, "code", edits.get(cid, src))
+            for i, (cid, src) in enumerate(sources)
+        ]
         plans.append(tracker.plan(cells, _stat))
     return plans[0], plans[1]
 
@@ -56,7 +66,10 @@ def test_tracer_seeing_a_cell_read_its_own_new_value_does_not_block_it() -> None
     sources = [
         ("imp", "import numpy as np\nimport pandas as pd\nrng = np.random.default_rng(42)"),
         ("size", "N = 600\nREGIONS = ['n', 's']"),
-        ("raw", "raw = pd.DataFrame({'r': rng.choice(REGIONS, N)})\nraw.loc[rng.choice(N, 6, replace=False), 'r'] = None"),
+        (
+            "raw",
+            "raw = pd.DataFrame({'r': rng.choice(REGIONS, N)})\nraw.loc[rng.choice(N, 6, replace=False), 'r'] = None",
+        ),
         ("use", "total = len(raw)"),
     ]
     dynamic = {
@@ -87,7 +100,10 @@ def test_a_tracer_binding_does_not_remove_an_item_assignment() -> None:
     sources = [("a", "d = {'k': 1}"), ("x0", "x = 1"), ("b", "d['k'] = x"), ("c", "v = d['k']")]
     dynamic = {"b": _dyn("b", defined={"d"}, used={"x"})}
     nothing = Observed(frozenset(), frozenset(), frozenset(), frozenset())
-    observed = {"b": nothing, "a": Observed(frozenset({"d"}), frozenset(), frozenset(), frozenset())}
+    observed = {
+        "b": nothing,
+        "a": Observed(frozenset({"d"}), frozenset(), frozenset(), frozenset()),
+    }
     traced, static = _plans(sources, dynamic, {"x0": "x = 2"}, observed=observed)
     _assert_floor(traced, static, ["a", "x0", "b", "c"])
 

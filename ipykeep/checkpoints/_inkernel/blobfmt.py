@@ -87,17 +87,17 @@ def split(data):
     view = memoryview(data)
     if bytes(view[: len(MAGIC)]) != MAGIC:
         raise ValueError("not a checkpoint blob")
-    count = int.from_bytes(view[len(MAGIC): len(MAGIC) + 4], "little")
+    count = int.from_bytes(view[len(MAGIC) : len(MAGIC) + 4], "little")
     at = len(MAGIC) + 4
     if at + 8 * count > len(view):
         raise ValueError("truncated checkpoint blob header")
-    lengths = [int.from_bytes(view[at + 8 * i: at + 8 * i + 8], "little") for i in range(count)]
+    lengths = [int.from_bytes(view[at + 8 * i : at + 8 * i + 8], "little") for i in range(count)]
     at += 8 * count
     if at + sum(lengths) != len(view) or not count:
         raise ValueError("checkpoint blob parts do not add up to its size")
     parts = []
     for n in lengths:
-        parts.append(view[at: at + n])
+        parts.append(view[at : at + n])
         at += n
     return parts
 
@@ -153,7 +153,7 @@ class Verifier:
         starts = range(0, max(view.nbytes, 1), CHUNK)
         pending = _Pending(view.nbytes, len(starts))
         with self.lock:
-            self.jobs.extend((pending, i, view[s: s + CHUNK]) for i, s in enumerate(starts))
+            self.jobs.extend((pending, i, view[s : s + CHUNK]) for i, s in enumerate(starts))
             self.wake.notify_all()
         return pending
 
@@ -194,7 +194,9 @@ class Verifier:
                 pending.done.wait(None if end is None else max(0.0, end - time.monotonic()))
         if pending.failed:
             return False
-        return hmac.compare_digest(combine(self.blob_key, pending.length, pending.tags), blob_id_hex)
+        return hmac.compare_digest(
+            combine(self.blob_key, pending.length, pending.tags), blob_id_hex
+        )
 
     def close(self):
         with self.lock:

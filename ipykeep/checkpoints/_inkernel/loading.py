@@ -27,7 +27,9 @@ import time
 _fmt = sys.modules["_ipykeep_ckpt_blob"]
 _snap = sys.modules["_ipykeep_ckpt"]
 _BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
-_TAMPERED = "tampered: the blob does not authenticate under this project's key; it was not unpickled"
+_TAMPERED = (
+    "tampered: the blob does not authenticate under this project's key; it was not unpickled"
+)
 _DEADLINE = "deadline: the restore deadline passed before this value was loaded"
 
 

@@ -78,21 +78,46 @@ def _ns():
     return ip.user_ns, ip
 
 
-def configure(root, key_path, max_value, max_cell, max_pending, budget, exclude_names, exclude_types):
+def configure(
+    root, key_path, max_value, max_cell, max_pending, budget, exclude_names, exclude_types
+):
     try:
         import cloudpickle  # noqa: F401
     except Exception as exc:
-        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"cloudpickle is not importable: {exc}"})
-    return _configure(root, _read_key(key_path), max_value, max_cell, max_pending, budget, exclude_names, exclude_types)
+        return json.dumps(
+            {
+                "protocol": PROTOCOL,
+                "available": False,
+                "reason": f"cloudpickle is not importable: {exc}",
+            }
+        )
+    return _configure(
+        root,
+        _read_key(key_path),
+        max_value,
+        max_cell,
+        max_pending,
+        budget,
+        exclude_names,
+        exclude_types,
+    )
 
 
-def configure_remote(root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types):
+def configure_remote(
+    root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types
+):
     """As ``configure`` for a kernel on another host: blobs under ``root`` (``~`` and relative
     paths resolved here), the key given as hex; manifests go to ``_outbox``."""
     try:
         import cloudpickle  # noqa: F401
     except Exception as exc:
-        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"cloudpickle is not importable: {exc}"})
+        return json.dumps(
+            {
+                "protocol": PROTOCOL,
+                "available": False,
+                "reason": f"cloudpickle is not importable: {exc}",
+            }
+        )
     try:
         key = bytes.fromhex(key_hex)
         root = os.path.abspath(os.path.expanduser(root))
@@ -102,19 +127,33 @@ def configure_remote(root, key_hex, max_value, max_cell, max_pending, budget, ex
             os.chmod(d, 0o700)
     except Exception as exc:  # the message names the directory, never the key
         why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or 'unusable'}"
-        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": f"checkpoint store {root}: {why}"})
-    out = json.loads(_configure(root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, True))
+        return json.dumps(
+            {"protocol": PROTOCOL, "available": False, "reason": f"checkpoint store {root}: {why}"}
+        )
+    out = json.loads(
+        _configure(
+            root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, True
+        )
+    )
     out["root"] = root
     return json.dumps(out)
 
 
-def _configure(root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, remote=False):
+def _configure(
+    root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, remote=False
+):
     global _jobs
     if len(key) != 32:
         raise ValueError("the checkpoint key is damaged")
     _cfg.update(
-        root=root, key=key, remote=remote, max_value=int(max_value), max_cell=int(max_cell),
-        max_pending=int(max_pending), budget=float(budget), exclude_names=set(exclude_names),
+        root=root,
+        key=key,
+        remote=remote,
+        max_value=int(max_value),
+        max_cell=int(max_cell),
+        max_pending=int(max_pending),
+        budget=float(budget),
+        exclude_names=set(exclude_names),
         exclude_types=set(exclude_types),
     )
     if _jobs is None:
@@ -123,7 +162,9 @@ def _configure(root, key, max_value, max_cell, max_pending, budget, exclude_name
     ip = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
     if ip is not None and not getattr(ip, "_ipykeep_freeze", False):
         # by name: a re-sent module replaces this one, and its blobs are the ones to freeze
-        ip.events.register("pre_run_cell", lambda *_a, _name=__name__: sys.modules[_name].freeze_live())
+        ip.events.register(
+            "pre_run_cell", lambda *_a, _name=__name__: sys.modules[_name].freeze_live()
+        )
         ip._ipykeep_freeze = True
     return json.dumps({"protocol": PROTOCOL, "available": True})
 
@@ -199,7 +240,7 @@ class _Blob:
             while True:
                 with _live_lock:
                     view, base = self.parts[i]
-                    piece = bytes(view[offset - base: offset - base + _fmt.CHUNK])
+                    piece = bytes(view[offset - base : offset - base + _fmt.CHUNK])
                     offset += len(piece)
                     self.at = (i, offset)
                 if not piece:
@@ -279,7 +320,9 @@ def snapshot(meta_json, names):
             continue  # deleted since, or a hidden state whose module is not loaded
         kind, obj = got
         if kind == "value" and _type_name(obj) in _cfg["exclude_types"]:
-            failed[name] = f"its type {_type_name(obj)} is excluded by the checkpoint_exclude_types setting"
+            failed[name] = (
+                f"its type {_type_name(obj)} is excluded by the checkpoint_exclude_types setting"
+            )
             continue
         if time.perf_counter() - started > _cfg["budget"]:
             failed[name] = f"skipped: the snapshot time budget ({_cfg['budget']:g} s) was spent"
@@ -292,7 +335,9 @@ def snapshot(meta_json, names):
         try:
             buf = _pickle(obj, limit + 1, started + _cfg["budget"])
         except _TooSlow:
-            failed[name] = f"skipped: pickling it took longer than the snapshot time budget ({_cfg['budget']:g} s)"
+            failed[name] = (
+                f"skipped: pickling it took longer than the snapshot time budget ({_cfg['budget']:g} s)"
+            )
             continue
         except _TooLarge:
             which = "per-value" if limit == _cfg["max_value"] else "per-cell"
@@ -320,10 +365,16 @@ def snapshot(meta_json, names):
         failed.update({n: "skipped: the checkpoint writer is behind" for n, _, _ in taken})
         taken, sizes = [], {}
     _jobs.put((meta, taken, failed, total))
-    return json.dumps({
-        "protocol": PROTOCOL, "available": True, "sizes": sizes, "failed": failed,
-        "seconds": round(time.perf_counter() - started, 6), "manifests": _take(),
-    })
+    return json.dumps(
+        {
+            "protocol": PROTOCOL,
+            "available": True,
+            "sizes": sizes,
+            "failed": failed,
+            "seconds": round(time.perf_counter() - started, 6),
+            "manifests": _take(),
+        }
+    )
 
 
 def _shared(ns, saved):
@@ -442,14 +493,22 @@ def _writer():
                 if name in meta.get("shared", {}):
                     values[name]["shared"] = meta["shared"][name]
             manifest = dict(meta.get("manifest") or {})
-            manifest.update(values=values, failed=failed, restorable=not failed, created=time.time())
-            manifest["mac"] = hmac.new(_cfg["key"], _canonical(manifest), hashlib.sha256).hexdigest()
+            manifest.update(
+                values=values, failed=failed, restorable=not failed, created=time.time()
+            )
+            manifest["mac"] = hmac.new(
+                _cfg["key"], _canonical(manifest), hashlib.sha256
+            ).hexdigest()
             if _cfg.get("remote"):
                 with _lock:  # the path is the daemon's: it writes the manifest there
                     _outbox.append([meta["path"], manifest])
             else:
                 data = json.dumps(manifest).encode()
-                _write_private(os.path.dirname(meta["path"]), lambda fh, data=data: fh.write(data), meta["path"])
+                _write_private(
+                    os.path.dirname(meta["path"]),
+                    lambda fh, data=data: fh.write(data),
+                    meta["path"],
+                )
             _written.append((meta["path"], True, ""))
         except Exception as exc:  # a full disk costs the checkpoint, never the kernel
             _written.append((meta.get("path"), False, f"{type(exc).__name__}: {exc}"))
@@ -472,11 +531,15 @@ def flush(timeout):
 
 
 def status():
-    return json.dumps({
-        "protocol": PROTOCOL, "pending_bytes": _pending[0],
-        "queued": _jobs.unfinished_tasks if _jobs is not None else 0,
-        "errors": [m for _, ok, m in _written if not ok][-5:], "frozen_s": round(_frozen_s[0], 6),
-    })
+    return json.dumps(
+        {
+            "protocol": PROTOCOL,
+            "pending_bytes": _pending[0],
+            "queued": _jobs.unfinished_tasks if _jobs is not None else 0,
+            "errors": [m for _, ok, m in _written if not ok][-5:],
+            "frozen_s": round(_frozen_s[0], 6),
+        }
+    )
 
 
 def user_names():
@@ -484,8 +547,11 @@ def user_names():
     ns, ip = _ns()
     hidden = getattr(ip, "user_ns_hidden", {})
     names = [
-        n for n in ns
-        if not n.startswith("_") and n not in _IPYTHON_NAMES and (n not in hidden or ns[n] is not hidden[n])
+        n
+        for n in ns
+        if not n.startswith("_")
+        and n not in _IPYTHON_NAMES
+        and (n not in hidden or ns[n] is not hidden[n])
     ]
     names += [h for h in _HIDDEN if _get(ns, h) is not None]
     return json.dumps(sorted(names))

@@ -429,8 +429,10 @@ def _summarize_dataframe(df, out: dict, ctx) -> None:
         entry = {"name": _leaf(name, 40), "dtype": _short(str(col.dtype), 30)}
         columns.append(entry)
         numeric = api.is_numeric_dtype(col.dtype) or api.is_datetime64_any_dtype(col.dtype)
-        if not sampled or (numeric and numeric_budget >= n_rows) or (
-            not numeric and n_rows <= FULL_SCAN_OBJECT_ROWS
+        if (
+            not sampled
+            or (numeric and numeric_budget >= n_rows)
+            or (not numeric and n_rows <= FULL_SCAN_OBJECT_ROWS)
         ):
             entry["nulls"] = int(col.isna().sum())
             if numeric:
@@ -445,7 +447,9 @@ def _summarize_dataframe(df, out: dict, ctx) -> None:
         ctx.note(out, f"nulls of {estimated_nulls} column(s) estimated from the sample")
     if n_cols > MAX_COLUMNS:
         out["columns_omitted"] = int(n_cols - MAX_COLUMNS)
-        rest = [f"{_leaf(c, 30)}:{t}" for c, t in zip(df.columns[MAX_COLUMNS:], df.dtypes[MAX_COLUMNS:])]
+        rest = [
+            f"{_leaf(c, 30)}:{t}" for c, t in zip(df.columns[MAX_COLUMNS:], df.dtypes[MAX_COLUMNS:])
+        ]
         out["more_columns"] = _short(", ".join(rest[:40]), 300)
     ctx.deadline.check()
     out["index"] = _short(f"{type(df.index).__name__}[{df.index.dtype}]", 60)
@@ -466,8 +470,10 @@ def _summarize_series(s, out: dict, ctx) -> None:
     if sampled:
         out["sample_rows"] = int(len(sample))
         ctx.note(out, f"stats from a {len(sample):,}-row strided sample of {n:,} rows")
-    out["nulls"] = int(s.isna().sum()) if n <= FULL_SCAN_OBJECT_ROWS or not sampled else int(
-        round(int(sample.isna().sum()) * n / max(len(sample), 1))
+    out["nulls"] = (
+        int(s.isna().sum())
+        if n <= FULL_SCAN_OBJECT_ROWS or not sampled
+        else int(round(int(sample.isna().sum()) * n / max(len(sample), 1)))
     )
     ctx.deadline.check()
     stats: dict = {}
@@ -565,7 +571,11 @@ def _summarize_arrow(tbl, out: dict, ctx) -> None:
     out["shape"] = [int(tbl.num_rows), int(tbl.num_columns)]
     out["memory_bytes"] = int(tbl.nbytes)
     out["columns"] = [
-        {"name": _leaf(f.name, 40), "dtype": _short(str(f.type), 30), "nulls": int(tbl.column(i).null_count)}
+        {
+            "name": _leaf(f.name, 40),
+            "dtype": _short(str(f.type), 30),
+            "nulls": int(tbl.column(i).null_count),
+        }
         for i, f in enumerate(list(tbl.schema)[:MAX_COLUMNS])
     ]
     if tbl.num_columns > MAX_COLUMNS:
@@ -721,7 +731,11 @@ def _summarize_callable(f, out: dict, ctx) -> None:
         bases = [_type_name(b) for b in f.__bases__ if b is not object]
         if bases:
             out["bases"] = bases[:6]
-        methods = [k for k, v in vars(f).items() if isinstance(k, str) and not k.startswith("_") and callable(v)]
+        methods = [
+            k
+            for k, v in vars(f).items()
+            if isinstance(k, str) and not k.startswith("_") and callable(v)
+        ]
         out["methods"] = sorted(methods)[:20]
         if len(methods) > 20:
             ctx.note(out, f"{len(methods) - 20} more public methods")
@@ -853,7 +867,11 @@ def _adopt(previous) -> None:
     old = getattr(previous, "_USER_SUMMARIZERS", None)
     if isinstance(old, list):
         for entry in old:
-            match, fn, label = getattr(entry, "match", None), getattr(entry, "fn", None), getattr(entry, "label", "")
+            match, fn, label = (
+                getattr(entry, "match", None),
+                getattr(entry, "fn", None),
+                getattr(entry, "label", ""),
+            )
             if fn is not None and all(e.label != label for e in _USER_SUMMARIZERS):
                 _USER_SUMMARIZERS.append(_Registered(match, fn, label))
 
@@ -909,7 +927,9 @@ def _jsonable(value, depth: int = 0, budget: list | None = None):
     if depth >= 4:
         return _short(_safe_str(value), 60)
     if isinstance(value, dict):
-        return {_short(str(k), 60): _jsonable(v, depth + 1, budget) for k, v in list(value.items())[:40]}
+        return {
+            _short(str(k), 60): _jsonable(v, depth + 1, budget) for k, v in list(value.items())[:40]
+        }
     if isinstance(value, (list, tuple)):
         return [_jsonable(v, depth + 1, budget) for v in list(value)[:40]]
     return _leaf(value, 120)
@@ -1006,7 +1026,17 @@ def _summarize(obj, name: str, ctx: _Ctx, configured: list, cell: str | None) ->
     return result
 
 
-_TRIM_ORDER = ("sample", "preview", "more_columns", "custom", "columns", "methods", "attributes", "repr", "doc")
+_TRIM_ORDER = (
+    "sample",
+    "preview",
+    "more_columns",
+    "custom",
+    "columns",
+    "methods",
+    "attributes",
+    "repr",
+    "doc",
+)
 
 
 def _fit(summary: dict, limit: int) -> str:
@@ -1029,7 +1059,21 @@ def _fit(summary: dict, limit: int) -> str:
     summary.setdefault("notes", []).append(f"trimmed to fit {limit} bytes: {', '.join(trimmed)}")
     text = json.dumps(summary, ensure_ascii=False, separators=(",", ":"))
     if len(text.encode()) > limit:
-        keep = {k: summary[k] for k in ("name", "type", "kind", "degraded", "degraded_reason", "memory_bytes", "shape", "length", "cell") if k in summary}
+        keep = {
+            k: summary[k]
+            for k in (
+                "name",
+                "type",
+                "kind",
+                "degraded",
+                "degraded_reason",
+                "memory_bytes",
+                "shape",
+                "length",
+                "cell",
+            )
+            if k in summary
+        }
         keep["notes"] = [f"summary too large for {limit} bytes; only the envelope is kept"]
         text = json.dumps(keep, ensure_ascii=False, separators=(",", ":"))
     return text
@@ -1041,7 +1085,10 @@ def _fit(summary: dict, limit: int) -> str:
 def _shell():
     # builtins.get_ipython exists only while a cell runs, not while user_expressions are
     # evaluated: ask IPython's registry of the running shell first.
-    for getter in (_mod_attr("IPython.core.getipython", "get_ipython"), getattr(builtins, "get_ipython", None)):
+    for getter in (
+        _mod_attr("IPython.core.getipython", "get_ipython"),
+        getattr(builtins, "get_ipython", None),
+    ):
         try:
             shell = getter() if callable(getter) else None
         except Exception:
@@ -1069,7 +1116,9 @@ def _is_helper(value) -> bool:
     """Objects that ipykeep itself put in reach of the user (this module, its functions)."""
     if _is(value, types.ModuleType):
         name = getattr(value, "__name__", "")
-        return name == MODULE_NAME or (isinstance(name, str) and (name == "ipykeep" or name.startswith("ipykeep.")))
+        return name == MODULE_NAME or (
+            isinstance(name, str) and (name == "ipykeep" or name.startswith("ipykeep."))
+        )
     if _is(value, (types.FunctionType, type)):
         module = getattr(value, "__module__", "")
         return isinstance(module, str) and (module == MODULE_NAME or module.startswith("ipykeep."))
@@ -1114,17 +1163,27 @@ class _PathError(Exception):
 
 
 def _constant(node):
-    if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes, int, float, bool, type(None))):
+    if isinstance(node, ast.Constant) and isinstance(
+        node.value, (str, bytes, int, float, bool, type(None))
+    ):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
-        if isinstance(node.operand.value, (int, float)) and not isinstance(node.operand.value, bool):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+    ):
+        if isinstance(node.operand.value, (int, float)) and not isinstance(
+            node.operand.value, bool
+        ):
             return -node.operand.value
     if isinstance(node, ast.Tuple):
         return tuple(_constant(e) for e in node.elts)
     if isinstance(node, ast.Slice):
         parts = [None if p is None else _constant(p) for p in (node.lower, node.upper, node.step)]
         return slice(*parts)
-    raise _PathError("bad_expression", f"only constant keys are allowed in [...], not {ast.dump(node)[:60]}")
+    raise _PathError(
+        "bad_expression", f"only constant keys are allowed in [...], not {ast.dump(node)[:60]}"
+    )
 
 
 def parse_path(expr: str) -> list:
@@ -1166,7 +1225,9 @@ def _resolve(steps: list, ns: dict, visible: list):
     elif hasattr(builtins, root):
         value = getattr(builtins, root)
     else:
-        raise _PathError("unknown_name", f"no variable named {root!r} in the kernel", _close(root, visible))
+        raise _PathError(
+            "unknown_name", f"no variable named {root!r} in the kernel", _close(root, visible)
+        )
     shown = root
     for kind, key in steps[1:]:
         if kind == "attr":
@@ -1178,7 +1239,9 @@ def _resolve(steps: list, ns: dict, visible: list):
                 except Exception:
                     names = []
                 raise _PathError(
-                    "unknown_name", f"{shown} has no attribute {key!r}", _close(key, [n for n in names if not n.startswith("_")])
+                    "unknown_name",
+                    f"{shown} has no attribute {key!r}",
+                    _close(key, [n for n in names if not n.startswith("_")]),
                 ) from None
             shown = f"{shown}.{key}"
         else:
@@ -1238,20 +1301,39 @@ def inspect_json(
         space = _user_ns(ns)
         root = steps[0][1]
         if root not in space and not hasattr(builtins, root):
-            return _error("unknown_name", f"no variable named {root!r} in the kernel", _close(root, _user_names(space)), name=root)
+            return _error(
+                "unknown_name",
+                f"no variable named {root!r} in the kernel",
+                _close(root, _user_names(space)),
+                name=root,
+            )
         try:
             value = run_bounded(lambda: _resolve(steps, space, []), deadline.remaining(), mode)
         except _PathError as exc:
             return _error(exc.code, exc.message, exc.matches, name=expr)
         except BudgetExceeded:
-            return _answer({"ok": True, "summary": {
-                "name": expr, "type": "?", "kind": "object", "degraded": True,
-                "degraded_reason": f"time budget of {budget_s:g}s ran out while resolving {expr!r}",
-            }})
+            return _answer(
+                {
+                    "ok": True,
+                    "summary": {
+                        "name": expr,
+                        "type": "?",
+                        "kind": "object",
+                        "degraded": True,
+                        "degraded_reason": f"time budget of {budget_s:g}s ran out while resolving {expr!r}",
+                    },
+                }
+            )
         except Exception as exc:
             return _error("unknown_name", f"cannot evaluate {expr!r}: {_err(exc)}", name=expr)
         cell = (cell_of or {}).get(root)
-        summary = _summarize(value, expr.strip(), ctx, list(summarizers or []), cell if isinstance(cell, str) else None)
+        summary = _summarize(
+            value,
+            expr.strip(),
+            ctx,
+            list(summarizers or []),
+            cell if isinstance(cell, str) else None,
+        )
         summary["elapsed_ms"] = int((time.monotonic() - started) * 1000)
         text = _fit(summary, max_bytes - 40)
         return '{"protocol":%d,"ok":true,"summary":%s}' % (PROTOCOL_VERSION, text)
@@ -1285,7 +1367,11 @@ def _brief(obj, entry: dict) -> None:
         entry["memory_bytes"] = int(obj.nbytes)
     elif kind == "container":
         entry["length"] = int(len(obj))
-        entry["memory_bytes"] = _approx_container_bytes(obj) if type(obj) in _EXACT_CONTAINERS else int(sys.getsizeof(obj))
+        entry["memory_bytes"] = (
+            _approx_container_bytes(obj)
+            if type(obj) in _EXACT_CONTAINERS
+            else int(sys.getsizeof(obj))
+        )
     elif kind == "text":
         entry["length"] = int(len(obj))
         entry["memory_bytes"] = int(sys.getsizeof(obj))

@@ -42,7 +42,11 @@ class _DataHash:
         import numpy
 
         sample = numpy.asarray(sample)
-        return head + (hash(sample.tobytes()), hash(numpy.asarray(flat[-1:]).tobytes())), False, True
+        return (
+            head + (hash(sample.tobytes()), hash(numpy.asarray(flat[-1:]).tobytes())),
+            False,
+            True,
+        )
 
     def _values(self, values):
         """(fingerprint, exact) of the values behind a pandas object. Uses the arrays pandas
@@ -113,7 +117,9 @@ class _DataHash:
                     continue
                 exact = False
                 step = raw.size // (SAMPLE * 8) + 1
-                parts.append((buf.address, raw.size, hash(raw[::step].tobytes()), hash(raw[-64:].tobytes())))
+                parts.append(
+                    (buf.address, raw.size, hash(raw[::step].tobytes()), hash(raw[-64:].tobytes()))
+                )
         return tuple(parts), exact
 
     def _values_sampled(self, values):

@@ -39,8 +39,10 @@ def listing_stamp(path):
     import hashlib
 
     names = sorted(
-        n for n in os.listdir(path)
-        if not n.startswith((".", "~")) and not n.endswith((".ipynb", ".tmp", ".ipykeep-tmp"))
+        n
+        for n in os.listdir(path)
+        if not n.startswith((".", "~"))
+        and not n.endswith((".ipynb", ".tmp", ".ipykeep-tmp"))
         and n != "__pycache__"
     )
     digest = hashlib.sha1("\n".join(names).encode("utf-8", "surrogateescape")).hexdigest()

@@ -43,10 +43,39 @@ _STATE_KEY = "_ipykeep_reach_state"
 #: names through which code reaches globals (or any object) without naming them
 ESCAPES = frozenset(
     {
-        "globals", "locals", "vars", "dir", "eval", "exec", "compile", "execfile", "get_ipython",
-        "__import__", "__builtins__", "builtins", "sys", "gc", "inspect", "ctypes", "importlib",
-        "__main__", "runpy", "_ih", "_oh", "Out", "In", "__dict__", "__globals__", "f_globals",
-        "f_locals", "gi_frame", "cr_frame", "f_back", "tb_frame", "__closure__", "cell_contents",
+        "globals",
+        "locals",
+        "vars",
+        "dir",
+        "eval",
+        "exec",
+        "compile",
+        "execfile",
+        "get_ipython",
+        "__import__",
+        "__builtins__",
+        "builtins",
+        "sys",
+        "gc",
+        "inspect",
+        "ctypes",
+        "importlib",
+        "__main__",
+        "runpy",
+        "_ih",
+        "_oh",
+        "Out",
+        "In",
+        "__dict__",
+        "__globals__",
+        "f_globals",
+        "f_locals",
+        "gi_frame",
+        "cr_frame",
+        "f_back",
+        "tb_frame",
+        "__closure__",
+        "cell_contents",
     }
 )
 _LEAF = (int, float, complex, bool, str, bytes, type(None), range, slice)
@@ -58,9 +87,18 @@ def _ours(expression):
     text = str(expression)
     return "modules" in text and "_ipykeep" in text and "run_untraced" not in text
 
+
 _state = sys.__dict__.setdefault(
     _STATE_KEY,
-    {"installed": False, "names": set(), "full": True, "pre": set(), "threads": set(), "ns": None, "count": 0},
+    {
+        "installed": False,
+        "names": set(),
+        "full": True,
+        "pre": set(),
+        "threads": set(),
+        "ns": None,
+        "count": 0,
+    },
 )
 
 
@@ -247,7 +285,10 @@ def _walk(objs, ns):
             stack.extend((o.__kwdefaults__ or {}).values())
             continue
         if isinstance(o, type):
-            if o.__module__ == "__main__" or getattr(sys.modules.get(o.__module__), "__dict__", None) is ns:
+            if (
+                o.__module__ == "__main__"
+                or getattr(sys.modules.get(o.__module__), "__dict__", None) is ns
+            ):
                 stack.extend(o.__dict__.values())
                 stack.extend(o.__bases__)
             elif not _is_library_file(getattr(sys.modules.get(o.__module__), "__file__", None)):

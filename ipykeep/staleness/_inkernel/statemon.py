@@ -48,8 +48,23 @@ REACH_MODULE = "_ipykeep_reach"
 WALK_WORTH_S = 0.002
 _HISTORY = re.compile(r"_i?\d+\Z")
 _SKIP = frozenset(
-    {"_", "__", "___", "_i", "_ii", "_iii", "_oh", "_ih", "_dh", "In", "Out", "exit", "quit",
-     "get_ipython", "_exit_code"}
+    {
+        "_",
+        "__",
+        "___",
+        "_i",
+        "_ii",
+        "_iii",
+        "_oh",
+        "_ih",
+        "_dh",
+        "In",
+        "Out",
+        "exit",
+        "quit",
+        "get_ipython",
+        "_exit_code",
+    }
 )
 _LEAF = (int, float, complex, bool, str, bytes, type(None))
 _LEAF_TYPES = frozenset(_LEAF)  # exact types: a subclass may define its own hash or equality
@@ -61,11 +76,7 @@ _state.setdefault("cache", {})
 
 
 def _skip(name):
-    return (
-        name in _SKIP
-        or name.startswith(("__", "_ipykeep"))
-        or bool(_HISTORY.match(name))
-    )
+    return name in _SKIP or name.startswith(("__", "_ipykeep")) or bool(_HISTORY.match(name))
 
 
 _DataHash: Any = _datahash._DataHash  # a class of the module installed before this one
@@ -263,7 +274,6 @@ class _Fp(_DataHash):
         # exact for equality only (see _snapshot): the same function object is never "mutated"
         # (tracers such as ipyflow rewrite a function's code in place)
         return ("fn", _code_key(code), dh), True, False
-
 
 
 def _code_key(code):

@@ -1,0 +1,199 @@
+"""Plain-text renderings of engine records, shared by the CLI and the MCP server.
+
+They are written for a reader that ignores structured content: short, in a stable order, with
+every bounded output's marker kept as it is. They read records by attribute only, so they also
+render the JSON a daemon sent wrapped in ``views.view`` (the thin CLI never loads pydantic).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ipykeep.client.views import view
+
+if TYPE_CHECKING:
+    from ipykeep.api.errors import IpykeepError
+    from ipykeep.api.records import (
+        BatchResult,
+        CellState,
+        ExecutionRecord,
+        InterruptResult,
+        KernelRecord,
+        StatusRecord,
+    )
+
+
+def render_error(exc: IpykeepError) -> str:
+    """The one way an ipykeep error is told to a person: what happened, then what to do."""
+    return f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else "")
+
+
+def render_execution(rec: ExecutionRecord, *, header: bool = True) -> str:
+    parts: list[str] = []
+    if header:
+        where = (
+            f"cell {rec.index} ({rec.cell_id})"
+            if rec.cell_id and rec.index is not None
+            else rec.kind
+        )
+        dur = f", {rec.duration_s:.2f}s" if rec.duration_s is not None else ""
+        count = f" [{rec.execution_count}]" if rec.execution_count else ""
+        parts.append(f"{rec.handle} {where}{count}: {rec.state}{dur}")
+    for notice in rec.notices or []:
+        parts.append(f"notice: {notice}")
+    if rec.output.text:
+        parts.append(rec.output.text.rstrip("\n"))
+    for img in rec.output.images:
+        parts.append(f"[image {img.mime}: {img.path}]")
+    if rec.error:
+        parts.append(rec.error.traceback.rstrip("\n") or f"{rec.error.ename}: {rec.error.evalue}")
+    return "\n".join(parts)
+
+
+def render_batch(batch: BatchResult) -> str:
+    parts = [render_execution(r) for r in batch.results]
+    for s in batch.skipped:
+        parts.append(f"skipped cell {s.index} ({s.cell_id}): {s.reason}")
+    if batch.write is not None:
+        if batch.write.written:
+            parts.append(f"outputs written for {len(batch.write.updated)} cell(s)")
+        elif batch.write.pending:
+            parts.append(f"outputs of {len(batch.write.updated)} cell(s) queued for the notebook")
+        elif batch.write.error:
+            parts.append(f"outputs not written: {batch.write.error}")
+        for cid in batch.write.skipped_edited:
+            parts.append(
+                f"cell {cid} was edited on disk while it ran: kept the new source, no output written"
+            )
+        for rep in batch.write.repairs:
+            parts.append(f"notebook repaired: {rep}")
+    for notice in batch.notices or []:
+        parts.append(f"notice: {notice}")
+    failed = [r for r in batch.results if r.state != "ok"]
+    stopped = {
+        "interrupted": "; the batch was interrupted",
+        "kernel_died": "; the kernel died",
+        "kernel_closed": "; the kernel was closed",
+    }.get(batch.stopped or "", "")
+    parts.append(
+        f"{len(batch.results)} ran, {len(failed)} failed, {len(batch.skipped)} skipped{stopped}"
+    )
+    return "\n".join(parts)
+
+
+def render_cell_line(c: CellState) -> str:
+    handle = f" {c.handle}" if c.handle else ""
+    reasons = ""
+    if c.reasons:
+        reasons = "  ← " + "; ".join(str(r.get("message") or r.get("kind")) for r in c.reasons)
+    first = f"  {c.first_line}" if c.first_line else ""
+    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{first[:60]}{reasons}"
+
+
+def render_kernel(k: KernelRecord) -> str:
+    head = (
+        f"{k.kernel_id}  pid {k.pid}  {k.state}  {k.notebook or '(scratch)'}  dataflow={k.dataflow}"
+    )
+    extra = [f"cwd {k.cwd}"]
+    if k.stale_count:
+        extra.append(f"{k.stale_count} cell(s) need a run (run-stale)")
+    if k.warm is not None and not k.warm.finished:
+        extra.append(f"warming: {k.warm.done}/{k.warm.total} cells")
+    elif k.warm is not None:
+        failed = (
+            f", {len(k.warm.failed)} failed: {', '.join(k.warm.failed)}" if k.warm.failed else ""
+        )
+        extra.append(f"warmed {k.warm.done}/{k.warm.total} cells{failed}")
+    lines = [head, "  " + "; ".join(extra)]
+    if k.served_url:
+        lines.append(f"  served at:\n{k.served_url}")
+    if k.running:
+        lines.append(f"  running: {', '.join(k.running)}")
+    if k.checkpoints:
+        lines.append(f"  checkpoints: {k.checkpoints}")
+    for notice in k.notices or []:
+        lines.append(f"  notice: {notice}")
+    for c in k.cells or []:
+        lines.append(render_cell_line(c))
+    return "\n".join(lines)
+
+
+def render_status(st: StatusRecord) -> str:
+    d = st.daemon
+    lines = [f"daemon pid {d.pid}  version {d.version}  project {d.project}"]
+    if not st.kernels:
+        lines.append("no kernels")
+    lines.extend(render_kernel(k) for k in st.kernels)
+    return "\n".join(lines)
+
+
+def render_interrupt(res: InterruptResult) -> str:
+    return f"{res.kernel_id}: {res.message}"
+
+
+def _secs(value: float | None) -> str:
+    return "" if value is None else (f"{value:.2f} s" if value < 10 else f"{value:.0f} s")
+
+
+def render_plan(result: dict) -> str:
+    """A run_stale result (plan, or executed plan) as a readable table."""
+    lines: list[str] = []
+    stale, blocked = result.get("stale", []), result.get("blocked", [])
+    executed = result.get("executed")
+    cost = result.get("cost") or {}
+    if result.get("fresh_run"):
+        lines.append(
+            f"restarted the kernel and ran every code cell (the plan had {len(stale)} stale cell(s))"
+        )
+    elif not stale and not blocked:
+        lines.append("nothing is stale: every cell matches a fresh run of the notebook")
+    else:
+        lines.append(
+            ("ran" if executed else "stale")
+            + f": {len(stale)} cell(s)"
+            + ("" if executed else ", in this order:")
+        )
+        for e in stale:
+            produces = f"  → {', '.join(e['produces'][:6])}" if e.get("produces") else ""
+            took = (
+                f"  ({_secs(e['last_duration_s'])} last run)"
+                if e.get("last_duration_s") is not None
+                else ""
+            )
+            lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14}{produces}{took}")
+            for r in e["reasons"]:
+                lines.append(f"        {r['kind']:<16} {r['message']}")
+        for e in blocked:
+            lines.append(
+                f"  [{e['index']:>3}] {e['cell_id']:<14} NOT run (would fail in a fresh run)"
+            )
+            for r in e["reasons"]:
+                lines.append(f"        {r['kind']:<16} {r['message']}")
+        if stale and cost and not executed:
+            lines.extend(_cost_lines(cost))
+    fresh = result.get("fresh", [])
+    if fresh and not result.get("fresh_run"):
+        lines.append(f"fresh: {len(fresh)} cell(s) not re-run")
+    batch = result.get("batch")
+    if batch:
+        lines.append(render_batch(view(batch)))
+    for notice in result.get("notices") or []:
+        lines.append(f"notice: {notice}")
+    return "\n".join(lines)
+
+
+def _cost_lines(cost: dict) -> list[str]:
+    line = f"estimated: ~{_secs(cost['plan_s'])} for the plan"
+    if cost.get("unmeasured"):
+        line += (
+            f" (+ {len(cost['unmeasured'])} cell(s) never run: {', '.join(cost['unmeasured'][:5])})"
+        )
+    if cost.get("fresh_s") is not None:
+        line += f"; ~{_secs(cost['fresh_s'])} to restart and run every cell"
+    lines = [line]
+    if cost.get("fresh_is_cheaper"):
+        lines.append(
+            "running this plan would take longer than restarting the kernel and running every cell, which "
+            "gives the same state: `ipykeep run-stale --execute --fresh` (variables made only by scratch code are lost)"
+        )
+    return lines

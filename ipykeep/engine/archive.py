@@ -1,0 +1,161 @@
+"""Each kernel's archival record: everything it executed, scratch included, kept on disk.
+
+Layout under ``<project>/.ipykeep/kernels/<kernel_id>/``:
+
+- ``record.jsonl``: one JSON line per finished execution or authored Markdown note (input,
+  state, timing, outputs with large payloads replaced by artifact references);
+- ``artifacts/<sha256-prefix>.<ext>``: content-addressed large outputs and images. The same
+  bytes are stored once. Artifacts are addressed to agents as ``ipykeep://artifacts/<kid>/<name>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from ipykeep.kernel.execution import Execution
+from ipykeep.project.atomic import atomic_write_bytes, atomic_write_text
+from ipykeep.project.layout import private_dir
+from ipykeep.project.stored import ARTIFACT_URI_PREFIX, MIME_SUFFIX
+
+LARGE_TEXT = 20_000  # characters of one output kept inline in the record
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: Path
+    uri: str
+
+
+class KernelArchive:
+    def __init__(self, kernel_dir: Path, kernel_id: str) -> None:
+        self.dir = private_dir(kernel_dir)
+        self.kernel_id = kernel_id
+        self.artifacts = self.dir / "artifacts"
+        self.record = self.dir / "record.jsonl"
+
+    def mark_closed(self, reason: str, notebook: Path | None) -> None:
+        """Leave ``closed.json``, from which a later daemon tells why this kernel id is gone."""
+        info = {
+            "kernel_id": self.kernel_id,
+            "reason": reason,
+            "closed_at": time.time(),
+            "notebook": str(notebook) if notebook else None,
+        }
+        with contextlib.suppress(OSError):
+            atomic_write_text(self.dir / "closed.json", json.dumps(info))
+
+    def store(self, payload: bytes, mime: str) -> Artifact:
+        digest = hashlib.sha256(payload).hexdigest()[:24]
+        name = digest + MIME_SUFFIX.get(mime, ".bin")
+        self.artifacts.mkdir(exist_ok=True)
+        path = self.artifacts / name
+        if not path.exists():
+            atomic_write_bytes(path, payload)
+        return Artifact(path, f"{ARTIFACT_URI_PREFIX}{self.kernel_id}/{name}")
+
+    def store_text(self, text: str) -> Artifact:
+        return self.store(text.encode("utf-8"), "text/plain")
+
+    def _compact(self, output: dict[str, Any]) -> dict[str, Any]:
+        out = dict(output)
+        if out.get("output_type") == "stream" and len(out.get("text", "")) > LARGE_TEXT:
+            art = self.store_text(out["text"])
+            out["text"] = out["text"][:2000]
+            out["artifact"] = art.uri
+        data = out.get("data")
+        if isinstance(data, dict):
+            new = {}
+            for mime, value in data.items():
+                text = (
+                    value
+                    if isinstance(value, str)
+                    else "".join(value)
+                    if isinstance(value, list)
+                    else None
+                )
+                if mime.startswith("image/") and mime != "image/svg+xml" and isinstance(text, str):
+                    art = self.store(base64.b64decode(text), mime)
+                    new[mime] = {"artifact": art.uri}
+                elif isinstance(text, str) and len(text) > LARGE_TEXT:
+                    art = self.store(text.encode(), mime)
+                    new[mime] = {"artifact": art.uri}
+                else:
+                    new[mime] = value
+            out["data"] = new
+        return out
+
+    def append_execution(self, ex: Execution) -> None:
+        entry = {
+            "type": "execution",
+            "handle": ex.handle,
+            "kind": ex.kind,
+            "cell_id": ex.cell_id,
+            "code": ex.code,
+            "state": ex.state,
+            "execution_count": ex.execution_count,
+            "started_at": ex.started_at,
+            "finished_at": ex.finished_at,
+            "outputs": [self._compact(o) for o in ex.nbformat_outputs()],
+            "notes": ex.notes,
+        }
+        self._append(entry)
+
+    def append_markdown(self, source: str) -> dict[str, Any]:
+        entry = {"type": "markdown", "source": source, "at": time.time()}
+        self._append(entry)
+        return entry
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        with open(self.record, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, default=str) + "\n")
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.record.exists():
+            return []
+        return [
+            json.loads(line)
+            for line in self.record.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
+
+    def to_notebook(self) -> Any:
+        """The record as an nbformat 4.5 notebook (for viewing a scratch kernel's work)."""
+        nb = nbformat.v4.new_notebook()
+        for entry in self.entries():
+            if entry["type"] == "markdown":
+                nb.cells.append(nbformat.v4.new_markdown_cell(entry["source"]))
+                continue
+            cell = nbformat.v4.new_code_cell(
+                entry["code"], execution_count=entry.get("execution_count")
+            )
+            for out in entry.get("outputs", []):
+                out = dict(out)
+                out.pop("artifact", None)
+                if isinstance(out.get("data"), dict):
+                    out["data"] = {
+                        m: (
+                            self._inline(v["artifact"], m)
+                            if isinstance(v, dict) and "artifact" in v
+                            else v
+                        )
+                        for m, v in out["data"].items()
+                    }
+                cell.outputs.append(nbformat.from_dict(out))
+            nb.cells.append(cell)
+        return nb
+
+    def _inline(self, uri: str, mime: str) -> str:
+        path = self.artifacts / uri.rsplit("/", 1)[-1]
+        payload = path.read_bytes()
+        if mime.startswith("image/") and mime != "image/svg+xml":
+            return base64.b64encode(payload).decode()
+        return payload.decode("utf-8", "replace")

@@ -1,0 +1,89 @@
+"""What the engine tells its collaborators about a kernel's life, in a fixed order.
+
+``SessionObserver`` is a no-op base class: a collaborator overrides the events it cares about.
+The engine calls its observers in the order it was given them (the daemon composes
+staleness, then inspection, then serving), so staleness records a cell before anything that
+reads the record. The events:
+
+* ``kernel_started`` / ``kernel_restarted``: a new kernel process is up (install probes).
+* ``warm_starting`` / ``warm_finished``: around the warm-up batch.
+* ``warm_cells``: which cells the warm-up batch runs; each observer may narrow the list it is
+  given (checkpoints restore the fresh cells' values, and only the rest runs).
+* ``cell_expressions`` / ``scratch_expressions``: probe expressions evaluated with each
+  execution (their results arrive in ``Execution.expression_results``).
+* ``after_cell`` / ``after_scratch``: an execution ended (``origin`` says who ran scratch code).
+* ``kernel_lost``: the process died; ``kernel_closing``: the session is being closed.
+* ``foreign_message``: iopub traffic of another client of the kernel (a browser).
+* ``stale_reasons``: why each stale cell is stale, or None when the observer does not judge
+  staleness (with no judge, a cell is stale when its source changed since it ran).
+* ``kernel_summary``: one line for the kernel's status record, or None (the first wins).
+* ``namespace_notes``: lines added to the ``namespace`` listing.
+* ``shutdown``: the daemon exits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ipykeep.engine.session import KernelSession
+    from ipykeep.kernel.execution import Execution
+    from ipykeep.project.notebook import Cell, NotebookSnapshot
+
+Origin = Literal["scratch", "browser"]
+
+
+class SessionObserver:
+    async def kernel_started(self, session: KernelSession) -> None:
+        return None
+
+    async def warm_starting(self, session: KernelSession) -> None:
+        return None
+
+    async def warm_finished(self, session: KernelSession) -> None:
+        return None
+
+    async def warm_cells(
+        self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]
+    ) -> list[str]:
+        return cell_ids
+
+    def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
+        return {}
+
+    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+        return {}
+
+    async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
+        return None
+
+    async def after_scratch(
+        self, session: KernelSession, ex: Execution, origin: Origin = "scratch"
+    ) -> None:
+        return None
+
+    async def kernel_restarted(self, session: KernelSession) -> None:
+        return None
+
+    def kernel_lost(self, session: KernelSession) -> None:
+        return None
+
+    async def kernel_closing(self, session: KernelSession) -> None:
+        return None
+
+    def foreign_message(self, session: KernelSession, msg: dict[str, Any]) -> None:
+        return None
+
+    def stale_reasons(
+        self, session: KernelSession, snap: NotebookSnapshot
+    ) -> dict[str, list[dict[str, Any]]] | None:
+        return None
+
+    def kernel_summary(self, session: KernelSession) -> str | None:
+        return None
+
+    def namespace_notes(self, session: KernelSession) -> list[str]:
+        return []
+
+    async def shutdown(self) -> None:
+        return None

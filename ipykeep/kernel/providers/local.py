@@ -1,0 +1,185 @@
+"""Local kernels: today's launch, through jupyter_client's public kernel-spec seam.
+
+The kernel spec is handed to ``AsyncKernelManager`` by a kernel-spec manager that knows exactly
+one spec (ipykeep's), so jupyter_client's local provisioner launches it; nothing private of
+jupyter_client is touched. The transport is ipc in a private runtime directory (fastest locally,
+and no TCP port is opened).
+
+The kernel is its own session leader (jupyter_client's ``start_new_session``) so SIGINT goes to
+its whole process group, and ``JPY_PARENT_PID`` makes ipykernel's parent poller exit the kernel
+within a second when the daemon dies, however it dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import zmq
+from jupyter_client import AsyncKernelManager
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+
+from ipykeep.api.errors import KernelStartError
+from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
+
+SPEC_NAME = "ipykeep"
+
+
+def short_runtime_dir() -> Path:
+    """A private directory with a short path: ipc sockets are limited to ~107 characters."""
+    base = Path(tempfile.gettempdir()) / f"ipykeep-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(base, 0o700)
+    return Path(tempfile.mkdtemp(prefix="k", dir=base))
+
+
+class SingleSpecManager(KernelSpecManager):
+    """A kernel-spec manager that knows one spec: the one ipykeep built for this kernel."""
+
+    def __init__(self, spec: KernelSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def find_kernel_specs(self) -> dict[str, str]:
+        return {SPEC_NAME: ""}
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return self.spec
+
+
+def ipykeep_spec(python: str, dataflow: Any) -> KernelSpec:
+    return KernelSpec(
+        argv=kernel_argv(python, dataflow),
+        display_name=f"ipykeep ({dataflow})",
+        language="python",
+        interrupt_mode="signal",
+        metadata={"debugger": False},
+    )
+
+
+def kernel_env(extra: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("JPY_PARENT_PID", None)
+    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    env.update(extra)
+    return env
+
+
+def start_hint(python: str, dataflow: str) -> str:
+    return (
+        f"check that {python} has ipykernel"
+        + (" and ipyflow-core" if dataflow == "ipyflow" else "")
+        + " installed (`ipykeep doctor`)"
+        + (' or set dataflow = "static"' if dataflow == "ipyflow" else "")
+    )
+
+
+class LocalProvider:
+    """A kernel process on this machine, started by jupyter_client's local provisioner."""
+
+    kind: ProviderKind = "local"
+    remote: bool = False
+    location = "local"
+    kernel_cwd: str | None = None
+
+    def __init__(self, spec: LaunchSpec) -> None:
+        self.spec = spec
+        self.km: AsyncKernelManager | None = None
+        self.kc: Any = None
+        self.runtime_dir: Path | None = None
+        self.lost_reason: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        prov = getattr(self.km, "provisioner", None)
+        return getattr(prov, "pid", None)
+
+    @property
+    def connection_file(self) -> str | None:
+        return self.km.connection_file if self.km else None
+
+    async def start(self, timeout: float) -> KernelChannels:
+        spec = self.spec
+        self.runtime_dir = short_runtime_dir()
+        km = AsyncKernelManager(
+            transport="ipc",
+            kernel_name=SPEC_NAME,
+            kernel_spec_manager=SingleSpecManager(ipykeep_spec(spec.python, spec.dataflow)),
+            connection_file=str(self.runtime_dir / "kernel.json"),
+            ip=str(self.runtime_dir / "ipc"),
+            cache_ports=False,
+        )
+        # No receive limit: with zmq's default (1000 messages) a burst of output while the
+        # daemon is busy overflows the queues and messages (even the idle status) are dropped.
+        km.context.setsockopt(zmq.RCVHWM, 0)
+        self.km = km
+        try:
+            await km.start_kernel(cwd=str(spec.cwd), env=kernel_env(spec.env))
+        except Exception as exc:
+            raise KernelStartError(
+                f"could not start a kernel with {spec.python}: {exc}",
+                hint=start_hint(spec.python, spec.dataflow),
+            ) from exc
+        with contextlib.suppress(OSError):
+            os.chmod(km.connection_file, 0o600)
+        kc = km.client()
+        kc.start_channels()
+        self.kc = kc
+        try:
+            await kc.wait_for_ready(timeout=timeout)
+        except Exception as exc:
+            await self.kill()
+            raise KernelStartError(
+                f"the kernel started with {spec.python} did not become ready: {exc}",
+                hint=start_hint(spec.python, spec.dataflow),
+            ) from exc
+        return kc
+
+    async def is_alive(self) -> bool:
+        return self.km is not None and bool(await self.km.is_alive())
+
+    async def interrupt(self) -> None:
+        if self.km is not None:
+            await self.km.interrupt_kernel()
+
+    def _stop_channels(self) -> None:
+        if self.kc is not None:
+            with contextlib.suppress(Exception):
+                self.kc.stop_channels()
+            self.kc = None
+
+    def _killpg(self) -> None:
+        pid = self.pid
+        if pid:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+
+    async def kill(self) -> None:
+        self._stop_channels()
+        if self.km is not None:
+            with contextlib.suppress(Exception):
+                await self.km.shutdown_kernel(now=True)
+            self._killpg()
+        self._cleanup()
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        self._stop_channels()
+        if self.km is not None:
+            try:
+                await asyncio.wait_for(self.km.shutdown_kernel(now=now), 10)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    await self.km.shutdown_kernel(now=True)
+            self._killpg()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self.runtime_dir:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)

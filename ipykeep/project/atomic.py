@@ -1,0 +1,106 @@
+"""Replacing a file without ever exposing a half-written one: the one helper every writer uses.
+
+The new content goes to a temporary file created beside the target (same directory, so the
+rename stays on one file system), which is then renamed over the target. The temporary file is
+created 0600 by ``mkstemp`` (readable by nobody else even for a moment) and gets its final
+mode before the rename. Its name, ``.<name>.<random>.ipykeep-tmp``, is hidden, unique per
+writer (two processes never share a temporary file) and ignored by ipykeep's file watchers.
+
+Callers choose what their file needs:
+
+- ``mode``: an explicit mode (``0o600`` for secrets), or ``None`` to keep the target's current
+  mode (a new file gets ``0o666 & ~umask``, as ``open()`` would give it);
+- ``follow_symlinks``: write through a symlinked target (configuration files managed as links
+  stay links) instead of replacing the link itself;
+- ``fsync``: flush the data to disk before the rename, for files whose loss after a crash
+  matters (notebooks, user configuration); run-time state skips it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+#: Suffix of every temporary file ipykeep writes (watchers and stale-file cleanup match it).
+TEMP_SUFFIX = ".ipykeep-tmp"
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where the platform allows."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    # Elsewhere the only way is set-and-restore (not atomic with respect to other threads).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_temp_beside(
+    path: Path | str, data: bytes, *, mode: int | None = None, fsync: bool = False
+) -> str:
+    """A temporary file in ``path``'s directory holding ``data``, with its final mode; returns its path.
+
+    For callers that must do more than rename it (``core.notebook`` checks the target under a
+    lock first); they own the file from here and must rename or unlink it.
+    """
+    path = os.fspath(path)
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~current_umask()
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{os.path.basename(path)}.", suffix=TEMP_SUFFIX, dir=os.path.dirname(path) or "."
+    )
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(
+    path: Path | str,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    follow_symlinks: bool = False,
+    fsync: bool = False,
+) -> None:
+    """Give ``path`` the content ``data`` in one rename (see the module docstring for the options)."""
+    target = os.path.realpath(path) if follow_symlinks else os.fspath(path)
+    tmp = write_temp_beside(target, data, mode=mode, fsync=fsync)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(
+    path: Path | str,
+    text: str,
+    *,
+    mode: int | None = None,
+    follow_symlinks: bool = False,
+    fsync: bool = False,
+) -> None:
+    """:func:`atomic_write_bytes` for UTF-8 text."""
+    atomic_write_bytes(
+        path, text.encode("utf-8"), mode=mode, follow_symlinks=follow_symlinks, fsync=fsync
+    )

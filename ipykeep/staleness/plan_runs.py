@@ -1,0 +1,122 @@
+"""What running a notebook's cells costs, as measured in one kernel: the plan's cost fields,
+``run_stale(execute=True, fresh=True)`` and progress while a plan runs.
+
+Measurements live in the session's ``plan`` (``PlanMeasurements``): the last kernel start,
+probes included (``restart_s``), each cell's duration in the last top-to-bottom run from a new
+kernel (warm-up or a fresh run, ``fresh_durations``) and the batch being executed
+(``progress``). The staleness service calls in here; the decision itself is
+``plan_cost.estimate``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ipykeep.api.records import BatchResult, WarmProgress
+from ipykeep.engine.session import KernelSession, PlanProgress
+from ipykeep.kernel.execution import Execution
+from ipykeep.project.notebook import NotebookSnapshot
+from ipykeep.staleness import plan_cost
+
+if TYPE_CHECKING:
+    from ipykeep.engine.engine import Engine
+
+FRESH_REASON = "run-stale --fresh"
+
+
+def note_started(session: KernelSession) -> None:
+    """At kernel start (session created just before): what a fresh run pays before its first cell."""
+    session.plan.restart_s = time.time() - session.created_at
+
+
+def note_cell(session: KernelSession, cell_id: str, ex: Execution) -> None:
+    """After a notebook cell: remember its duration when it ran as part of a fresh run."""
+    if (session.state == "warming" or session.plan.fresh_run) and ex.duration is not None:
+        session.plan.fresh_durations[cell_id] = ex.duration
+
+
+def last_durations(session: KernelSession) -> dict[str, float]:
+    """Cell id -> seconds its latest finished execution in this kernel took."""
+    out = {}
+    for cid, run in session.cell_runs.items():
+        ex = session.executions.get(run.handle)
+        if ex is not None and ex.duration is not None and ex.finished:
+            out[cid] = ex.duration
+    return out
+
+
+def annotate(
+    session: KernelSession,
+    snap: NotebookSnapshot,
+    planned: Sequence[str],
+    plan_json: dict[str, Any],
+) -> dict[str, Any]:
+    """Add ``last_duration_s`` to the plan's entries; the plan's cost against a fresh run."""
+    last = last_durations(session)
+    for e in plan_json["stale"] + plan_json["blocked"]:
+        if e["cell_id"] in last:
+            e["last_duration_s"] = round(last[e["cell_id"]], 3)
+    cost = plan_cost.estimate(
+        planned,
+        [c.cell_id for c in snap.code_cells],
+        last,
+        session.plan.fresh_durations,
+        session.plan.restart_s,
+    )
+    return cost.to_json()
+
+
+async def run_fresh(
+    engine: Engine, session: KernelSession, snap: NotebookSnapshot, wait_for_write: bool = True
+) -> BatchResult:
+    """Restart the kernel and run every code cell in order (warm-up's path, measured)."""
+    plan = session.plan
+    expected = {**plan.fresh_durations, **last_durations(session)}
+    ids = [c.cell_id for c in snap.code_cells]
+    progress = track_progress(session, ids, expected)  # from the restart on: 0/N while it lasts
+    try:
+        started = time.monotonic()
+        async with session.scheduler.main_lock:  # not while a cell of another batch runs
+            await engine.restart_kernel(session, reason=FRESH_REASON)
+        plan.restart_s = restart_s = time.monotonic() - started
+        # restart_kernel's notice says the variables are gone: every cell is about to run again
+        session.notices = [n for n in session.notices if f"restarted ({FRESH_REASON})" not in n]
+        session.notices.append(
+            f"kernel {session.kernel_id} restarted ({restart_s:.1f} s) to run every cell afresh"
+        )
+        plan.fresh_run = True
+        plan.fresh_durations = {}
+        return await engine.run_batch(
+            session, snap, ids, progress=progress, wait_for_write=wait_for_write
+        )
+    finally:
+        plan.fresh_run = False
+        progress.finished = True
+
+
+def track_progress(
+    session: KernelSession, ids: list[str], durations: dict[str, float] | None = None
+) -> WarmProgress:
+    """A progress record for the batch about to run (``progress_of`` reads it); the caller sets
+    ``finished`` when the batch ends."""
+    progress = WarmProgress(done=0, total=len(ids))
+    expected = last_durations(session) if durations is None else durations
+    session.plan.progress = PlanProgress(progress, tuple(ids), expected, time.monotonic())
+    return progress
+
+
+def progress_of(session: KernelSession) -> dict[str, Any]:
+    """Cells done of the batch being executed, the one running, and the seconds left by the
+    cells' last measured durations (absent when one was never measured)."""
+    tracked = session.plan.progress
+    if tracked is None:
+        return {"kernel_id": session.kernel_id, "done": 0, "total": 0, "finished": True}
+    progress = tracked.progress
+    out: dict[str, Any] = {"kernel_id": session.kernel_id, **progress.model_dump(exclude_none=True)}
+    out["elapsed_s"] = round(time.monotonic() - tracked.started, 3)
+    left = tracked.cell_ids[progress.done :]
+    if left and all(c in tracked.durations for c in left):
+        out["remaining_s"] = round(sum(tracked.durations[c] for c in left), 3)
+    return out

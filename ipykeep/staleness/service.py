@@ -1,0 +1,488 @@
+"""Staleness as an engine collaborator: feeds each kernel's tracker and serves ``run_stale``,
+``watch_file`` and ``plan_progress``.
+
+Around every notebook cell the layer asks the kernel (silently) which files the cell read, and,
+in ``ipyflow`` mode, what ipyflow saw it define and use; scratch and browser code is recorded
+from static analysis. Plans are computed from the notebook and the files as they are on disk
+at the moment of the request (re-read, re-stat), never from what a watcher last saw.
+
+A watcher (watchfiles, non-recursive, on the notebook's directory and the directories of the
+files cells read) only adds a notice to the next result, saying what changed and how many
+cells are stale now; it is blind to ipykeep's own notebook writes (recognised by content hash).
+A remote kernel's files are stat'ed and polled through the kernel instead (``remote_stat``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat as stat_module
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ipykeep.api.errors import IpykeepError, UsageError
+from ipykeep.api.records import BatchResult, RunStaleResult
+from ipykeep.engine.observer import Origin, SessionObserver
+from ipykeep.engine.session import KernelSession
+from ipykeep.kernel.execution import Execution
+from ipykeep.project.notebook import Cell, NotebookSnapshot, content_hash, read_notebook
+from ipykeep.staleness import (
+    FileStamp,
+    NotebookCell,
+    Plan,
+    StalenessTracker,
+    plan_runs,
+    probes,
+    remote_stat,
+)
+from ipykeep.staleness import ipyflow as ipyflow_adapter
+from ipykeep.staleness._inkernel.filetrack import (
+    listing_stamp,  # the one rule, shared with the kernel
+)
+from ipykeep.staleness.errors import StalenessError
+
+if TYPE_CHECKING:
+    from ipykeep.engine.engine import Engine
+
+log = logging.getLogger("ipykeep.staleness")
+
+_OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
+
+
+def stat_for(session: KernelSession):
+    if remote_stat.is_remote(session):
+        return remote_stat.cached(session)
+    base = session.cwd
+
+    def stat(path: str) -> FileStamp | None:
+        # normalized like the in-kernel read hook (no symlink resolution), so a path literal
+        # and the run-time read of the same file carry the same name
+        full = os.path.normpath(os.path.join(base, path))
+        try:
+            st = os.stat(full)
+            if stat_module.S_ISDIR(st.st_mode):
+                digest, count = listing_stamp(full)
+                return FileStamp(full, digest, count)
+        except OSError:
+            return None
+        return FileStamp(full, st.st_mtime_ns, st.st_size)
+
+    return stat
+
+
+def notebook_cells(snap: NotebookSnapshot) -> list[NotebookCell]:
+    return [
+        NotebookCell(c.cell_id, c.index, c.cell_type, c.source, tuple(getattr(c, "tags", ())))  # type: ignore[arg-type]
+        for c in snap.cells
+    ]
+
+
+def _batch_ok(batch: BatchResult | None, snap: NotebookSnapshot) -> bool:
+    """Every cell ran fine, or failed as its ``raises-exception`` tag says it should."""
+    if batch is None:
+        return True
+    if batch.stopped is not None:  # interrupted, or the kernel died or closed under it
+        return False
+    expected = {c.cell_id for c in notebook_cells(snap) if c.expects_failure}
+    return all(
+        r.state == "ok" or (r.state == "failed" and r.cell_id in expected) for r in batch.results
+    )
+
+
+class StalenessService(SessionObserver):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @staticmethod
+    def tracker(session: KernelSession) -> StalenessTracker:
+        return session.staleness.tracker
+
+    async def _install_probes(self, session: KernelSession) -> None:
+        proc = session.process
+        await proc.install_helper(probes.FILETRACK_MODULE, probes.filetrack_source())
+        # a remote kernel's files live under its own working directory, not this project's
+        root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
+        await proc.eval_silent(probes.filetrack_install_expr(root))
+        await proc.eval_silent(probes.filetrack_begin_expr())
+        await proc.install_helper(probes.REACH_MODULE, probes.reach_source())
+        await proc.install_helper(probes.DATAHASH_MODULE, probes.datahash_source())
+        await proc.install_helper(probes.STATEMON_MODULE, probes.statemon_source())
+        await proc.eval_silent(probes.statemon_install_expr())
+        if proc.dataflow == "ipyflow":
+            await proc.install_helper(
+                ipyflow_adapter.MODULE_NAME, ipyflow_adapter.probe_source_text()
+            )
+
+    # -- observer events ---------------------------------------------------------------------
+    async def kernel_started(self, session: KernelSession) -> None:
+        plan_runs.note_started(session)
+        await self._install_probes(session)
+        if session.notebook is not None:
+            session.staleness.watch_task = asyncio.create_task(self._watch(session))
+            if remote_stat.is_remote(session) and session.staleness.poll_task is None:
+                session.staleness.poll_task = asyncio.create_task(
+                    remote_stat.poll(
+                        session,
+                        lambda: self._needed_paths(session),
+                        lambda moved: self._notice(session, moved),
+                    )
+                )
+
+    async def kernel_restarted(self, session: KernelSession) -> None:
+        self.tracker(session).kernel_restarted()
+        await self._install_probes(session)
+
+    def kernel_lost(self, session: KernelSession) -> None:
+        self.tracker(session).kernel_restarted()
+
+    async def kernel_closing(self, session: KernelSession) -> None:
+        for task in (session.staleness.watch_task, session.staleness.poll_task):
+            if task is not None:
+                task.cancel()
+        session.staleness.watch_task = session.staleness.poll_task = None
+
+    @staticmethod
+    def _traced(session: KernelSession) -> bool:
+        return session.process.dataflow == "ipyflow" and not session.staleness.untraced
+
+    async def warm_starting(self, session: KernelSession) -> None:
+        """``warm_tracing = false``: run warm-up untraced; those runs carry static analysis only."""
+        if session.process.dataflow == "ipyflow" and not session.config.warm_tracing:
+            await session.process.eval_silent(ipyflow_adapter.tracing_expr(False))
+            session.staleness.untraced = True
+
+    async def warm_finished(self, session: KernelSession) -> None:
+        untraced, session.staleness.untraced = session.staleness.untraced, False
+        if untraced and session.process.alive and not session.closed:
+            await session.process.eval_silent(ipyflow_adapter.tracing_expr(True))
+
+    def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
+        """Probes evaluated right after the cell, in its own execute request."""
+        exprs = {
+            "ipykeep_files": probes.filetrack_collect_expr(),
+            "ipykeep_state": probes.statemon_collect_expr(),
+        }
+        if self._traced(session):
+            exprs["ipykeep_flow"] = ipyflow_adapter.cell_expr(cell.cell_id)
+        if remote_stat.is_remote(session):
+            exprs[remote_stat.STAT_KEY] = remote_stat.cell_stat_expr(session, cell.source)
+        return exprs
+
+    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+        # Closes the file-read window so a scratch execution's reads are not charged to the
+        # next notebook cell (the result is not needed); the namespace diff is its evidence.
+        return {
+            "ipykeep_files": probes.filetrack_collect_expr(),
+            "ipykeep_state": probes.statemon_collect_expr(),
+        }
+
+    async def _probe_result(
+        self, session: KernelSession, ex: Execution, key: str, expr: str
+    ) -> Any:
+        """A probe's value from the execution's reply, or asked for afresh when the cell failed
+        (the kernel evaluates user_expressions only after code that succeeded)."""
+        result = ex.expression_results.get(key)
+        if result is not None:
+            return probes.decode_expression_value(result)
+        return await session.process.eval_silent(expr)
+
+    async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
+        plan_runs.note_cell(session, cell.cell_id, ex)
+        files: tuple[FileStamp, ...] = ()
+        written: tuple[str, ...] = ()
+        dynamic = None
+        observed = None
+        stat = stat_for(session)
+        if session.process.alive:
+            try:
+                reply = await self._probe_result(
+                    session, ex, "ipykeep_files", probes.filetrack_collect_expr()
+                )
+                files = probes.parse_filetrack_end(reply)
+                written = probes.parse_filetrack_written(reply)
+                state = await self._probe_result(
+                    session, ex, "ipykeep_state", probes.statemon_collect_expr()
+                )
+                observed = probes.parse_statemon(state)
+                if self._traced(session):
+                    flow = await self._probe_result(
+                        session, ex, "ipykeep_flow", ipyflow_adapter.cell_expr(cell.cell_id)
+                    )
+                    dynamic = ipyflow_adapter.parse_cell(flow)
+                if remote_stat.is_remote(session):
+                    expr = remote_stat.cell_stat_expr(session, cell.source)
+                    stamps = probes.parse_filetrack_stamps(
+                        await self._probe_result(session, ex, remote_stat.STAT_KEY, expr)
+                    )
+                    stat = remote_stat.KernelStat(
+                        remote_stat.remember(
+                            session, remote_stat.cell_paths(session, cell.source), stamps
+                        )
+                    )
+                    remote_stat.remember(session, (f.path for f in files), files)
+            except (IpykeepError, StalenessError) as exc:
+                log.warning("probe after %s failed: %s", cell.cell_id, exc.message)
+        self.tracker(session).record_cell_run(
+            cell.cell_id,
+            cell.index,
+            cell.source,
+            _OUTCOME.get(ex.state, "failed"),  # type: ignore[arg-type]
+            files_read=files,
+            dynamic=dynamic,
+            stat=stat,
+            files_written=written,
+            observed=observed,
+        )
+        if files and not remote_stat.is_remote(session):
+            self._watch_dirs(session, {str(Path(f.path).parent) for f in files})
+
+    async def after_scratch(
+        self, session: KernelSession, ex: Execution, origin: Origin = "scratch"
+    ) -> None:
+        if ex.state in ("ok", "failed", "interrupted"):
+            observed = None
+            result = ex.expression_results.get("ipykeep_state") if ex.expression_results else None
+            if result is not None:
+                with contextlib.suppress(IpykeepError, StalenessError):
+                    observed = probes.parse_statemon(probes.decode_expression_value(result))
+            self.tracker(session).record_scratch(ex.code, origin, observed=observed)
+
+    def stale_reasons(
+        self, session: KernelSession, snap: NotebookSnapshot
+    ) -> dict[str, list[dict[str, Any]]]:
+        plan = self.plan(session, snap)
+        return {e.cell_id: [r.to_json() for r in e.reasons] for e in plan.stale + plan.blocked}
+
+    def plan(self, session: KernelSession, snap: NotebookSnapshot) -> Plan:
+        return self.tracker(session).plan(notebook_cells(snap), stat_for(session))
+
+    async def _fresh_stat(self, session: KernelSession, snap: NotebookSnapshot):
+        """The stat a plan made now should use: a remote kernel's stamps fetched for it."""
+        if not remote_stat.is_remote(session) or not session.process.alive:
+            return stat_for(session)
+        cells = notebook_cells(snap)
+        return await remote_stat.prefetched(
+            session, lambda stat: self.tracker(session).plan(cells, stat)
+        )
+
+    def _needed_paths(self, session: KernelSession) -> set[str]:
+        """The files a plan of the notebook stats now (what a remote kernel's poll re-stats)."""
+        assert session.notebook is not None
+        probe = remote_stat.KernelStat({})
+        self.tracker(session).plan(notebook_cells(read_notebook(session.notebook)), probe)
+        return probe.missed | set(self.tracker(session).watched)
+
+    # -- RPC methods (registered by the daemon) -----------------------------------------------
+    async def plan_progress(
+        self, kernel_id: str | None = None, notebook: str | None = None
+    ) -> dict[str, Any]:
+        """How far the plan being executed (``run_stale(execute=True)``) has got."""
+        return plan_runs.progress_of(self.engine.session(kernel_id, notebook))
+
+    async def run_stale(
+        self,
+        kernel_id: str | None = None,
+        notebook: str | None = None,
+        execute: bool = False,
+        fresh: bool = False,
+        wait_for_write: bool = True,
+    ) -> RunStaleResult:
+        """The stale plan (read-only); with ``execute`` run it in order on the main shell.
+
+        When a cell fails, the planned cells that depend on it (transitively) are skipped and
+        reported; independent cells still run. With ``fresh`` (and ``execute``) the kernel is
+        restarted and every code cell runs top to bottom instead, as warm-up does. The result
+        carries each planned cell's last measured duration and the plan's estimated cost
+        against that fresh run. ``wait_for_write=False`` replies before the outputs are in the
+        notebook file (``core.writeback``).
+        """
+        if fresh and not execute:
+            raise UsageError(
+                "fresh restarts the kernel and runs every cell: it needs execute",
+                hint="ipykeep run-stale --execute --fresh",
+            )
+        session = (
+            self.engine.live(kernel_id, notebook)
+            if execute
+            else self.engine.session(kernel_id, notebook)
+        )
+        if session.notebook is None:
+            raise UsageError(
+                f"kernel {session.kernel_id} has no notebook",
+                hint="run_stale works on a notebook's kernel",
+            )
+        snap = read_notebook(session.notebook)
+        stat = await self._fresh_stat(session, snap)
+        plan = self.tracker(session).plan(notebook_cells(snap), stat)
+        plan_json = plan.to_json()
+        cost = plan_runs.annotate(session, snap, plan.cell_ids, plan_json)
+        batch = None
+        if fresh:
+            batch = await plan_runs.run_fresh(self.engine, session, snap, wait_for_write)
+        elif execute and plan.stale:
+            deps = {
+                e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id}
+                for e in plan.stale
+            }
+            skipped: set[str] = set()
+
+            cells = notebook_cells(snap)
+            expected = {c.cell_id for c in cells if c.expects_failure}
+            tracker = self.tracker(session)
+            first = plan.stale[0].cell_id
+
+            def skip_if(cell_id: str, failed: set[str]) -> str | None:
+                bad = deps.get(cell_id, set()) & ((failed - expected) | skipped)
+                if bad:
+                    skipped.add(cell_id)
+                    return f"depends on {', '.join(sorted(bad))}, which failed"
+                # The plan was made before anything ran. Re-plan with what the cells above
+                # just did: a reader planned because an edited cell might change its input is
+                # dropped when the kernel saw that input keep its value (a print-only edit).
+                if (
+                    cell_id != first
+                    and cell_id not in tracker.plan(cells, stat_for(session)).cell_ids
+                ):
+                    return "no longer stale: the values it reads kept their value when the cells above re-ran"
+                return None
+
+            await self._forget_changed_modules(session, plan)
+
+            progress = plan_runs.track_progress(session, list(plan.cell_ids))
+            try:
+                batch = await self.engine.run_batch(
+                    session,
+                    snap,
+                    list(plan.cell_ids),
+                    skip_if=skip_if,
+                    progress=progress,
+                    wait_for_write=wait_for_write,
+                )
+            finally:
+                progress.finished = True
+        return RunStaleResult(
+            kernel_id=session.kernel_id,
+            executed=bool(execute),
+            stale=plan_json["stale"],
+            fresh=plan_json["fresh"],
+            blocked=plan_json["blocked"],
+            batch=batch,
+            ok=_batch_ok(batch, snap),
+            notices=session.take_notices(),
+            cost=cost,
+            fresh_run=True if fresh else None,
+        )
+
+    async def _forget_changed_modules(self, session: KernelSession, plan: Plan) -> None:
+        """Local modules whose source changed are dropped from ``sys.modules`` so the cells that
+        import them re-run the new code (as a fresh run would), not the cached module."""
+        paths = sorted(
+            {
+                r.path
+                for e in plan.stale
+                for r in e.reasons
+                if r.kind == "file_changed" and r.path and r.path.endswith(".py")
+            }
+        )
+        if paths and session.process.alive:
+            with contextlib.suppress(IpykeepError):
+                await session.process.eval_silent(probes.forget_modules_expr(paths))
+
+    async def watch_file(
+        self, path: str, kernel_id: str | None = None, notebook: str | None = None
+    ) -> dict[str, Any]:
+        """Register ``path`` as an input of the notebook (a read the detection missed)."""
+        session = self.engine.session(kernel_id, notebook)
+        if remote_stat.is_remote(session):
+            # the path is the kernel's (relative to its working directory), stat'ed there
+            fetched = await remote_stat.fetch(self.engine.live(kernel_id, notebook), [path])
+            found = (fetched or {})[path]
+            self.tracker(session).watch(found.path, found if found.exists else None)
+            return {
+                "kernel_id": session.kernel_id,
+                "path": found.path,
+                "exists": found.exists,
+                "watched": list(self.tracker(session).watched),
+            }
+        p = Path(path).expanduser()
+        if not p.is_absolute():
+            p = (session.cwd / p).resolve()
+        stamp = stat_for(session)(str(p))
+        self.tracker(session).watch(str(p), stamp)
+        self._watch_dirs(session, {str(p.parent)})
+        return {
+            "kernel_id": session.kernel_id,
+            "path": str(p),
+            "exists": stamp is not None,
+            "watched": list(self.tracker(session).watched),
+        }
+
+    # -- watcher -----------------------------------------------------------------------------
+    async def _watch(self, session: KernelSession) -> None:
+        """Notice edits made by others; the notice rides on the next result."""
+        from watchfiles import awatch
+
+        assert session.notebook is not None
+        while not session.closed:
+            dirs = {str(session.notebook.parent)} | set(session.staleness.read_dirs)
+            dirs = {d for d in dirs if os.path.isdir(d)}
+            stop = asyncio.Event()
+            session.staleness.watch_restart = stop
+            try:
+                # ends when _watch_dirs adds a directory: the loop restarts with it
+                async for changes in awatch(
+                    *dirs, recursive=False, debounce=300, step=100, stop_event=stop
+                ):
+                    self._on_changes(session, {Path(p) for _, p in changes})
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a vanished directory, inotify limits…
+                log.info("watcher for %s stopped: %s", session.kernel_id, exc)
+                await asyncio.sleep(2)
+
+    @staticmethod
+    def _watch_dirs(session: KernelSession, dirs: set[str]) -> None:
+        """Add directories of files the notebook depends on; restart the watcher if new."""
+        known = session.staleness.read_dirs
+        if dirs - known:
+            known |= dirs
+            restart = session.staleness.watch_restart
+            if restart is not None:
+                restart.set()
+
+    def _on_changes(self, session: KernelSession, paths: set[Path]) -> None:
+        nb = session.notebook
+        if nb is None:
+            return
+        relevant = []
+        if nb in paths:
+            with contextlib.suppress(OSError):
+                if content_hash(nb.read_bytes()) not in session.own_writes:
+                    relevant.append(nb.name)
+        tracked = session.staleness.read_dirs
+        relevant += sorted(
+            p.name
+            for p in paths
+            if p != nb
+            and str(p.parent) in tracked
+            and p.suffix != ".ipynb"
+            and not p.name.startswith(".")
+        )
+        self._notice(session, relevant)
+
+    def _notice(self, session: KernelSession, relevant: list[str]) -> None:
+        """Leave a notice on the next result: what changed, how many cells are stale now."""
+        nb = session.notebook
+        relevant = [Path(r).name for r in relevant]
+        if nb is None or not relevant:
+            return
+        try:
+            plan = self.plan(session, read_notebook(nb))
+        except IpykeepError:
+            return
+        note = f"changed on disk: {', '.join(relevant[:5])}; {len(plan.stale)} cell(s) stale now (run_stale to see why)"
+        session.notices = [n for n in session.notices if not n.startswith("changed on disk:")] + [
+            note
+        ]
