@@ -66,10 +66,10 @@ def test_modules_stay_small() -> None:
     big = {
         path.relative_to(ROOT).as_posix(): n
         for path in PACKAGE.rglob("*.py")
-        if (n := len(path.read_text("utf-8").splitlines())) > 500
+        if (n := len(path.read_text("utf-8").splitlines())) > 800
     }
     over = {p: n for p, n in big.items() if p not in SIZE_EXEMPT}
-    assert not over, f"modules over 500 lines (split them by job): {over}"
+    assert not over, f"modules over 800 lines (split them by job, not for size alone): {over}"
 
 
 #: the jupyter_client/jupyter_server internals the --serve kernel map once set by hand; adoption
