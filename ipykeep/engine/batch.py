@@ -1,5 +1,5 @@
 """Notebook cells on the main shell: a batch runs cells in order under the scheduler's main
-lock, then hands their outputs to the write-back once (``core.writeback``: written before the
+lock, then hands their outputs to the write-back once (``engine/writeback.py``: written before the
 reply when the caller waits for it, else within ``write_delay_ms``).
 
 A batch stops running cells when the kernel dies, closes, is restarted under it, or a cell is
@@ -25,7 +25,7 @@ from ipykeep.kernel.execution import Execution
 from ipykeep.project.notebook import Cell, NotebookSnapshot, read_notebook
 
 if TYPE_CHECKING:
-    from ipykeep.engine.engine import Engine
+    from ipykeep.engine.runner import ExecutionRunner
 
 log = logging.getLogger("ipykeep.engine")
 
@@ -67,8 +67,10 @@ def _skip(
     skipped.append(SkippedCell(cell_id=cell.cell_id, index=cell.index, reason=reason))
 
 
-async def _run_cell(engine: Engine, session: KernelSession, cell: Cell, ex: Execution) -> None:
-    ex.expressions = {**engine.cell_expressions(session, cell), "ipykeep_warm": WARM_TRACEBACKS}
+async def _run_cell(
+    runner: ExecutionRunner, session: KernelSession, cell: Cell, ex: Execution
+) -> None:
+    ex.expressions = {**runner.cell_expressions(session, cell), "ipykeep_warm": WARM_TRACEBACKS}
     timeout = session.config.cell_timeout or None
     # Shielded: a caller that goes away (cancellation) leaves the execution tracked to its
     # end, so the batch can interrupt it and see it finish.
@@ -77,18 +79,18 @@ async def _run_cell(engine: Engine, session: KernelSession, cell: Cell, ex: Exec
         await asyncio.shield(run)
     except IpykeepError as exc:
         if exc.code == "timeout":
-            await engine.interrupt_execution(session, ex)
+            await runner.interrupt_execution(session, ex)
         ex.finish("failed", note=exc.message)
     session.cell_runs[cell.cell_id] = CellRun(
         ex.handle, cell.source, ex.state, ex.execution_count, cell.index
     )
     archive(session, ex)
-    for observer in engine.observers:
+    for observer in runner.observers:
         await observer.after_cell(session, cell, ex)
 
 
 async def run_batch(
-    engine: Engine,
+    runner: ExecutionRunner,
     session: KernelSession,
     snap: NotebookSnapshot,
     cell_ids: list[str],
@@ -109,7 +111,7 @@ async def run_batch(
     previous: dict[str, CellRun | None] = {}
     for cid in cell_ids:
         cell = by_id[cid]
-        ex = engine.new_execution(session, cell.source, "cell", cell_id=cid)
+        ex = runner.new_execution(session, cell.source, "cell", cell_id=cid)
         previous[cid] = session.cell_runs.get(cid)
         session.cell_runs[cid] = CellRun(ex.handle, cell.source, "queued", None, cell.index)
         planned.append((cell, ex))
@@ -133,7 +135,7 @@ async def run_batch(
                     _skip(session, ex, cell, previous[cell.cell_id], reason, skipped)
                     continue
                 current = ex
-                await _run_cell(engine, session, cell, ex)
+                await _run_cell(runner, session, cell, ex)
                 current = None
                 if ex.state != "ok":
                     failed.add(cell.cell_id)
@@ -151,7 +153,7 @@ async def run_batch(
         # The caller went away (a disconnected client): stop the running cell, run no more.
         if current is not None and not current.finished:
             with contextlib.suppress(BaseException):
-                await asyncio.shield(engine.interrupt_execution(session, current))
+                await asyncio.shield(runner.interrupt_execution(session, current))
         for cell, ex in planned:
             if not ex.finished:
                 _skip(session, ex, cell, previous[cell.cell_id], "the client disconnected", skipped)
@@ -191,31 +193,31 @@ async def run_batch(
 
 
 async def start_warm(
-    engine: Engine, session: KernelSession, snap: NotebookSnapshot, wait: bool
+    runner: ExecutionRunner, session: KernelSession, snap: NotebookSnapshot, wait: bool
 ) -> None:
     """Start warming a kernel that just started (or started again after it died)."""
     if snap.code_cells:
         session.state = "warming"
         session.warm = WarmProgress(done=0, total=len(snap.code_cells))
-        session.warm_task = asyncio.create_task(run_warm(engine, session))
+        session.warm_task = asyncio.create_task(run_warm(runner, session))
         if wait:
             await asyncio.shield(session.warm_task)
 
 
-async def run_warm(engine: Engine, session: KernelSession) -> BatchResult:
+async def run_warm(runner: ExecutionRunner, session: KernelSession) -> BatchResult:
     """Warm-up: every code cell of the notebook, in order, right after the kernel started."""
     try:
         snap = read_notebook(session.notebook)  # type: ignore[arg-type]
-        for observer in engine.observers:
+        for observer in runner.observers:
             await observer.warm_starting(session)
         cell_ids = [c.cell_id for c in snap.code_cells]
-        for observer in engine.observers:  # checkpoints restore what is fresh; the rest runs
+        for observer in runner.observers:  # checkpoints restore what is fresh; the rest runs
             cell_ids = await observer.warm_cells(session, snap, cell_ids)
         if session.warm is not None:
             session.warm.total = len(cell_ids)
-        return await run_batch(engine, session, snap, cell_ids, progress=session.warm)
+        return await run_batch(runner, session, snap, cell_ids, progress=session.warm)
     finally:
-        for observer in engine.observers:
+        for observer in runner.observers:
             with contextlib.suppress(Exception):
                 await observer.warm_finished(session)
         if session.warm:

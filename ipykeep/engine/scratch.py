@@ -16,13 +16,13 @@ from ipykeep.kernel.driver import WARM_TRACEBACKS
 from ipykeep.kernel.execution import Execution
 
 if TYPE_CHECKING:
-    from ipykeep.engine.engine import Engine
+    from ipykeep.engine.runner import ExecutionRunner
 
 log = logging.getLogger("ipykeep.engine")
 
 
 async def submit(
-    engine: Engine, session: KernelSession, code: str, request_id: str | None
+    runner: ExecutionRunner, session: KernelSession, code: str, request_id: str | None
 ) -> Execution:
     """Create the execution and start it in the background (on a subshell if the main shell is taken)."""
     if not session.process.alive:
@@ -39,14 +39,16 @@ async def submit(
                 f"kernel {session.kernel_id} is saturated: {len(session.running())} executions running or queued",
                 hint="wait for running work to finish (read_cell), or interrupt it, then retry",
             )
-    ex = engine.new_execution(session, code, "scratch", request_id=request_id)
+    ex = runner.new_execution(session, code, "scratch", request_id=request_id)
     if request_id:
         session.request_ids[request_id] = (code, ex.handle)
-    session.scheduler.spawn(_run(engine, session, ex, subshell))
+    session.scheduler.spawn(_run(runner, session, ex, subshell))
     return ex
 
 
-async def _run(engine: Engine, session: KernelSession, ex: Execution, subshell: str | None) -> None:
+async def _run(
+    runner: ExecutionRunner, session: KernelSession, ex: Execution, subshell: str | None
+) -> None:
     scheduler = session.scheduler
     try:
         if subshell is not None:
@@ -66,7 +68,7 @@ async def _run(engine: Engine, session: KernelSession, ex: Execution, subshell: 
             try:
                 async with scheduler.main_lock:
                     scheduler.queued -= 1
-                    ex.expressions = engine.scratch_expressions(session)
+                    ex.expressions = runner.scratch_expressions(session)
                     if "import" in ex.code:
                         ex.expressions["ipykeep_warm"] = WARM_TRACEBACKS
                     await session.process.run(ex)
@@ -82,6 +84,6 @@ async def _run(engine: Engine, session: KernelSession, ex: Execution, subshell: 
         ex.finish("lost", note=f"internal error: {exc}")
     session.touch()
     archive(session, ex)
-    for observer in engine.observers:
+    for observer in runner.observers:
         with contextlib.suppress(Exception):
             await observer.after_scratch(session, ex)
