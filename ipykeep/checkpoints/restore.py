@@ -22,6 +22,7 @@ from ipykeep.engine.session import CellRun, KernelSession
 from ipykeep.project.notebook import NotebookSnapshot
 from ipykeep.staleness import StalenessTracker, probes
 from ipykeep.staleness.service import notebook_cells, stat_for
+from ipykeep.staleness.state import staleness_of
 
 #: runs notebook cells in the kernel (the engine's batch); True when every one succeeded
 RunCells = Callable[[list[str]], Awaitable[bool]]
@@ -134,7 +135,7 @@ async def restore_lost(
         # to the same object is then no change (its readers stay fresh)
         with contextlib.suppress(IpykeepError):
             await session.process.eval_silent(probes.statemon_collect_expr())
-    tracker = session.staleness.tracker
+    tracker = staleness_of(session).tracker
     planning.replay(tracker, survivors)
     index = {c.cell_id: c.index for c in cells}
     for cp in survivors:

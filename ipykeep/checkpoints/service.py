@@ -5,7 +5,7 @@ A ``SessionObserver`` (``kernel_started``, ``after_cell``, ``kernel_restarted``,
 ``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``, ``namespace_notes``)
 with three RPC methods (``checkpoint``, ``restore``, ``checkpoints``) that the composition root
 lists. It is attached after the staleness service: it reads the staleness tracker's record of
-the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` it keeps by kernel id.
+the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` in the session's feature states.
 
 When restore happens: on ``start`` of a notebook that has cell checkpoints — a new kernel after
 ``stop``, after the daemon was killed or the machine rebooted, or the same kernel id when its
@@ -60,6 +60,7 @@ from ipykeep.kernel.execution import Execution
 from ipykeep.project.notebook import Cell, NotebookSnapshot
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import Observed
+from ipykeep.staleness.state import staleness_of
 
 COLLECT_EVERY = 25
 
@@ -71,11 +72,10 @@ class CheckpointService(SessionObserver):
         self.engine = engine
         self.store = CheckpointStore(engine.paths.state)
         #: kernel id -> what checkpoints do in that kernel (kept after close: status reads it)
-        self.kernels: dict[str, KernelCheckpoints] = {}
 
     # -- per-kernel state --------------------------------------------------------------------
     def state(self, session: KernelSession) -> KernelCheckpoints:
-        return self.kernels.setdefault(session.kernel_id, KernelCheckpoints())
+        return session.features.of(KernelCheckpoints)
 
     def _scope(self, session: KernelSession) -> Path:
         """Checkpoints are kept per notebook (scratch kernels: per working directory)."""
@@ -206,7 +206,7 @@ class CheckpointService(SessionObserver):
             return
         path = self.store.cell_manifest_path(session.notebook, cell.cell_id)
         observed = self._observed(ex)
-        tracker = session.staleness.tracker
+        tracker = staleness_of(session).tracker
         if ex.state != "ok" or observed is None or tracker is None:
             # the last checkpoint no longer describes this cell's values
             with contextlib.suppress(OSError):
@@ -429,7 +429,7 @@ class CheckpointService(SessionObserver):
                 f"checkpoint {name!r} was not written within {budget:g} s",
                 hint="retry; see `ipykeep status`",
             )
-        tracker = session.staleness.tracker
+        tracker = staleness_of(session).tracker
         with contextlib.suppress(
             Exception
         ):  # a tracker that cannot be copied: rollback records a change instead
@@ -523,11 +523,11 @@ class CheckpointService(SessionObserver):
             and saved[1] is not None
             and not failed
         ):
-            session.staleness.tracker = copy.deepcopy(saved[1])
+            staleness_of(session).tracker = copy.deepcopy(saved[1])
             session.cell_runs.clear()
             session.cell_runs.update(saved[2])
         else:
-            tracker = session.staleness.tracker
+            tracker = staleness_of(session).tracker
             if tracker is not None:
                 tracker.record_scratch(
                     f"# restore checkpoint {name}",

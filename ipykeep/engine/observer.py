@@ -1,9 +1,9 @@
 """What the engine tells its collaborators about a kernel's life, in a fixed order.
 
 ``SessionObserver`` is a no-op base class: a collaborator overrides the events it cares about.
-The engine calls its observers in the order it was given them (the daemon composes
-staleness, then inspection, then serving), so staleness records a cell before anything that
-reads the record. The events:
+The engine calls its observers in the order it was given them: the composition root declares
+that order once, as data (``daemon/composition.py``'s ``OBSERVER_ORDER``), so staleness
+records a cell before anything that reads the record. The events:
 
 * ``kernel_started`` / ``kernel_restarted``: a new kernel process is up (install probes).
 * ``warm_starting`` / ``warm_finished``: around the warm-up batch.

@@ -1,9 +1,9 @@
-"""One kernel as the engine owns it: its process and archive, its scheduler, and the typed state
-each collaborator keeps about it (staleness, plan measurements, hosting).
+"""One kernel as the engine owns it: its process and archive, its scheduler, its cell records,
+and a typed slot for each feature's own per-kernel state.
 
-Every piece of per-kernel state has a named, typed field here; collaborators read and write
-their own part (``session.staleness`` belongs to the staleness service, ``session.hosting`` to
-the serving service) and reach the rest through the engine's public methods.
+The engine's state has named, typed fields here. A feature's state is a dataclass of the
+feature's package, reached as ``session.features.of(StateClass)``: one pattern for every
+feature, and no import from the engine into a feature.
 """
 
 from __future__ import annotations
@@ -13,16 +13,34 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 from ipykeep.api.records import WarmProgress
 from ipykeep.engine.archive import KernelArchive
 from ipykeep.kernel.driver import KernelProcess
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.config import Config
-from ipykeep.staleness import StalenessTracker
 
 SessionState = Literal["starting", "warming", "idle", "dead"]
+FeatureState = TypeVar("FeatureState")
+
+
+class FeatureStates:
+    """Each feature's own state about one kernel, keyed by the feature's state class.
+
+    A feature (staleness, checkpoints, serving) declares a dataclass for what it keeps per
+    kernel and reaches it with ``session.features.of(ThatClass)``, made on first use; the
+    session knows none of those classes, so the engine imports no feature.
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[type[Any], Any] = {}
+
+    def of(self, kind: type[FeatureState]) -> FeatureState:
+        part = self._parts.get(kind)
+        if part is None:
+            part = self._parts[kind] = kind()
+        return cast(FeatureState, part)
 
 
 @dataclass
@@ -54,55 +72,12 @@ class Scheduler:
 
 
 @dataclass
-class StalenessState:
-    """The staleness service's part: the tracker and the directory watcher."""
-
-    tracker: StalenessTracker = field(default_factory=StalenessTracker)
-    watch_task: asyncio.Task[Any] | None = None
-    #: a remote kernel's stat poll (``core/remote_stat.py``), in place of watched directories
-    poll_task: asyncio.Task[Any] | None = None
-    #: set to restart the watcher with a directory it does not watch yet
-    watch_restart: asyncio.Event | None = None
-    #: directories of the files cells read (watched besides the notebook's directory)
-    read_dirs: set[str] = field(default_factory=set)
-    #: a remote kernel's file stamps as last stat'ed through it, by the path asked for
-    remote_stamps: dict[str, Any] = field(default_factory=dict)
-    #: warm-up runs untraced under ipyflow (``warm_tracing = false``)
-    untraced: bool = False
-
-
-@dataclass(frozen=True)
-class PlanProgress:
-    """The batch being executed by ``run_stale`` (``plan_progress`` reads it)."""
-
-    progress: WarmProgress
-    cell_ids: tuple[str, ...]
-    #: the durations the remaining-time estimate uses
-    durations: dict[str, float]
-    started: float
-
-
-@dataclass
-class PlanMeasurements:
-    """What running the notebook costs in this kernel (see ``core.plan_runs``)."""
-
-    #: seconds the last kernel start took, probes included
-    restart_s: float | None = None
-    #: each cell's duration in the last top-to-bottom run from a new kernel
-    fresh_durations: dict[str, float] = field(default_factory=dict)
-    #: a ``run_stale(fresh=True)`` batch is running
-    fresh_run: bool = False
-    progress: PlanProgress | None = None
-
-
-@dataclass
 class HostingState:
-    """The serving service's part: what a Jupyter server shows of this kernel."""
+    """Whether a Jupyter server shows this kernel (the serving service sets it): idle expiry
+    spares a hosted kernel, and the kernel's record carries its URL."""
 
     served_url: str | None = None
     published: bool = False
-    #: executions other clients (a browser) run, by the msg_id of their request
-    browser_runs: dict[str, Execution] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -143,9 +118,8 @@ class KernelSession:
     warm_task: asyncio.Task[Any] | None = None
     #: content hashes of the notebook as ipykeep wrote it (the watcher ignores those)
     own_writes: set[str] = field(default_factory=set)
-    staleness: StalenessState = field(default_factory=StalenessState)
-    plan: PlanMeasurements = field(default_factory=PlanMeasurements)
     hosting: HostingState = field(default_factory=HostingState)
+    features: FeatureStates = field(default_factory=FeatureStates)
     writes: WriteBackState = field(default_factory=WriteBackState)
 
     def touch(self) -> None:

@@ -10,7 +10,7 @@ cell; the time budget (``inspect_timeout``) is enforced inside the kernel.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ipykeep.api.errors import IpykeepError, KernelBusyError, UnknownNameError, UsageError
@@ -41,18 +41,19 @@ def _shared_errors() -> Iterator[None]:
 
 
 class InspectionService(SessionObserver):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self, engine: Engine, defining_cells: Callable[[KernelSession], dict[str, str]]
+    ) -> None:
         self.engine = engine
+        #: name -> the cell that last defined it; staleness knows, handed over by the composition
+        #: root so inspection imports no other feature
+        self._cell_of = defining_cells
 
     async def kernel_started(self, session: KernelSession) -> None:
         await session.process.eval_silent(probe.install_expression(), decode=False)
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         await self.kernel_started(session)
-
-    @staticmethod
-    def _cell_of(session: KernelSession) -> dict[str, str]:
-        return session.staleness.tracker.last_writers()
 
     async def _call(self, session: KernelSession, expression: str) -> str:
         budget = session.config.inspect_timeout

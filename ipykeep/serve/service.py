@@ -18,7 +18,7 @@ import asyncio
 import importlib.util
 import logging
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -53,6 +53,13 @@ class Hosting:
     #: API path of the published copy (relative to the project root), when published
     published_path: str | None = None
     captions: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class BrowserRuns:
+    """Executions other clients of a served kernel (a browser) run, by their request's msg_id."""
+
+    by_msg_id: dict[str, Execution] = field(default_factory=dict)
 
 
 def require_serve_extra(command: str) -> None:
@@ -159,14 +166,14 @@ class ServeService(SessionObserver):
     async def kernel_closing(self, session: KernelSession) -> None:
         session.hosting.served_url = None
         session.hosting.published = False
-        session.hosting.browser_runs.clear()
+        session.features.of(BrowserRuns).by_msg_id.clear()
         async with self._lock:
             if self.hosting.pop(session.kernel_id, None) is not None:
                 await self._apply()
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         # A new process and connection file: the server re-adopts it under the same id.
-        session.hosting.browser_runs.clear()
+        session.features.of(BrowserRuns).by_msg_id.clear()
         async with self._lock:
             if session.kernel_id in self.hosting:
                 await self._apply()
@@ -191,7 +198,7 @@ class ServeService(SessionObserver):
         parent = (msg.get("parent_header") or {}).get("msg_id")
         if not parent:
             return
-        runs = session.hosting.browser_runs
+        runs = session.features.of(BrowserRuns).by_msg_id
         mtype = msg["header"]["msg_type"]
         ex = runs.get(parent)
         if ex is None:

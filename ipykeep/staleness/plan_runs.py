@@ -1,7 +1,7 @@
 """What running a notebook's cells costs, as measured in one kernel: the plan's cost fields,
 ``run_stale(execute=True, fresh=True)`` and progress while a plan runs.
 
-Measurements live in the session's ``plan`` (``PlanMeasurements``): the last kernel start,
+Measurements live in the kernel's ``PlanMeasurements`` (``staleness/state.py``): the last kernel start,
 probes included (``restart_s``), each cell's duration in the last top-to-bottom run from a new
 kernel (warm-up or a fresh run, ``fresh_durations``) and the batch being executed
 (``progress``). The staleness service calls in here; the decision itself is
@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipykeep.api.records import BatchResult, WarmProgress
-from ipykeep.engine.session import KernelSession, PlanProgress
+from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.notebook import NotebookSnapshot
 from ipykeep.staleness import plan_cost
+from ipykeep.staleness.state import RunningPlan, measurements_of
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -28,13 +29,15 @@ FRESH_REASON = "run-stale --fresh"
 
 def note_started(session: KernelSession) -> None:
     """At kernel start (session created just before): what a fresh run pays before its first cell."""
-    session.plan.restart_s = time.time() - session.created_at
+    measurements_of(session).restart_s = time.time() - session.created_at
 
 
 def note_cell(session: KernelSession, cell_id: str, ex: Execution) -> None:
     """After a notebook cell: remember its duration when it ran as part of a fresh run."""
-    if (session.state == "warming" or session.plan.fresh_run) and ex.duration is not None:
-        session.plan.fresh_durations[cell_id] = ex.duration
+    if (
+        session.state == "warming" or measurements_of(session).fresh_run
+    ) and ex.duration is not None:
+        measurements_of(session).fresh_durations[cell_id] = ex.duration
 
 
 def last_durations(session: KernelSession) -> dict[str, float]:
@@ -62,8 +65,8 @@ def annotate(
         planned,
         [c.cell_id for c in snap.code_cells],
         last,
-        session.plan.fresh_durations,
-        session.plan.restart_s,
+        measurements_of(session).fresh_durations,
+        measurements_of(session).restart_s,
     )
     return cost.to_json()
 
@@ -72,7 +75,7 @@ async def run_fresh(
     engine: Engine, session: KernelSession, snap: NotebookSnapshot, wait_for_write: bool = True
 ) -> BatchResult:
     """Restart the kernel and run every code cell in order (warm-up's path, measured)."""
-    plan = session.plan
+    plan = measurements_of(session)
     expected = {**plan.fresh_durations, **last_durations(session)}
     ids = [c.cell_id for c in snap.code_cells]
     progress = track_progress(session, ids, expected)  # from the restart on: 0/N while it lasts
@@ -103,14 +106,16 @@ def track_progress(
     ``finished`` when the batch ends."""
     progress = WarmProgress(done=0, total=len(ids))
     expected = last_durations(session) if durations is None else durations
-    session.plan.progress = PlanProgress(progress, tuple(ids), expected, time.monotonic())
+    measurements_of(session).progress = RunningPlan(
+        progress, tuple(ids), expected, time.monotonic()
+    )
     return progress
 
 
 def progress_of(session: KernelSession) -> dict[str, Any]:
     """Cells done of the batch being executed, the one running, and the seconds left by the
     cells' last measured durations (absent when one was never measured)."""
-    tracked = session.plan.progress
+    tracked = measurements_of(session).progress
     if tracked is None:
         return {"kernel_id": session.kernel_id, "done": 0, "total": 0, "finished": True}
     progress = tracked.progress

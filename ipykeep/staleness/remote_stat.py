@@ -24,6 +24,7 @@ from ipykeep.api.errors import IpykeepError
 from ipykeep.staleness import FileStamp, probes
 from ipykeep.staleness.analysis import analyze_source
 from ipykeep.staleness.errors import StalenessError
+from ipykeep.staleness.state import staleness_of
 
 if TYPE_CHECKING:
     from ipykeep.engine.session import KernelSession
@@ -60,13 +61,13 @@ def remember(
     fresh: dict[str, FileStamp] = {}
     for path, stamp in zip(asked, stamps):
         fresh[path] = fresh[stamp.path] = stamp
-    session.staleness.remote_stamps.update(fresh)
+    staleness_of(session).remote_stamps.update(fresh)
     return fresh
 
 
 def cached(session: KernelSession) -> KernelStat:
     """The stamps last fetched, for the synchronous views."""
-    return KernelStat(session.staleness.remote_stamps)
+    return KernelStat(staleness_of(session).remote_stamps)
 
 
 def _main_busy(session: KernelSession) -> bool:
@@ -120,7 +121,9 @@ def cell_paths(session: KernelSession, source: str) -> list[str]:
     """What a cell run stamps besides its reads: its path literals and the watched files."""
     analysis = analyze_source(source)
     return sorted(
-        set(analysis.paths) | set(analysis.written_paths) | set(session.staleness.tracker.watched)
+        set(analysis.paths)
+        | set(analysis.written_paths)
+        | set(staleness_of(session).tracker.watched)
     )
 
 
@@ -141,7 +144,7 @@ async def poll(
             continue
         try:
             paths = needed()
-            before = {p: session.staleness.remote_stamps.get(p) for p in paths}
+            before = {p: staleness_of(session).remote_stamps.get(p) for p in paths}
             fresh = await fetch(session, paths, may_wait=False)
         except (IpykeepError, StalenessError) as exc:
             log.info("remote stat poll for %s failed: %s", session.kernel_id, exc.message)

@@ -42,6 +42,7 @@ from ipykeep.staleness._inkernel.filetrack import (
     listing_stamp,  # the one rule, shared with the kernel
 )
 from ipykeep.staleness.errors import StalenessError
+from ipykeep.staleness.state import staleness_of
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -97,7 +98,12 @@ class StalenessService(SessionObserver):
 
     @staticmethod
     def tracker(session: KernelSession) -> StalenessTracker:
-        return session.staleness.tracker
+        return staleness_of(session).tracker
+
+    @staticmethod
+    def defining_cells(session: KernelSession) -> dict[str, str]:
+        """Each name the notebook defines -> the cell that last defined it in this kernel."""
+        return staleness_of(session).tracker.last_writers()
 
     async def _install_probes(self, session: KernelSession) -> None:
         proc = session.process
@@ -120,9 +126,9 @@ class StalenessService(SessionObserver):
         plan_runs.note_started(session)
         await self._install_probes(session)
         if session.notebook is not None:
-            session.staleness.watch_task = asyncio.create_task(self._watch(session))
-            if remote_stat.is_remote(session) and session.staleness.poll_task is None:
-                session.staleness.poll_task = asyncio.create_task(
+            staleness_of(session).watch_task = asyncio.create_task(self._watch(session))
+            if remote_stat.is_remote(session) and staleness_of(session).poll_task is None:
+                staleness_of(session).poll_task = asyncio.create_task(
                     remote_stat.poll(
                         session,
                         lambda: self._needed_paths(session),
@@ -138,23 +144,23 @@ class StalenessService(SessionObserver):
         self.tracker(session).kernel_restarted()
 
     async def kernel_closing(self, session: KernelSession) -> None:
-        for task in (session.staleness.watch_task, session.staleness.poll_task):
+        for task in (staleness_of(session).watch_task, staleness_of(session).poll_task):
             if task is not None:
                 task.cancel()
-        session.staleness.watch_task = session.staleness.poll_task = None
+        staleness_of(session).watch_task = staleness_of(session).poll_task = None
 
     @staticmethod
     def _traced(session: KernelSession) -> bool:
-        return session.process.dataflow == "ipyflow" and not session.staleness.untraced
+        return session.process.dataflow == "ipyflow" and not staleness_of(session).untraced
 
     async def warm_starting(self, session: KernelSession) -> None:
         """``warm_tracing = false``: run warm-up untraced; those runs carry static analysis only."""
         if session.process.dataflow == "ipyflow" and not session.config.warm_tracing:
             await session.process.eval_silent(ipyflow_adapter.tracing_expr(False))
-            session.staleness.untraced = True
+            staleness_of(session).untraced = True
 
     async def warm_finished(self, session: KernelSession) -> None:
-        untraced, session.staleness.untraced = session.staleness.untraced, False
+        untraced, staleness_of(session).untraced = staleness_of(session).untraced, False
         if untraced and session.process.alive and not session.closed:
             await session.process.eval_silent(ipyflow_adapter.tracing_expr(True))
 
@@ -426,10 +432,10 @@ class StalenessService(SessionObserver):
 
         assert session.notebook is not None
         while not session.closed:
-            dirs = {str(session.notebook.parent)} | set(session.staleness.read_dirs)
+            dirs = {str(session.notebook.parent)} | set(staleness_of(session).read_dirs)
             dirs = {d for d in dirs if os.path.isdir(d)}
             stop = asyncio.Event()
-            session.staleness.watch_restart = stop
+            staleness_of(session).watch_restart = stop
             try:
                 # ends when _watch_dirs adds a directory: the loop restarts with it
                 async for changes in awatch(
@@ -445,10 +451,10 @@ class StalenessService(SessionObserver):
     @staticmethod
     def _watch_dirs(session: KernelSession, dirs: set[str]) -> None:
         """Add directories of files the notebook depends on; restart the watcher if new."""
-        known = session.staleness.read_dirs
+        known = staleness_of(session).read_dirs
         if dirs - known:
             known |= dirs
-            restart = session.staleness.watch_restart
+            restart = staleness_of(session).watch_restart
             if restart is not None:
                 restart.set()
 
@@ -461,7 +467,7 @@ class StalenessService(SessionObserver):
             with contextlib.suppress(OSError):
                 if content_hash(nb.read_bytes()) not in session.own_writes:
                     relevant.append(nb.name)
-        tracked = session.staleness.read_dirs
+        tracked = staleness_of(session).read_dirs
         relevant += sorted(
             p.name
             for p in paths

@@ -8,7 +8,7 @@ import pytest
 
 from ipykeep.api import names
 from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.daemon.composition import compose, compose_for_daemon
+from ipykeep.daemon.composition import OBSERVER_ORDER, compose, compose_for_daemon
 from ipykeep.daemon.server import Daemon
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.inspection.service import InspectionService
@@ -38,6 +38,21 @@ def test_observers_are_attached_once_in_order(tmp_path: Path) -> None:
     assert all(isinstance(o, SessionObserver) for o in comp.engine.observers)
     with pytest.raises(RuntimeError, match="already attached"):
         comp.engine.attach(SessionObserver())
+
+
+def test_observer_order_is_declared_once_and_every_reader_comes_after_what_it_reads(
+    tmp_path: Path,
+) -> None:
+    comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
+    names_in_order = [slot.name for slot in OBSERVER_ORDER]
+    assert set(names_in_order) == set(comp.services()), "every service has one slot"
+    assert len(names_in_order) == len(set(names_in_order))
+    services = comp.services()
+    assert comp.engine.observers == tuple(services[n] for n in names_in_order)
+    for position, slot in enumerate(OBSERVER_ORDER):
+        assert slot.why, f"{slot.name}: say why it stands where it does"
+        for read in slot.reads:
+            assert names_in_order.index(read) < position, f"{slot.name} reads {read} first"
 
 
 def test_service_methods_map_to_their_services(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from ipykeep.engine.engine import Engine
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
+from ipykeep.staleness.state import staleness_of
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
@@ -111,7 +112,7 @@ async def test_a_slow_numpy_import_cell_is_cheap_and_so_are_its_fast_readers(
     )
     await nb.start()
     session = engine.kernels[nb.kernel_id]
-    assert "<numpy.random>" in session.staleness.tracker.last_writers()  # the import made it
+    assert "<numpy.random>" in staleness_of(session).tracker.last_writers()  # the import made it
     listing = await service(engine).checkpoints(kernel_id=nb.kernel_id)
     by_id = {c.cell_id: c for c in listing.cells}
     assert by_id["imp"].cheap and by_id["use"].cheap, by_id
