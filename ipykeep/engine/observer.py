@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ipykeep.kernel.execution import Execution
     from ipykeep.project.notebook import Cell, NotebookSnapshot
 
-Origin = Literal["scratch", "browser"]
+ScratchOrigin = Literal["scratch", "browser"]
 
 
 class SessionObserver:
@@ -58,7 +58,7 @@ class SessionObserver:
         return None
 
     async def after_scratch(
-        self, session: KernelSession, ex: Execution, origin: Origin = "scratch"
+        self, session: KernelSession, ex: Execution, origin: ScratchOrigin = "scratch"
     ) -> None:
         return None
 

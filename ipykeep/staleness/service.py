@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ipykeep.api.errors import IpykeepError, UsageError
 from ipykeep.api.records import BatchResult, RunStaleResult
-from ipykeep.engine.observer import Origin, SessionObserver
+from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.notebook import Cell, NotebookSnapshot, content_hash, read_notebook
@@ -245,7 +245,7 @@ class StalenessService(SessionObserver):
             self._watch_dirs(session, {str(Path(f.path).parent) for f in files})
 
     async def after_scratch(
-        self, session: KernelSession, ex: Execution, origin: Origin = "scratch"
+        self, session: KernelSession, ex: Execution, origin: ScratchOrigin = "scratch"
     ) -> None:
         if ex.state in ("ok", "failed", "interrupted"):
             observed = None
