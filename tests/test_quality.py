@@ -24,6 +24,11 @@ def test_ruff_finds_nothing() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_the_tree_is_formatted() -> None:
+    done = _run("ruff", "format", "--check", "--no-cache", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_mypy_is_clean_on_the_package() -> None:
     done = _run("mypy", "--no-error-summary")
     assert done.returncode == 0, done.stdout + done.stderr
