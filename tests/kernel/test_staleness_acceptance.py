@@ -5,7 +5,7 @@ notebook, edits the notebook or its files on disk as an agent would, and checks 
 exact cells, their reason kinds and evidence. It then executes the plan, checks that exactly
 those cells ran, that the plan is empty afterwards, and that the kernel's values equal those of
 a fresh top-to-bottom run of the notebook as it is on disk (run in a separate interpreter on a
-copy of the data files). The criterion is the README's "Staleness" section.
+copy of the data files). The criterion is in docs/staleness.md.
 """
 
 from __future__ import annotations
