@@ -7,7 +7,7 @@
 - ``kernels``, ``execution``, ``staleness``, ``inspection``, ``serve``: the declarations.
 - ``methods``: all of them, by name.
 
-The daemon dispatches through ``Binding``s of these methods (``core.daemon.method_table``),
+The daemon dispatches through ``Binding``s of these methods (``ipykeep.daemon.server.method_table``),
 the client sends their names and params, the MCP catalog maps each tool onto one of them and
 the CLI calls them by name: ``grep names.EXECUTE`` finds every hop of an ``execute`` call.
 

@@ -13,7 +13,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ipykeep.api import inspection as inspection_api
 from ipykeep.api.errors import IpykeepError, KernelBusyError, UnknownNameError, UsageError
+from ipykeep.api.spec import Bindings, bind
 from ipykeep.api.summaries import NamespaceListing, Summary
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
@@ -109,3 +111,10 @@ class InspectionService(SessionObserver):
         for observer in self.engine.observers:  # checkpoints: what is saved, and its size
             listing.notes.extend(observer.namespace_notes(session))
         return listing
+
+    def bindings(self) -> Bindings:
+        """The daemon methods this service serves, each bound to its declaration."""
+        return (
+            bind(inspection_api.INSPECT, self.inspect),
+            bind(inspection_api.NAMESPACE, self.namespace),
+        )
