@@ -2,9 +2,9 @@
 
 Every request carries the daemon's token in a top-level ``token`` member, compared in
 constant time; a request without it or with a wrong one is refused (and logged without the
-token). The server dispatches through an explicit table of ``api.spec.Binding``s (built in
-``ipykeep.daemon.server.method_table``): a method name maps to its declared ``Method`` and the callable
-serving it. Params are validated with the method's params model (a wrong type or an unknown
+token). The server dispatches through an explicit table of ``api.spec.Binding``s (built by
+``ipykeep.daemon.server.method_table``): a method name maps to its declared ``Method`` and the
+callable serving it. Params are validated with the method's params model (a wrong type or an unknown
 argument is a ``bad_argument`` error naming the field, never ``internal``), the callable gets
 the model's fields as keyword arguments, and its result is sent as the declared result type's
 JSON. Errors travel as the error envelope and are rebuilt on the client side as the same error
