@@ -7,9 +7,9 @@
 - ``kernels``, ``execution``, ``staleness``, ``inspection``, ``serve``: the declarations.
 - ``methods``: all of them, by name.
 
-The daemon dispatches through ``Binding``s of these methods (``ipykeep.daemon.server.method_table``),
-the client sends their names and params, the MCP catalog maps each tool onto one of them and
-the CLI calls them by name: ``grep names.EXECUTE`` finds every hop of an ``execute`` call.
+The daemon dispatches through ``Binding``s of these methods (each service lists its own; the
+daemon's ``method_table`` gathers them), the client sends their names and params, the MCP
+catalog derives each tool from one of them and the CLI calls them by name: ``grep names.EXECUTE`` finds every hop of an ``execute`` call.
 
 Nothing is imported here so that ``ipykeep.api.names`` and ``ipykeep.api.error_codes`` stay cheap.
 """
