@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -10,6 +10,9 @@ from ipykeep.api import error_codes as e
 from ipykeep.api import names
 from ipykeep.api.records import DaemonInfo, KernelRecord, Record, StatusRecord
 from ipykeep.api.spec import KernelParams, Method, Params, PathArg
+
+#: The wire protocol every daemon request and answer follows.
+PROTOCOL: Final = "JSON-RPC 2.0"
 
 #: Errors of a call that names a kernel (by id or notebook) that may not exist.
 KERNEL_LOOKUP = (e.UNKNOWN_KERNEL,)
@@ -49,6 +52,13 @@ class WaitWarmParams(KernelParams):
     timeout: float = Field(default=0.5, ge=0, le=600)
 
 
+class VersionInfo(Record):
+    version: str
+    protocol: str
+    #: The Python the daemon runs on (kernels may run another).
+    python: str
+
+
 class ShutdownResult(Record):
     stopping: bool
     pid: int
@@ -56,6 +66,13 @@ class ShutdownResult(Record):
 
 PING: Method[NoParams, DaemonInfo] = Method(
     names.PING, NoParams, DaemonInfo, (), "The daemon's pid, version and project."
+)
+VERSION: Method[NoParams, VersionInfo] = Method(
+    names.VERSION,
+    NoParams,
+    VersionInfo,
+    (),
+    "The daemon's version, wire protocol and Python.",
 )
 STATUS: Method[StatusParams, StatusRecord] = Method(
     names.STATUS,

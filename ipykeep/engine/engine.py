@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import platform
 import time
 from collections.abc import Callable
 from typing import Any
@@ -615,10 +616,16 @@ class Engine:
     async def read_artifact(self, uri: str) -> Artifact:
         return Artifact.model_validate(read_artifact(self.paths.state, uri))
 
+    async def version(self) -> kernels_api.VersionInfo:
+        return kernels_api.VersionInfo(
+            version=__version__, protocol=kernels_api.PROTOCOL, python=platform.python_version()
+        )
+
     def bindings(self) -> Bindings:
         """The daemon methods the engine serves, each bound to its declaration."""
         return (
             bind(kernels_api.PING, self.ping),
+            bind(kernels_api.VERSION, self.version),
             bind(kernels_api.STATUS, self.status),
             bind(kernels_api.LIST_KERNELS, self.list_kernels),
             bind(kernels_api.CREATE_KERNEL, self.create_kernel),
