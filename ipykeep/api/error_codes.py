@@ -83,7 +83,7 @@ ANY_CALL: Final = (BAD_ARGUMENT, UNAUTHORIZED, INTERNAL)
 
 @cache
 def error_class(code: str) -> type[IpykeepError]:
-    """The class registered for ``code`` (``IpykeepError``, code ``internal``, for an unknown one)."""
+    """The class registered for ``code`` (an unknown code: ``IpykeepError``, code ``internal``)."""
     module, _, name = ERROR_CLASSES.get(code, ERROR_CLASSES[INTERNAL]).partition(":")
     cls: type[IpykeepError] = getattr(importlib.import_module(module), name)
     return cls

@@ -1,11 +1,40 @@
-"""The error hierarchy shared by the engine, the daemon, the CLI and the MCP server.
+"""The one error tree of ipykeep: the engine, the daemon, the CLI and the MCP server raise these.
 
 Every error carries a stable ``code`` (used in the MCP error envelope and mapped to a CLI exit
 code), a message that says what happened and where, a ``hint`` that says what to do next, and
 whether retrying the same call may succeed. Errors cross the daemon's RPC boundary as their
 envelope and are rebuilt on the client side with the same class (looked up by code in the
-registry ``ipykeep.api.error_codes``, which lists every class here and in the other layers), so a
-caller can catch ``UnknownCellError`` whether it runs in-process or talks to a daemon.
+registry ``ipykeep.api.error_codes``), so a caller can catch ``UnknownCellError`` whether it
+runs in-process or talks to a daemon. Packages raise these classes as they are (the staleness
+and inspection packages name some of them in their own ``errors`` modules); none converts one
+error into another. The tree (a test pins it)::
+
+    IpykeepError                              internal
+    ├── UsageError                            bad_argument
+    ├── ConfigError                           config_invalid
+    ├── DaemonUnreachableError                daemon_unreachable
+    ├── AuthError                             unauthorized
+    ├── NotebookInvalidError                  notebook_invalid
+    ├── NotebookWriteError                    notebook_write_failed
+    ├── NotebookConflictError                 notebook_conflict
+    ├── UnknownCellError                      unknown_cell
+    ├── UnknownKernelError                    unknown_kernel
+    ├── UnknownNameError                      unknown_name
+    ├── KernelStartError                      kernel_start_failed
+    │   ├── RemoteAuthError                   remote_auth_failed
+    │   └── RemoteUnreachableError            remote_unreachable
+    ├── ProbeFailedError                      probe_failed
+    ├── KernelDiedError                       kernel_died
+    ├── ExecutionTimeoutError                 timeout
+    ├── ExecutionLostError                    execution_lost
+    ├── KernelBusyError                       kernel_busy
+    ├── RemoteNotSupportedError               not_supported
+    ├── MissingExtraError                     missing_extra
+    ├── CheckpointError (checkpoints.store)   checkpoint_error
+    │   ├── TamperedCheckpointError           checkpoint_tampered
+    │   └── UnknownCheckpointError            unknown_checkpoint
+    ├── ServeError (serve.errors)             serve_failed
+    └── TunnelError (serve.errors)            tunnel_failed
 """
 
 from __future__ import annotations
@@ -114,7 +143,7 @@ class RemoteUnreachableError(KernelStartError):
 
 
 class ProbeFailedError(IpykeepError):
-    """An in-kernel probe failed (the staleness package's ``ProbeError`` at the engine's boundary)."""
+    """An in-kernel probe failed or answered something unreadable (staleness: ``ProbeError``)."""
 
     code = "probe_failed"
     exit_code = 1

@@ -23,7 +23,7 @@ class ExecuteParams(KernelParams):
     #: Milliseconds to wait before returning a running execution (None: until it finishes).
     yield_time_ms: int | None = Field(default=None, ge=0)
     #: Idempotency key: the same key with the same code returns the first execution.
-    request_id: str | None = None
+    request_id: str | None = Field(default=None, description="idempotency key")
     #: Whose output cursor advances (each MCP session has its own).
     reader: str = "default"
 
@@ -31,12 +31,16 @@ class ExecuteParams(KernelParams):
 class ReadExecutionParams(KernelParams):
     handle: str = Field(description=HANDLE)
     yield_time_ms: int = Field(default=0, ge=0)
-    cursor: int | None = Field(default=None, ge=0)
+    cursor: int | None = Field(
+        default=None, ge=0, description="output offset >= 0; default: where you last read"
+    )
     reader: str = "default"
 
 
 class InterruptParams(KernelParams):
-    handle: str | None = Field(default=None, description=HANDLE + "; default: what runs")
+    handle: str | None = Field(
+        default=None, description="execution handle to stop; default: what runs"
+    )
 
 
 class RunCellsParams(KernelParams):
@@ -91,28 +95,28 @@ INTERRUPT: Method[InterruptParams, InterruptResult] = Method(
     InterruptParams,
     InterruptResult,
     KERNEL_LOOKUP + (e.UNKNOWN_CELL, e.KERNEL_START_FAILED),
-    "Interrupt running code (kill and restart the kernel if it ignores SIGINT).",
+    "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).",
 )
 RUN_CELLS: Method[RunCellsParams, BatchResult] = Method(
     names.RUN_CELLS,
     RunCellsParams,
     BatchResult,
     RUNS + (e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED),
-    "Run notebook cells in the given order, with their source on disk now.",
+    "Run notebook cells, in order, with their source on disk now.",
 )
 LIST_CELLS: Method[KernelParams, CellsRecord] = Method(
     names.LIST_CELLS,
     KernelParams,
     CellsRecord,
     KERNEL_LOOKUP + (e.NOTEBOOK_INVALID,),
-    "Notebook cells with their state, and recent scratch executions.",
+    "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.",
 )
 MARKDOWN: Method[MarkdownParams, MarkdownResult] = Method(
     names.MARKDOWN,
     MarkdownParams,
     MarkdownResult,
     KERNEL_LOOKUP,
-    "Append a Markdown note to the kernel's record.",
+    "Append a Markdown note to the kernel's archival record.",
 )
 READ_ARTIFACT: Method[ReadArtifactParams, Artifact] = Method(
     names.READ_ARTIFACT,

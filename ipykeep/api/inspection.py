@@ -22,12 +22,12 @@ INSPECT: Method[InspectParams, Summary] = Method(
     InspectParams,
     Summary,
     _PROBES + (e.UNKNOWN_NAME,),
-    "A typed, bounded summary of a live variable.",
+    "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.",
 )
 NAMESPACE: Method[KernelParams, NamespaceListing] = Method(
     names.NAMESPACE,
     KernelParams,
     NamespaceListing,
     _PROBES,
-    "Every user variable with type, size and defining cell.",
+    "Variables in the kernel, with type, size and the cell that defined them.",
 )

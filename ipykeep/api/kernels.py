@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -10,6 +10,9 @@ from ipykeep.api import error_codes as e
 from ipykeep.api import names
 from ipykeep.api.records import DaemonInfo, KernelRecord, Record, StatusRecord
 from ipykeep.api.spec import KernelParams, Method, Params, PathArg
+
+#: The wire protocol every daemon request and answer follows.
+PROTOCOL: Final = "JSON-RPC 2.0"
 
 #: Errors of a call that names a kernel (by id or notebook) that may not exist.
 KERNEL_LOOKUP = (e.UNKNOWN_KERNEL,)
@@ -27,19 +30,33 @@ class CreateKernelParams(Params):
     notebook: PathArg | None = Field(
         default=None, description=".ipynb to bind (none: a scratch kernel)"
     )
-    cwd: PathArg | None = Field(default=None, description="working directory of a scratch kernel")
-    python: PathArg | None = Field(default=None, description="interpreter that runs the kernel")
-    warm: bool = True
+    cwd: PathArg | None = Field(
+        default=None,
+        description="working dir for a scratch kernel,"
+        " or ssh://[user@]host/path for a kernel over SSH",
+    )
+    #: Run the kernel behind this Jupyter Server / Kernel Gateway URL (token from the environment).
+    gateway: str | None = Field(
+        default=None,
+        description="run the kernel on this Jupyter server / gateway URL (http(s)://…)",
+    )
+    python: PathArg | None = Field(default=None, description="interpreter (default: configured)")
+    warm: bool = Field(default=True, description="run the notebook's cells now (default true)")
     write_outputs: bool | None = None
     dataflow: Literal["ipyflow", "static"] | None = None
     #: Wait for the warm-up to finish (False: return at once; poll ``wait_warm``).
     wait: bool = True
-    #: Run the kernel behind this Jupyter Server / Kernel Gateway URL (token from the environment).
-    gateway: str | None = None
 
 
 class WaitWarmParams(KernelParams):
     timeout: float = Field(default=0.5, ge=0, le=600)
+
+
+class VersionInfo(Record):
+    version: str
+    protocol: str
+    #: The Python the daemon runs on (kernels may run another).
+    python: str
 
 
 class ShutdownResult(Record):
@@ -50,6 +67,13 @@ class ShutdownResult(Record):
 PING: Method[NoParams, DaemonInfo] = Method(
     names.PING, NoParams, DaemonInfo, (), "The daemon's pid, version and project."
 )
+VERSION: Method[NoParams, VersionInfo] = Method(
+    names.VERSION,
+    NoParams,
+    VersionInfo,
+    (),
+    "The daemon's version, wire protocol and Python.",
+)
 STATUS: Method[StatusParams, StatusRecord] = Method(
     names.STATUS,
     StatusParams,
@@ -58,7 +82,11 @@ STATUS: Method[StatusParams, StatusRecord] = Method(
     "Kernels with per-cell state.",
 )
 LIST_KERNELS: Method[NoParams, list[KernelRecord]] = Method(
-    names.LIST_KERNELS, NoParams, list[KernelRecord], (), "Kernels that are not closed."
+    names.LIST_KERNELS,
+    NoParams,
+    list[KernelRecord],
+    (),
+    "Running kernels: state, notebook, cwd, stale cells, running executions.",
 )
 CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
     names.CREATE_KERNEL,
@@ -73,7 +101,7 @@ CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
         e.REMOTE_AUTH_FAILED,
         e.REMOTE_UNREACHABLE,
     ),
-    "Start a kernel (bound to a notebook if given), or return the one already bound.",
+    "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
 )
 WAIT_WARM: Method[WaitWarmParams, KernelRecord] = Method(
     names.WAIT_WARM,
@@ -83,14 +111,19 @@ WAIT_WARM: Method[WaitWarmParams, KernelRecord] = Method(
     "Wait up to timeout s for warm-up; the record has its progress.",
 )
 CLOSE_KERNEL: Method[KernelParams, KernelRecord] = Method(
-    names.CLOSE_KERNEL, KernelParams, KernelRecord, KERNEL_LOOKUP, "Shut a kernel down."
+    names.CLOSE_KERNEL,
+    KernelParams,
+    KernelRecord,
+    KERNEL_LOOKUP,
+    "Shut a kernel down (its variables are lost).",
 )
 RESTART: Method[KernelParams, KernelRecord] = Method(
     names.RESTART,
     KernelParams,
     KernelRecord,
     KERNEL_LOOKUP + (e.KERNEL_START_FAILED,),
-    "Restart a kernel in place: same id, fresh state.",
+    "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then"
+    " run_stale lists what must re-run.",
 )
 SHUTDOWN: Method[NoParams, ShutdownResult] = Method(
     names.SHUTDOWN,

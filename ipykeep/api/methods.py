@@ -1,10 +1,16 @@
-"""Every declared daemon method, by name: what the daemon serves and clients may call."""
+"""Every declared daemon method, by name: what the daemon serves and clients may call.
+
+``ALL`` is gathered from the declaring modules, so a new method is declared in one of them and
+nowhere else here; the older ones are re-exported by name for their callers (``api.EXECUTE``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any, Final
 
+from ipykeep.api import checkpoints, execution, inspection, kernels, serve, staleness
 from ipykeep.api.checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
 from ipykeep.api.execution import (
     EXECUTE,
@@ -61,33 +67,18 @@ __all__ = [
     "CHECKPOINTS",
 ]
 
-ALL: Final[tuple[Method[Any, Any], ...]] = (
-    PING,
-    STATUS,
-    LIST_KERNELS,
-    CREATE_KERNEL,
-    WAIT_WARM,
-    CLOSE_KERNEL,
-    RESTART,
-    SHUTDOWN,
-    EXECUTE,
-    READ_EXECUTION,
-    INTERRUPT,
-    RUN_CELLS,
-    LIST_CELLS,
-    MARKDOWN,
-    READ_ARTIFACT,
-    RUN_STALE,
-    PLAN_PROGRESS,
-    WATCH_FILE,
-    INSPECT,
-    NAMESPACE,
-    SERVE,
-    UNSERVE,
-    PUBLISH,
-    CHECKPOINT,
-    RESTORE,
-    CHECKPOINTS,
+#: The modules that declare methods: every ``Method`` in them is served and callable.
+DECLARING: Final[tuple[ModuleType, ...]] = (
+    kernels,
+    execution,
+    staleness,
+    inspection,
+    serve,
+    checkpoints,
+)
+
+ALL: Final[tuple[Method[Any, Any], ...]] = tuple(
+    value for module in DECLARING for value in vars(module).values() if isinstance(value, Method)
 )
 
 BY_NAME: Final[Mapping[str, Method[Any, Any]]] = {m.name: m for m in ALL}

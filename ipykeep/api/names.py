@@ -10,6 +10,7 @@ from typing import Final
 
 # daemon and kernels
 PING: Final = "ping"
+VERSION: Final = "version"
 STATUS: Final = "status"
 LIST_KERNELS: Final = "list_kernels"
 CREATE_KERNEL: Final = "create_kernel"
@@ -44,6 +45,7 @@ CHECKPOINTS: Final = "checkpoints"
 ALL: Final = frozenset(
     {
         PING,
+        VERSION,
         STATUS,
         LIST_KERNELS,
         CREATE_KERNEL,

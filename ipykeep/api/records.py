@@ -115,7 +115,8 @@ class BatchResult(Record):
     results: list[ExecutionRecord] = Field(default_factory=list)
     skipped: list[SkippedCell] = Field(default_factory=list)
     write: WriteResult | None = None
-    #: why the batch stopped before its end: kernel_died, kernel_closed, kernel_restarted or interrupted
+    #: why the batch stopped before its end: kernel_died, kernel_closed, kernel_restarted or
+    #: interrupted
     stopped: str | None = None
     notices: list[str] | None = None
 

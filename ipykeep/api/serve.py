@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from ipykeep.api import error_codes as e
 from ipykeep.api import names
 from ipykeep.api.kernels import KERNEL_LOOKUP
@@ -11,9 +13,13 @@ from ipykeep.api.spec import KernelParams, Method
 
 class PublishParams(KernelParams):
     #: cell id or 0-based index -> caption to highlight
-    cells: dict[str, str] | None = None
-    #: a public cloudflared quick tunnel instead of a local URL
-    tunnel: bool = False
+    cells: dict[str, str] | None = Field(
+        default=None, description="cell id or index -> caption to highlight"
+    )
+    tunnel: bool = Field(
+        default=False,
+        description="public cloudflared quick tunnel instead of a local URL (default false)",
+    )
 
 
 class PublishResult(Record):
@@ -43,5 +49,6 @@ PUBLISH: Method[PublishParams, PublishResult] = Method(
     PublishParams,
     PublishResult,
     _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
-    "A live, token-protected view of the kernel's notebook with cells captioned.",
+    "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells"
+    " highlighted; returns the URL.",
 )

@@ -133,8 +133,20 @@ class Method(Generic[P, R]):
         return result
 
 
+class Served:
+    """A declared method and what serves it, whatever their types: what a table holds.
+
+    Not generic on purpose: a ``bind(...)`` written where a ``Served`` is expected gives the
+    type checker no types to take from the context, so it checks the handler's result type
+    against the method's declared one (a ``Binding[Any, Any]`` context would accept anything).
+    """
+
+    method: Method[Any, Any]
+    handler: Callable[..., Any]
+
+
 @dataclass(frozen=True)
-class Binding(Generic[P, R]):
+class Binding(Served, Generic[P, R]):
     """A method bound to the callable that serves it: called with the params' fields as
     keyword arguments, returning the result (or an awaitable of it)."""
 
@@ -142,7 +154,12 @@ class Binding(Generic[P, R]):
     handler: Callable[..., Awaitable[R]] | Callable[..., R]
 
 
+#: The methods one service serves (each service's ``bindings()`` returns them).
+Bindings = tuple[Served, ...]
+
+
 def bind(
     method: Method[P, R], handler: Callable[..., Awaitable[R]] | Callable[..., R]
 ) -> Binding[P, R]:
+    """``method`` served by ``handler`` (the type checker holds its result to the declaration)."""
     return Binding(method, handler)

@@ -13,10 +13,13 @@ from ipykeep.api.spec import KernelParams, Method, PathArg
 
 
 class RunStaleParams(KernelParams):
-    #: Run the plan (False: only show it).
-    execute: bool = False
+    execute: bool = Field(default=False, description="run the plan (default false: only show it)")
     #: With ``execute``: restart the kernel and run every code cell instead.
-    fresh: bool = False
+    fresh: bool = Field(
+        default=False,
+        description="with execute: restart the kernel and run every cell instead (default false;"
+        " the plan's cost says when that is cheaper)",
+    )
     #: With ``execute``: reply once the outputs are in the notebook file (False: written within
     #: ``write_delay_ms`` after the reply; the MCP tools pass False).
     wait_for_write: bool = True
@@ -53,7 +56,7 @@ RUN_STALE: Method[RunStaleParams, RunStaleResult] = Method(
     RunStaleParams,
     RunStaleResult,
     RUNS + (e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED, e.PROBE_FAILED),
-    "The cells that must re-run after edits, with reasons; execute runs them in order.",
+    "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
 )
 PLAN_PROGRESS: Method[KernelParams, PlanProgress] = Method(
     names.PLAN_PROGRESS,
@@ -67,5 +70,5 @@ WATCH_FILE: Method[WatchFileParams, WatchResult] = Method(
     WatchFileParams,
     WatchResult,
     KERNEL_LOOKUP,
-    "Register a file as an input of the notebook.",
+    "Track a file as an input: cells reading it go stale when it changes.",
 )

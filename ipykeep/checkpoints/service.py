@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ipykeep.api import checkpoints as checkpoints_api
 from ipykeep.api.checkpoints import (
     CellCheckpointInfo,
     CheckpointListing,
@@ -32,6 +33,7 @@ from ipykeep.api.checkpoints import (
     RollbackResult,
 )
 from ipykeep.api.errors import IpykeepError, KernelBusyError
+from ipykeep.api.spec import Bindings, bind
 from ipykeep.checkpoints import cost, planning, remote
 from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import restore_lost
@@ -585,4 +587,12 @@ class CheckpointService(SessionObserver):
             ],
             store_bytes=await asyncio.to_thread(self.store.usage),
             last_restore=st.last_restore,
+        )
+
+    def bindings(self) -> Bindings:
+        """The daemon methods this service serves, each bound to its declaration."""
+        return (
+            bind(checkpoints_api.CHECKPOINT, self.checkpoint),
+            bind(checkpoints_api.RESTORE, self.restore),
+            bind(checkpoints_api.CHECKPOINTS, self.checkpoints),
         )

@@ -1,17 +1,16 @@
-"""The composition root: builds the engine and its collaborators, in the order they observe.
+"""The composition root: builds the engine and its services, and collects what they serve.
 
 Nothing is discovered or installed by magic: the daemon (and in-process users such as tests
 and benchmarks) call ``compose``, which attaches the feature services to the engine as
-observers in the order ``OBSERVER_ORDER`` declares, and ``rpc_methods`` lists every service
-method the daemon serves beside the engine's own.
+observers in the order ``OBSERVER_ORDER`` declares; ``bindings`` gathers the declared methods
+each of them serves, bound to the callables that serve them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from ipykeep.api.spec import Bindings
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
@@ -68,21 +67,15 @@ class Composition:
             "serve": self.serve,
         }
 
-    def rpc_methods(self) -> dict[str, Callable[..., Any]]:
-        """Daemon methods served by the collaborators (RPC name -> bound method)."""
-        return {
-            "run_stale": self.staleness.run_stale,
-            "watch_file": self.staleness.watch_file,
-            "plan_progress": self.staleness.plan_progress,
-            "inspect": self.inspection.inspect,
-            "namespace": self.inspection.namespace,
-            "serve": self.serve.serve,
-            "unserve": self.serve.unserve,
-            "publish": self.serve.publish,
-            "checkpoint": self.checkpoints.checkpoint,
-            "restore": self.checkpoints.restore,
-            "checkpoints": self.checkpoints.checkpoints,
-        }
+    def bindings(self) -> Bindings:
+        """Every method the engine and its services serve (the daemon adds its own)."""
+        return (
+            *self.engine.bindings(),
+            *self.staleness.bindings(),
+            *self.inspection.bindings(),
+            *self.serve.bindings(),
+            *self.checkpoints.bindings(),
+        )
 
 
 def compose(paths: ProjectPaths, config: Config) -> Composition:
@@ -100,9 +93,8 @@ def compose(paths: ProjectPaths, config: Config) -> Composition:
     return composition
 
 
-def compose_for_daemon(
-    paths: ProjectPaths, config: Config
-) -> tuple[Engine, dict[str, Callable[..., Any]]]:
-    """What ``core.daemon.Daemon`` needs: the engine and the extra RPC methods."""
+def compose_for_daemon(paths: ProjectPaths, config: Config) -> tuple[Engine, Bindings]:
+    """What ``ipykeep.daemon.server.Daemon`` needs: the engine and what it and its services
+    serve."""
     composition = compose(paths, config)
-    return composition.engine, composition.rpc_methods()
+    return composition.engine, composition.bindings()

@@ -2,9 +2,9 @@
 
 Every request carries the daemon's token in a top-level ``token`` member, compared in
 constant time; a request without it or with a wrong one is refused (and logged without the
-token). The server dispatches through an explicit table of ``api.spec.Binding``s (built in
-``core.daemon.method_table``): a method name maps to its declared ``Method`` and the callable
-serving it. Params are validated with the method's params model (a wrong type or an unknown
+token). The server dispatches through an explicit table of ``api.spec.Binding``s (built by
+``ipykeep.daemon.server.method_table``): a method name maps to its declared ``Method`` and the
+callable serving it. Params are validated with the method's params model (a wrong type or an unknown
 argument is a ``bad_argument`` error naming the field, never ``internal``), the callable gets
 the model's fields as keyword arguments, and its result is sent as the declared result type's
 JSON. Errors travel as the error envelope and are rebuilt on the client side as the same error
@@ -27,7 +27,7 @@ from ipykeep.api.errors import AuthError, IpykeepError, UsageError
 from ipykeep.client.wire import MAX_LINE
 
 if TYPE_CHECKING:
-    from ipykeep.api.spec import Binding
+    from ipykeep.api.spec import Served
 
 log = logging.getLogger("ipykeep.rpc")
 
@@ -44,7 +44,7 @@ _TOKEN_HEAD = re.compile(rb'\A\s*\{\s*"token"\s*:\s*"([^"\\]*)"')
 class RpcServer:
     """Serves ``methods`` (name -> binding) to token-holding clients."""
 
-    def __init__(self, methods: Mapping[str, Binding[Any, Any]], token: str) -> None:
+    def __init__(self, methods: Mapping[str, Served], token: str) -> None:
         for name, binding in methods.items():
             check_binding(name, binding)
         self.methods = dict(methods)
@@ -214,7 +214,7 @@ class RpcServer:
             }
 
 
-def check_binding(name: str, binding: Binding[Any, Any]) -> None:
+def check_binding(name: str, binding: Served) -> None:
     """Refuse a table whose callable cannot take its method's params (caught at start-up, not
     on the first call): every field must be a parameter, every required parameter a field."""
     if binding.method.name != name:

@@ -18,11 +18,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import platform
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ipykeep import __version__
+from ipykeep.api import execution as execution_api
+from ipykeep.api import kernels as kernels_api
 from ipykeep.api.errors import (
     IpykeepError,
     KernelStartError,
@@ -30,6 +33,7 @@ from ipykeep.api.errors import (
     UnknownKernelError,
     UsageError,
 )
+from ipykeep.api.execution import Artifact, MarkdownResult
 from ipykeep.api.records import (
     BatchResult,
     CellsRecord,
@@ -42,6 +46,7 @@ from ipykeep.api.records import (
     StatusRecord,
     WarmProgress,
 )
+from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine import batch, scratch, writeback
 from ipykeep.engine.archive import KernelArchive
 from ipykeep.engine.counters import IdCounters
@@ -601,14 +606,37 @@ class Engine:
 
     async def markdown(
         self, source: str, kernel_id: str | None = None, notebook: str | None = None
-    ) -> dict[str, Any]:
+    ) -> MarkdownResult:
         session = self.session(kernel_id, notebook)
         session.archive.append_markdown(source)
-        return {
-            "kernel_id": session.kernel_id,
-            "appended": True,
-            "record": str(session.archive.record),
-        }
+        return MarkdownResult(
+            kernel_id=session.kernel_id, appended=True, record=str(session.archive.record)
+        )
 
-    async def read_artifact(self, uri: str) -> dict[str, Any]:
-        return read_artifact(self.paths.state, uri)
+    async def read_artifact(self, uri: str) -> Artifact:
+        return Artifact.model_validate(read_artifact(self.paths.state, uri))
+
+    async def version(self) -> kernels_api.VersionInfo:
+        return kernels_api.VersionInfo(
+            version=__version__, protocol=kernels_api.PROTOCOL, python=platform.python_version()
+        )
+
+    def bindings(self) -> Bindings:
+        """The daemon methods the engine serves, each bound to its declaration."""
+        return (
+            bind(kernels_api.PING, self.ping),
+            bind(kernels_api.VERSION, self.version),
+            bind(kernels_api.STATUS, self.status),
+            bind(kernels_api.LIST_KERNELS, self.list_kernels),
+            bind(kernels_api.CREATE_KERNEL, self.create_kernel),
+            bind(kernels_api.WAIT_WARM, self.wait_warm),
+            bind(kernels_api.CLOSE_KERNEL, self.close_kernel),
+            bind(kernels_api.RESTART, self.restart),
+            bind(execution_api.EXECUTE, self.execute),
+            bind(execution_api.READ_EXECUTION, self.read_execution),
+            bind(execution_api.INTERRUPT, self.interrupt),
+            bind(execution_api.RUN_CELLS, self.run_cells),
+            bind(execution_api.LIST_CELLS, self.list_cells),
+            bind(execution_api.MARKDOWN, self.markdown),
+            bind(execution_api.READ_ARTIFACT, self.read_artifact),
+        )

@@ -1,39 +1,16 @@
-"""Errors of the inspection protocol, owned here so the package stands alone.
+"""The names the inspection package raises its errors under: the shared classes themselves.
 
-Each carries the ``code`` of the error envelope the engine answers with (the engine's
-inspection service turns them into the shared error classes at its boundary), a message and a
-hint saying what to do.
+They are the ``ipykeep.api.errors`` classes (not subclasses: each error code has one class,
+which the client rebuilds over RPC), so an inspection error reaches the caller as it was raised.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from ipykeep.api.errors import IpykeepError, UnknownNameError, UsageError
 
-
-class InspectionError(Exception):
-    """The kernel's answer could not be read (a bug or a stale in-kernel module)."""
-
-    code: ClassVar[str] = "internal"
-
-    def __init__(
-        self, message: str, *, hint: str = "", details: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.details = details or {}
-
-    def __str__(self) -> str:
-        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
-
-
-class UnknownVariableError(InspectionError):
-    """No such variable (``details`` carries ``name`` and close ``matches``)."""
-
-    code = "unknown_name"
-
-
-class BadPathError(InspectionError):
-    """Not a name, attribute or constant-key path."""
-
-    code = "bad_argument"
+#: The kernel's answer could not be read (a bug or a stale in-kernel module): ``internal``.
+InspectionError = IpykeepError
+#: No such variable (``details`` carries ``name`` and close ``matches``).
+UnknownVariableError = UnknownNameError
+#: Not a name, attribute or constant-key path.
+BadPathError = UsageError

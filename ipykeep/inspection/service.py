@@ -9,35 +9,19 @@ cell; the time budget (``inspect_timeout``) is enforced inside the kernel.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ipykeep.api.errors import IpykeepError, KernelBusyError, UnknownNameError, UsageError
+from ipykeep.api import inspection as inspection_api
+from ipykeep.api.errors import KernelBusyError
+from ipykeep.api.spec import Bindings, bind
 from ipykeep.api.summaries import NamespaceListing, Summary
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.inspection import probe
-from ipykeep.inspection.errors import InspectionError
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
-
-
-_SHARED: dict[str, type[IpykeepError]] = {
-    "unknown_name": UnknownNameError,
-    "bad_argument": UsageError,
-}
-
-
-@contextlib.contextmanager
-def _shared_errors() -> Iterator[None]:
-    """The inspection package's errors as the shared classes the RPC envelope carries."""
-    try:
-        yield
-    except InspectionError as exc:
-        cls = _SHARED.get(exc.code, IpykeepError)
-        raise cls(exc.message, hint=exc.hint, details=exc.details or None) from None
 
 
 class InspectionService(SessionObserver):
@@ -94,8 +78,7 @@ class InspectionService(SessionObserver):
             self._cell_of(session),
         )
         text = await self._call(session, expr)
-        with _shared_errors():
-            return probe.parse_inspect_reply(text)
+        return probe.parse_inspect_reply(text)
 
     async def namespace(
         self, kernel_id: str | None = None, notebook: str | None = None
@@ -105,8 +88,14 @@ class InspectionService(SessionObserver):
         session.touch()
         expr = probe.namespace_expression(session.config.inspect_timeout, self._cell_of(session))
         text = await self._call(session, expr)
-        with _shared_errors():
-            listing = probe.parse_namespace_reply(text)
+        listing = probe.parse_namespace_reply(text)
         for observer in self.engine.observers:  # checkpoints: what is saved, and its size
             listing.notes.extend(observer.namespace_notes(session))
         return listing
+
+    def bindings(self) -> Bindings:
+        """The daemon methods this service serves, each bound to its declaration."""
+        return (
+            bind(inspection_api.INSPECT, self.inspect),
+            bind(inspection_api.NAMESPACE, self.namespace),
+        )

@@ -1,23 +1,32 @@
-"""The MCP tool catalog: names, terse descriptions, argument models, and the daemon method each maps to.
+"""The MCP tool catalog: each tool derived from the daemon method it calls, and how it differs.
 
-Each tool names its daemon method by its ``ipykeep.api.names`` constant; ``ToolSpec.method`` is
-that method's declaration (``api.methods``, loaded on the first call: its models cost the
-handshake time). The tool's arguments become the method's params model (``engine_params``),
-which the daemon's ``Binding`` of the same declaration serves (``core.daemon.method_table``). An execution is
-named by its ``handle`` (``c12``) here as everywhere; ``cell_id`` always means a notebook cell.
+A tool names its daemon method by its ``ipykeep.api.names`` constant; ``ToolSpec.method`` is
+that method's declaration (``api.methods``, loaded on first use: its models cost the handshake
+time). The tool's description, arguments and result kind come from that declaration: the
+description is the method's ``doc``, the arguments are the method's params (same names, types,
+constraints and descriptions), the result kind follows the declared result type. Where a tool
+deliberately differs (terser wording for the agent, fewer arguments, a stricter range), the
+difference is declared once, on the tool. Rules that hold for every tool are declared once here:
+a tool names its kernel by id, always (no ``notebook`` lookup), and the server supplies the
+arguments that are its own (``SERVER_SUPPLIED``).
 
-Arguments are validated with pydantic (so a bad call gets the usual error envelope, not a
-protocol error) and the published input schemas are derived from the same models, stripped of
-titles and ``null`` branches: every byte of ``tools/list`` is paid for by the agent on every
-turn. No output schemas are published; results are described in ``results.py``.
+An execution is named by its ``handle`` (``c12``) here as everywhere; ``cell_id`` always means a
+notebook cell. Arguments are validated once, with the tool's model (so a bad call gets the usual
+error envelope, not a protocol error); the params built from them are not validated again. The
+published input schemas are derived from the same models, stripped of titles and ``null``
+branches: every byte of ``tools/list`` is paid for by the agent on every turn. No output
+schemas are published; results are described in ``results.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
 
 from ipykeep.api import names
 
@@ -29,122 +38,28 @@ ResultKind = Literal[
     "kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"
 ]
 
-KernelId = Field(description="e.g. k1")
+#: Params the server fills in itself: whose output cursor advances (each MCP session has its
+#: own), and whether to wait for the notebook write (agents read outputs from the result).
+SERVER_SUPPLIED = frozenset({"reader", "wait_for_write"})
+
+#: Every tool names its kernel by id (agents hold ids; ``notebook`` lookup is for people).
+KERNEL_ID: Override = (str, Field(description="e.g. k1"))
+
+#: An argument replacing the method's param of the same name: (annotation, ``Field(...)``).
+Override = tuple[Any, Any]
 
 
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CreateKernelArgs(Args):
-    notebook: str | None = Field(None, description=".ipynb to bind (relative to the project)")
-    cwd: str | None = Field(
-        None,
-        description="working dir for a scratch kernel, or ssh://[user@]host/path for a kernel over SSH",
-    )
-    gateway: str | None = Field(
-        None, description="run the kernel on this Jupyter server / gateway URL (http(s)://…)"
-    )
-    python: str | None = Field(None, description="interpreter (default: configured)")
-    warm: bool = Field(True, description="run the notebook's cells now (default true)")
-
-
-class NoArgs(Args):
-    pass
-
-
-class KernelArgs(Args):
-    kernel_id: str = KernelId
-
-
-class IpythonArgs(Args):
-    kernel_id: str = KernelId
-    code: str
-    yield_time_ms: int = Field(
-        5000,
-        ge=0,
-        le=30000,
-        description="ms to wait, 0-30000, default 5000; 0 returns the handle at once",
-    )
-    request_id: str | None = Field(None, description="idempotency key")
-
-
 #: ``cell_id`` is still accepted for the handle (it was the argument's old name); only
 #: ``handle`` is published in the schema.
 _HANDLE_ALIASES = AliasChoices("handle", "cell_id")
 
-
-class ReadCellArgs(Args):
-    kernel_id: str = KernelId
-    handle: str = Field(description="execution handle, e.g. c12", validation_alias=_HANDLE_ALIASES)
-    yield_time_ms: int = Field(
-        0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0"
-    )
-    cursor: int | None = Field(
-        None, ge=0, description="output offset >= 0; default: where you last read"
-    )
-
-
-class InterruptArgs(Args):
-    kernel_id: str = KernelId
-    handle: str | None = Field(
-        None,
-        description="execution handle to stop; default: what runs",
-        validation_alias=_HANDLE_ALIASES,
-    )
-
-
-class MarkdownArgs(Args):
-    kernel_id: str = KernelId
-    source: str
-
-
-class RunStaleArgs(Args):
-    kernel_id: str = KernelId
-    execute: bool = Field(False, description="run the plan (default false: only show it)")
-    fresh: bool = Field(
-        False,
-        description="with execute: restart the kernel and run every cell instead (default false; the plan's cost says when that is cheaper)",
-    )
-
-
-class RunCellsArgs(Args):
-    kernel_id: str = KernelId
-    cells: list[str | int] = Field(
-        min_length=1, description="cell ids or 0-based indexes (at least one), run in this order"
-    )
-
-
-class InspectArgs(Args):
-    kernel_id: str = KernelId
-    name: str = Field(description="variable or expression, e.g. df or df['a']")
-
-
-class WatchFileArgs(Args):
-    kernel_id: str = KernelId
-    path: str = Field(
-        description="file (relative to the kernel's cwd) whose changes make its readers stale"
-    )
-
-
-class PublishArgs(Args):
-    kernel_id: str = KernelId
-    cells: dict[str, str] | None = Field(
-        None, description="cell id or index -> caption to highlight"
-    )
-    tunnel: bool = Field(
-        False, description="public cloudflared quick tunnel instead of a local URL (default false)"
-    )
-
-
-class CheckpointArgs(Args):
-    kernel_id: str = KernelId
-    name: str | None = Field(None, description="name (default: a timestamp)")
-
-
-class RestoreArgs(Args):
-    kernel_id: str = KernelId
-    name: str = Field(description="a name given to checkpoint")
+#: A run_cells entry: a cell id, or a 0-based index as a JSON number (sent on as a string,
+#: as the method's ``CellRef`` takes it).
+_CellArg = Annotated[str | int, AfterValidator(str)]
 
 
 @dataclass(frozen=True)
@@ -167,14 +82,21 @@ RUNS_CODE = Hints(read_only=False, destructive=True, idempotent=False, open_worl
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """One MCP tool: its name, title and hints, and only where it differs from its method."""
+
     name: str
     title: str
-    description: str
-    args: type[Args]
     #: The daemon method it calls (an ``api.names`` constant).
     method_name: str
-    kind: ResultKind
     hints: Hints
+    #: The description clients see, when it is not the method's ``doc``.
+    about: str | None = None
+    #: Params of the method the tool does not take (they keep their declared defaults).
+    omit: tuple[str, ...] = ()
+    #: Arguments that differ from the method's param of the same name.
+    overrides: Mapping[str, Override] = field(default_factory=dict)
+    #: Other names an argument is still accepted under (not published).
+    aliases: Mapping[str, AliasChoices] = field(default_factory=dict)
     #: Whether this call may start the daemon (only one that creates a kernel should).
     starts_daemon: bool = False
     #: Whether the call reports progress while it works (long runs, warm-up).
@@ -191,100 +113,150 @@ class ToolSpec:
 
         return METHODS[self.method_name]
 
+    @property
+    def description(self) -> str:
+        return self.about if self.about is not None else self.method.doc
+
+    @property
+    def kind(self) -> ResultKind:
+        return result_kind(self.method.result)
+
+    @cached_property
+    def args(self) -> type[Args]:
+        """The tool's arguments: the method's params, less what the tool and the server leave
+        out, with the tool's overrides and aliases."""
+        params = self.method.params.model_fields
+        fields: dict[str, Any] = {}
+        for name, info in params.items():
+            if name in SERVER_SUPPLIED or name in self.omit:
+                continue
+            if name == "notebook" and "kernel_id" in params:
+                continue
+            if name in self.overrides:
+                fields[name] = self.overrides[name]
+            elif name == "kernel_id":
+                fields[name] = KERNEL_ID
+            elif name in self.aliases:
+                aliased = FieldInfo.merge_field_infos(info, validation_alias=self.aliases[name])
+                fields[name] = (info.annotation, aliased)
+            else:
+                fields[name] = (info.annotation, info)
+        unknown = (set(self.omit) | set(self.overrides) | set(self.aliases)) - set(params)
+        if unknown:
+            raise ValueError(f"tool {self.name}: {sorted(unknown)} are not params of its method")
+        model_name = "".join(part.title() for part in self.name.split("_")) + "Args"
+        model: type[Args] = create_model(model_name, __base__=Args, **fields)
+        return model
+
+
+def result_kind(result: Any) -> ResultKind:
+    """How a method's declared result type is rendered (``json``: its compact JSON as is)."""
+    from ipykeep.api.records import (
+        BatchResult,
+        CellsRecord,
+        ExecutionRecord,
+        InterruptResult,
+        KernelRecord,
+        RunStaleResult,
+    )
+
+    kinds: dict[Any, ResultKind] = {
+        KernelRecord: "kernel",
+        list[KernelRecord]: "kernels",
+        ExecutionRecord: "execution",
+        BatchResult: "batch",
+        CellsRecord: "cells",
+        InterruptResult: "interrupt",
+        RunStaleResult: "stale",
+    }
+    return kinds.get(result, "json")
+
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_kernel",
         "Create kernel",
-        "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
-        CreateKernelArgs,
         names.CREATE_KERNEL,
-        "kernel",
         # Warming runs the notebook's code; a scratch kernel is new on every call.
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
+        omit=("write_outputs", "dataflow", "wait"),
+        overrides={
+            # the server resolves it against its project (not a shell's working directory)
+            "notebook": (
+                str | None,
+                Field(None, description=".ipynb to bind (relative to the project)"),
+            ),
+        },
         starts_daemon=True,
         progress=True,
     ),
-    ToolSpec(
-        "list_kernels",
-        "List kernels",
-        "Running kernels: state, notebook, cwd, stale cells, running executions.",
-        NoArgs,
-        names.LIST_KERNELS,
-        "kernels",
-        READ,
-    ),
+    ToolSpec("list_kernels", "List kernels", names.LIST_KERNELS, READ),
     ToolSpec(
         "close_kernel",
         "Close kernel",
-        "Shut a kernel down (its variables are lost).",
-        KernelArgs,
         names.CLOSE_KERNEL,
-        "kernel",
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "restart_kernel",
         "Restart kernel",
-        "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then run_stale lists what must re-run.",
-        KernelArgs,
         names.RESTART,
-        "kernel",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "ipython",
         "Run Python",
-        "Run code in the kernel, keeping state. Returns output (bounded) or, if still running after"
-        " yield_time_ms, a handle for read_cell.",
-        IpythonArgs,
         names.EXECUTE,
-        "execution",
         RUNS_CODE,
+        # The agent polls with read_cell; an RPC caller waits as long as it likes.
+        about="Run code in the kernel, keeping state. Returns output (bounded) or, if still"
+        " running after yield_time_ms, a handle for read_cell.",
+        overrides={
+            "yield_time_ms": (
+                int,
+                Field(
+                    5000,
+                    ge=0,
+                    le=30000,  # hosts time a tool call out: the agent waits in steps
+                    description="ms to wait, 0-30000, default 5000; 0 returns the handle at once",
+                ),
+            ),
+        },
     ),
     ToolSpec(
         "read_cell",
         "Read execution",
-        "Output of an execution since you last read it; its state.",
-        ReadCellArgs,
         names.READ_EXECUTION,
-        "execution",
         READ,
+        about="Output of an execution since you last read it; its state.",
+        overrides={
+            "yield_time_ms": (
+                int,
+                Field(
+                    0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0"
+                ),
+            ),
+        },
+        aliases={"handle": _HANDLE_ALIASES},
     ),
     ToolSpec(
         "interrupt",
         "Interrupt",
-        "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).",
-        InterruptArgs,
         names.INTERRUPT,
-        "interrupt",
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
+        aliases={"handle": _HANDLE_ALIASES},
     ),
-    ToolSpec(
-        "list_cells",
-        "List cells",
-        "Notebook cells with state (ok/stale/failed/never_run) and recent scratch runs.",
-        KernelArgs,
-        names.LIST_CELLS,
-        "cells",
-        READ,
-    ),
+    ToolSpec("list_cells", "List cells", names.LIST_CELLS, READ),
     ToolSpec(
         "markdown",
         "Add note",
-        "Append a Markdown note to the kernel's archival record.",
-        MarkdownArgs,
         names.MARKDOWN,
-        "json",
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "run_stale",
         "Run stale cells",
-        "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
-        RunStaleArgs,
         names.RUN_STALE,
-        "stale",
         # A second call finds nothing stale and does nothing more.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
         progress=True,
@@ -292,65 +264,50 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "run_cells",
         "Run cells",
-        "Run notebook cells, in order, with their source on disk now.",
-        RunCellsArgs,
         names.RUN_CELLS,
-        "batch",
         RUNS_CODE,
+        overrides={
+            # an empty run is refused here, where the agent reads why
+            "cells": (
+                list[_CellArg],
+                Field(
+                    min_length=1,
+                    description="cell ids or 0-based indexes (at least one), run in this order",
+                ),
+            ),
+        },
         progress=True,
     ),
     ToolSpec(
         "inspect",
         "Inspect variable",
-        "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.",
-        InspectArgs,
         names.INSPECT,
-        "json",
         READ,
+        overrides={"name": (str, Field(description="variable or expression, e.g. df or df['a']"))},
     ),
-    ToolSpec(
-        "namespace",
-        "List variables",
-        "Variables in the kernel, with type, size and the cell that defined them.",
-        KernelArgs,
-        names.NAMESPACE,
-        "json",
-        READ,
-    ),
+    ToolSpec("namespace", "List variables", names.NAMESPACE, READ),
     ToolSpec(
         "watch_file",
         "Watch file",
-        "Track a file as an input: cells reading it go stale when it changes.",
-        WatchFileArgs,
         names.WATCH_FILE,
-        "json",
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "checkpoint",
         "Checkpoint variables",
-        "Save every variable under a name (default: a timestamp) to roll back to with restore, e.g. before a risky cell.",
-        CheckpointArgs,
-        "checkpoint",
-        "json",
+        names.CHECKPOINT,
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "restore",
         "Roll back variables",
-        "Roll the variables back to a named checkpoint; variables made since are deleted.",
-        RestoreArgs,
-        "restore",
-        "json",
+        names.RESTORE,
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "publish",
         "Publish notebook",
-        "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells highlighted; returns the URL.",
-        PublishArgs,
         names.PUBLISH,
-        "json",
         # tunnel=true exposes the view on a public URL.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
     ),
@@ -362,11 +319,11 @@ BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
 def engine_params(spec: ToolSpec, args: Args, **extra: Any) -> Params:
     """The tool's validated arguments (plus ``extra``, e.g. the reader) as its method's params.
 
-    Tool arguments are a subset of the method's params under the same names; what a tool
-    leaves out takes the method's declared default.
+    Not validated again: each argument is its method's param or stricter (its overrides), and
+    ``extra`` is the server's own. What a tool leaves out takes the method's declared default.
     """
     values = {**args.model_dump(exclude_none=True), **extra}
-    params: Params = spec.method.validate(values)
+    params: Params = spec.method.params.model_construct(**values)
     return params
 
 
@@ -392,7 +349,7 @@ def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [clean(v) for v in node]
         return node
 
-    out = clean(schema)
+    out: dict[str, Any] = clean(schema)
     out.pop("additionalProperties", None)
     if not out.get("properties"):
         out = {"type": "object"}

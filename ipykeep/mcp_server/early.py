@@ -56,14 +56,15 @@ def _is_pipe(fd: int) -> bool:
 
 
 def install_key() -> str:
-    """What the cached answers depend on: this Python, ipykeep's MCP modules and the SDK's files."""
+    """What the cached answers depend on: this Python, ipykeep's MCP modules, the API
+    declarations the tools are derived from, and the SDK's files."""
     import importlib.util
 
     from ipykeep import __version__
 
     parts = [__version__, sys.version]
     here = Path(__file__).parent
-    files = sorted(here.glob("*.py"))
+    files = sorted([*here.glob("*.py"), *(here.parent / "api").glob("*.py")])
     for name in ("mcp", "mcp_types"):
         spec = importlib.util.find_spec(name)  # finds the package without importing it
         if spec is not None and spec.origin:
@@ -206,7 +207,8 @@ class EarlyAnswers:
             return True
         if result != sent:
             log.warning(
-                "the MCP handshake answered from the cache differed from the SDK's; corrected for the next start"
+                "the MCP handshake answered from the cache differed from the SDK's;"
+                " corrected for the next start"
             )
             if result is not None:
                 self.cache.put(key, result)

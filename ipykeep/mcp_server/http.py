@@ -112,7 +112,8 @@ class BearerAuth:
                     "code": "not_found",
                     "message": "no OAuth discovery here",
                     "retryable": False,
-                    "hint": "this server takes a static bearer token: send Authorization: Bearer <token>",
+                    "hint": "this server takes a static bearer token:"
+                    " send Authorization: Bearer <token>",
                 },
             )
             return

@@ -46,7 +46,8 @@ def serve(opts: ServeOptions) -> int:
         if opts.project is not None and "${" in str(opts.project):
             raise UsageError(
                 f"--project {opts.project} was not expanded by the host",
-                hint="use a host that expands ${workspaceFolder} (Cursor does), or write the project's path",
+                hint="use a host that expands ${workspaceFolder} (Cursor does),"
+                " or write the project's path",
             )
         project_dir = (opts.project or Path.cwd()).expanduser().resolve()
         if not project_dir.is_dir():

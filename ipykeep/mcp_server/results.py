@@ -217,9 +217,8 @@ def _cells_summary(rec: CellsRecord, budget: int) -> dict[str, Any]:
 
 
 def _cells_text(rec: CellsRecord) -> str:
-    lines = [
-        f"{rec.kernel_id} {rec.notebook or '(scratch kernel: no notebook)'}: {len(rec.cells)} cell(s)"
-    ]
+    notebook = rec.notebook or "(scratch kernel: no notebook)"
+    lines = [f"{rec.kernel_id} {notebook}: {len(rec.cells)} cell(s)"]
     lines.extend(render_cell_line(c) for c in rec.cells)
     if rec.scratch:
         lines.append("recent scratch executions:")

@@ -255,7 +255,7 @@ class IpykeepMcp:
             raw = await self._with_progress(spec, params, ctx)
         else:
             raw = await self.backend.call(spec.method, params, start=spec.starts_daemon)
-        result = await self.results.build(spec.kind, raw)
+        result: CallToolResult = await self.results.build(spec.kind, raw)
         for notice in _notices(result.structured_content):
             await self.notify(ctx, "warning", notice)
         return result

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ipykeep.api import serve as serve_api
 from ipykeep.api.errors import (
     KernelStartError,
     MissingExtraError,
@@ -30,6 +31,8 @@ from ipykeep.api.errors import (
     UsageError,
 )
 from ipykeep.api.records import KernelRecord
+from ipykeep.api.serve import PublishResult
+from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine import writeback
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
@@ -121,10 +124,10 @@ class ServeService(SessionObserver):
         notebook: str | None = None,
         cells: dict[str, str] | None = None,
         tunnel: bool = False,
-    ) -> dict[str, Any]:
+    ) -> PublishResult:
         """A live, token-protected view of the kernel's notebook with ``cells`` captioned.
 
-        Returns ``{"url", "kernel_id", "path"}``; the same URL while the publication lives.
+        The same URL while the publication lives.
         """
         from ipykeep.serve import publish as view
         from ipykeep.serve.tunnel import QuickTunnel, require_cloudflared
@@ -160,7 +163,8 @@ class ServeService(SessionObserver):
                 await self._apply()
             session.hosting.published = True
             public = self.tunnel.public_url if (tunnel and self.tunnel) else None
-            return {"url": self._url(rel, base=public), "kernel_id": session.kernel_id, "path": rel}
+            url = self._url(rel, base=public)
+            return PublishResult(url=url, kernel_id=session.kernel_id, path=rel)
 
     # -- observer events ---------------------------------------------------------------------
     async def kernel_closing(self, session: KernelSession) -> None:
@@ -331,6 +335,14 @@ class ServeService(SessionObserver):
         else:
             page = ("/lab/tree/" if lab else "/notebooks/") + quote(api_path)
         return f"{root}{page}?token={self.server.token}"
+
+    def bindings(self) -> Bindings:
+        """The daemon methods this service serves, each bound to its declaration."""
+        return (
+            bind(serve_api.SERVE, self.serve),
+            bind(serve_api.UNSERVE, self.unserve),
+            bind(serve_api.PUBLISH, self.publish),
+        )
 
 
 def _require_hostable(process: Any) -> None:

@@ -1,24 +1,13 @@
-"""Errors of the staleness package, owned here so the package stands alone (it imports nothing
-from the engine). The engine's staleness service catches them at its boundary."""
+"""The names the staleness package raises its errors under: the shared classes themselves.
+
+They are the ``ipykeep.api.errors`` classes (not subclasses: each error code has one class,
+which the client rebuilds over RPC), so a probe failure reaches the caller as ``probe_failed``.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from ipykeep.api.errors import IpykeepError, ProbeFailedError
 
-
-class StalenessError(Exception):
-    code: ClassVar[str] = "internal"
-
-    def __init__(self, message: str, *, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
-
-
-class ProbeError(StalenessError):
-    """An in-kernel probe failed or answered something unreadable."""
-
-    code = "probe_failed"
+StalenessError = IpykeepError
+#: An in-kernel probe failed or answered something unreadable.
+ProbeError = ProbeFailedError

@@ -22,8 +22,11 @@ import stat as stat_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ipykeep.api import staleness as staleness_api
 from ipykeep.api.errors import IpykeepError, UsageError
 from ipykeep.api.records import BatchResult, RunStaleResult
+from ipykeep.api.spec import Bindings, bind
+from ipykeep.api.staleness import PlanProgress, WatchResult
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
@@ -283,9 +286,11 @@ class StalenessService(SessionObserver):
     # -- RPC methods (registered by the daemon) -----------------------------------------------
     async def plan_progress(
         self, kernel_id: str | None = None, notebook: str | None = None
-    ) -> dict[str, Any]:
+    ) -> PlanProgress:
         """How far the plan being executed (``run_stale(execute=True)``) has got."""
-        return plan_runs.progress_of(self.engine.session(kernel_id, notebook))
+        return PlanProgress.model_validate(
+            plan_runs.progress_of(self.engine.session(kernel_id, notebook))
+        )
 
     async def run_stale(
         self,
@@ -398,7 +403,7 @@ class StalenessService(SessionObserver):
 
     async def watch_file(
         self, path: str, kernel_id: str | None = None, notebook: str | None = None
-    ) -> dict[str, Any]:
+    ) -> WatchResult:
         """Register ``path`` as an input of the notebook (a read the detection missed)."""
         session = self.engine.session(kernel_id, notebook)
         if remote_stat.is_remote(session):
@@ -406,24 +411,24 @@ class StalenessService(SessionObserver):
             fetched = await remote_stat.fetch(self.engine.live(kernel_id, notebook), [path])
             found = (fetched or {})[path]
             self.tracker(session).watch(found.path, found if found.exists else None)
-            return {
-                "kernel_id": session.kernel_id,
-                "path": found.path,
-                "exists": found.exists,
-                "watched": list(self.tracker(session).watched),
-            }
+            return WatchResult(
+                kernel_id=session.kernel_id,
+                path=found.path,
+                exists=found.exists,
+                watched=list(self.tracker(session).watched),
+            )
         p = Path(path).expanduser()
         if not p.is_absolute():
             p = (session.cwd / p).resolve()
         stamp = stat_for(session)(str(p))
         self.tracker(session).watch(str(p), stamp)
         self._watch_dirs(session, {str(p.parent)})
-        return {
-            "kernel_id": session.kernel_id,
-            "path": str(p),
-            "exists": stamp is not None,
-            "watched": list(self.tracker(session).watched),
-        }
+        return WatchResult(
+            kernel_id=session.kernel_id,
+            path=str(p),
+            exists=stamp is not None,
+            watched=list(self.tracker(session).watched),
+        )
 
     # -- watcher -----------------------------------------------------------------------------
     async def _watch(self, session: KernelSession) -> None:
@@ -492,3 +497,11 @@ class StalenessService(SessionObserver):
         session.notices = [n for n in session.notices if not n.startswith("changed on disk:")] + [
             note
         ]
+
+    def bindings(self) -> Bindings:
+        """The daemon methods this service serves, each bound to its declaration."""
+        return (
+            bind(staleness_api.RUN_STALE, self.run_stale),
+            bind(staleness_api.PLAN_PROGRESS, self.plan_progress),
+            bind(staleness_api.WATCH_FILE, self.watch_file),
+        )

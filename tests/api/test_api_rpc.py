@@ -63,6 +63,18 @@ def test_the_typed_client_returns_the_declared_result(client: DaemonClient) -> N
     assert client.invoke(api.LIST_KERNELS, NoParams()) == []
 
 
+def test_version_names_the_daemons_release_protocol_and_python(client: DaemonClient) -> None:
+    import platform
+
+    from ipykeep import __version__
+    from ipykeep.api.kernels import VERSION, VersionInfo
+
+    info = client.invoke(VERSION, NoParams())
+    assert info == VersionInfo(
+        version=__version__, protocol="JSON-RPC 2.0", python=platform.python_version()
+    )
+
+
 async def test_the_async_client_is_the_same_client(client: DaemonClient) -> None:
     info = await client.ainvoke(api.PING, NoParams())
     assert info.pid == client.descriptor.pid

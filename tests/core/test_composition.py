@@ -57,11 +57,14 @@ def test_observer_order_is_declared_once_and_every_reader_comes_after_what_it_re
 
 def test_service_methods_map_to_their_services(tmp_path: Path) -> None:
     comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
-    methods = comp.rpc_methods()
-    assert set(methods) == set(SERVICE_METHODS)
+    served = {b.method.name: b.handler for b in comp.bindings()}
+    assert len(served) == len(comp.bindings())  # each method is served once
     for name, (cls, attr) in SERVICE_METHODS.items():
-        bound = methods[name]
+        bound = served[name]
         assert isinstance(bound.__self__, cls) and bound.__name__ == attr  # type: ignore[attr-defined]
+    engine = {n for n, h in served.items() if h.__self__ is comp.engine}  # type: ignore[attr-defined]
+    assert engine | set(SERVICE_METHODS) == set(served)
+    assert names.ALL - set(served) == {names.SHUTDOWN}  # the daemon serves that one itself
 
 
 def test_daemon_serves_engine_and_service_methods(tmp_path: Path) -> None:

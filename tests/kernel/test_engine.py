@@ -69,7 +69,7 @@ async def test_long_output_is_bounded_with_artifact(eng):
         and "line 2999" in out.text
     )
     full = await engine.read_artifact(out.uri)
-    assert full["text"].count("\n") == 3000
+    assert full.text is not None and full.text.count("\n") == 3000
 
 
 async def test_images_become_artifacts(eng):

@@ -48,7 +48,9 @@ _SERVICE_METHODS: dict[int, dict[str, Any]] = {}
 
 def make_engine(root: Path, **config: Any) -> Engine:
     composition = compose(ProjectPaths(root), Config(idle_timeout=0, interrupt_grace=5.0, **config))
-    _SERVICE_METHODS[id(composition.engine)] = composition.rpc_methods()
+    _SERVICE_METHODS[id(composition.engine)] = {
+        b.method.name: b.handler for b in composition.bindings()
+    }
     return composition.engine
 
 
@@ -144,7 +146,7 @@ async def check_files_are_stat_through_the_kernel(
     # a watched file only the kernel's machine has, polled through the kernel
     assert not (root / "watched.txt").exists()
     watched = await method(engine, "watch_file")("watched.txt", kernel_id=kid)
-    assert watched["exists"] and watched["path"] == str(kernel_dir / "watched.txt"), watched
+    assert watched.exists and watched.path == str(kernel_dir / "watched.txt"), watched
     session = engine.kernels[kid]
     session.notices.clear()
     (kernel_dir / "watched.txt").write_text("v2, longer\n")

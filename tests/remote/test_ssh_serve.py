@@ -163,8 +163,8 @@ async def test_a_lost_ssh_kernel_is_let_go_and_re_adopted_when_restarted(served)
 async def test_publish_and_close_an_ssh_kernel(served):
     engine, kid, server = served
     res = await method(engine, "publish")(kernel_id=kid, cells={"1": "the total"})
-    assert res["url"].startswith(f"{server.base}/") and res["kernel_id"] == kid
-    status, nb = await call(http, server, "GET", "/api/contents/" + res["path"])
+    assert res.url.startswith(f"{server.base}/") and res.kernel_id == kid
+    status, nb = await call(http, server, "GET", "/api/contents/" + res.path)
     assert status == 200 and nb["type"] == "notebook"
     conn = Path(engine.kernels[kid].process.connection_file)
     assert json.loads(conn.read_text())["key"]
