@@ -262,8 +262,12 @@ class CheckpointStore:
                 f"checkpoint manifest {path} is unreadable: {exc}", hint=f"delete {path}"
             ) from exc
         mac = data.get("mac") if isinstance(data, dict) else None
-        if not isinstance(mac, str) or not hmac.compare_digest(
-            hmac.new(self.key, canonical(data), hashlib.sha256).hexdigest(), mac
+        if (
+            not isinstance(data, dict)
+            or not isinstance(mac, str)
+            or not hmac.compare_digest(
+                hmac.new(self.key, canonical(data), hashlib.sha256).hexdigest(), mac
+            )
         ):
             raise TamperedCheckpointError(
                 f"checkpoint manifest {path} does not authenticate under this project's key; refusing it",
