@@ -21,12 +21,13 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import nbformat
+from nbformat import NotebookNode
 
 from ipykeep.api.errors import (
     NotebookConflictError,
@@ -37,6 +38,20 @@ from ipykeep.api.errors import (
 from ipykeep.project.atomic import TEMP_SUFFIX, write_temp_beside
 
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+
+
+# nbformat ships type information but leaves these functions unannotated; the names below say
+# what they take and give. A NotebookNode is a dict with attribute access: its fields are Any.
+class _Writes(Protocol):
+    def __call__(
+        self, nb: NotebookNode, *, capture_validation_error: dict[str, Any] | None = None
+    ) -> str: ...
+
+
+from_dict: Callable[[Mapping[str, Any]], NotebookNode] = nbformat.from_dict
+convert: Callable[[NotebookNode, int], NotebookNode] = nbformat.convert
+writes: _Writes = nbformat.writes
+new_markdown_cell: Callable[[str], NotebookNode] = nbformat.v4.new_markdown_cell
 
 
 @dataclass(frozen=True)
@@ -242,10 +257,10 @@ def _check_shape(data: dict[str, Any], path: Path) -> None:
 
 def _to_v4(data: dict[str, Any], path: Path) -> Any:
     try:
-        nb = nbformat.from_dict(data)
+        nb = from_dict(data)
         if nb.get("nbformat") != 4:
             # nbformat's own converter (3 -> 4 upgrades worksheets, prompts, languages).
-            nb = nbformat.convert(nb, 4)
+            nb = convert(nb, 4)
             if not isinstance(nb.get("cells"), list):
                 raise ValueError("no cells after conversion")
             # The converter draws random ids; drop them so ids derive from positions as for any
@@ -430,13 +445,13 @@ def write_outputs(
             if _source(cell) != upd.source:
                 report.skipped_edited.append(cell_id)
                 continue
-            cell["outputs"] = [nbformat.from_dict(o) for o in upd.outputs]
+            cell["outputs"] = [from_dict(o) for o in upd.outputs]
             cell["execution_count"] = upd.execution_count
             report.updated.append(cell_id)
         if not report.updated and not report.repairs:
             return report
         captured: dict[str, Any] = {}
-        text = nbformat.writes(nb, capture_validation_error=captured)  # validates once
+        text = writes(nb, capture_validation_error=captured)  # validates once
         if "ValidationError" in captured:
             exc = captured["ValidationError"]
             raise NotebookInvalidError(
