@@ -13,6 +13,9 @@ JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and t
 - a watchdog stops the server within a second when the daemon that started it is gone.
 """
 
+# jupyter_server ships type information but leaves much of its API unannotated.
+# mypy: untyped-calls-exclude=jupyter_server
+
 from __future__ import annotations
 
 import asyncio

@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 import zmq
 import zmq.asyncio
-from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_module

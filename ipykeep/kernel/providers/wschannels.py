@@ -35,6 +35,7 @@ log = logging.getLogger("ipykeep.gateway")
 
 def decode_frame(frame: str | bytes) -> dict[str, Any]:
     """One websocket frame as a message dict (binary frames: offsets table, JSON, buffers)."""
+    msg: dict[str, Any]  # JSON from the wire
     if isinstance(frame, str):
         msg = json.loads(frame)
     else:
