@@ -233,7 +233,8 @@ class WebsocketChannels:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise TimeoutError(
-                        f"the kernel at {self.where} did not answer kernel_info within {timeout:g} s"
+                        f"the kernel at {self.where} did not answer kernel_info "
+                        f"within {timeout:g} s"
                     )
                 try:
                     reply = await self._get("shell", min(left, 1.0))
