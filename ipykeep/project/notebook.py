@@ -89,7 +89,8 @@ class NotebookSnapshot:
             if 0 <= idx < len(self.cells):
                 return self.cells[idx]
             raise UnknownCellError(
-                f"cell index {idx} is out of range: {self.path.name} has {len(self.cells)} cells (0–{len(self.cells) - 1})",
+                f"cell index {idx} is out of range: {self.path.name} has {len(self.cells)} cells "
+                f"(0–{len(self.cells) - 1})",
                 hint="use `ipykeep status` to list cells with their ids and indexes",
             )
         raise UnknownCellError(
@@ -172,7 +173,8 @@ def _check_writable(path: Path) -> None:
     if not mode & 0o222:
         raise NotebookWriteError(
             f"{path} is read-only (mode {mode:o}); outputs were not written",
-            hint="make it writable (chmod u+w) or start with --no-write-outputs; the results stay in ipykeep's record",
+            hint="make it writable (chmod u+w) or start with --no-write-outputs; "
+            "the results stay in ipykeep's record",
         )
 
 
@@ -223,7 +225,8 @@ def _parse_json(raw: bytes, path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise NotebookInvalidError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            hint="fix the JSON (an editor's merge conflict or a partial write?); ipykeep did not change it",
+            hint="fix the JSON (an editor's merge conflict or a partial write?); "
+            "ipykeep did not change it",
         ) from exc
     if (
         not isinstance(data, dict)
@@ -314,7 +317,8 @@ def _repair_ids(nb: Any) -> list[str]:
                 notes.append(f"cell {index} had no id; gave it {new!r}")
         else:
             notes.append(
-                f"cell {index} had a {'duplicate' if cid in seen else 'malformed'} id {cid!r}; gave it {new!r}"
+                f"cell {index} had a {'duplicate' if cid in seen else 'malformed'} id {cid!r}; "
+                f"gave it {new!r}"
             )
         cell["id"] = new
         seen.add(new)
@@ -455,7 +459,8 @@ def write_outputs(
         if "ValidationError" in captured:
             exc = captured["ValidationError"]
             raise NotebookInvalidError(
-                f"{path}: merging outputs would make an invalid notebook ({exc.message}); nothing was written",
+                f"{path}: merging outputs would make an invalid notebook ({exc.message}); "
+                "nothing was written",
                 hint="please report this; the outputs stay in ipykeep's record",
             )
         if not text.endswith("\n"):
@@ -467,7 +472,8 @@ def write_outputs(
         except OSError as exc:
             raise NotebookWriteError(
                 f"outputs not written to {path}: {exc.strerror or exc}",
-                hint="free disk space or make the notebook's directory writable; the results stay in ipykeep's record",
+                hint="free disk space or make the notebook's directory writable; "
+                "the results stay in ipykeep's record",
             ) from exc
         if not replaced:
             continue  # someone saved meanwhile: merge again from their version
@@ -477,6 +483,8 @@ def write_outputs(
         _SNAPSHOTS[path] = _snapshot(path, nb, report.content_hash, [])
         return report
     raise NotebookConflictError(
-        f"{path} kept changing while outputs were written ({retries} attempts); outputs were not written",
-        hint="the notebook is being saved continuously by another program; outputs stay in ipykeep's record",
+        f"{path} kept changing while outputs were written ({retries} attempts); "
+        "outputs were not written",
+        hint="the notebook is being saved continuously by another program; "
+        "outputs stay in ipykeep's record",
     )

@@ -58,7 +58,10 @@ REFUSE_SHUTDOWN = (
     "ipykeep owns this kernel: shutting it down from the browser is refused. "
     "Stop it with `ipykeep stop` (or `ipykeep serve --stop` to detach it from this server)."
 )
-REFUSE_START = "this Jupyter server only hosts kernels started by ipykeep; start one with `ipykeep start NOTEBOOK --serve`"
+REFUSE_START = (
+    "this Jupyter server only hosts kernels started by ipykeep; "
+    "start one with `ipykeep start NOTEBOOK --serve`"
+)
 
 
 #: the provisioner's entry point name (pyproject.toml, ``jupyter_client.kernel_provisioners``)

@@ -36,12 +36,13 @@ def _resolve(nb: Any, ref: str, handles: list[str | None]) -> int:
         return int(ref)
     raise UnknownCellError(
         f"no cell {ref!r} to highlight (the view has {len(nb.cells)} cells)",
-        hint="name cells by id or 0-based index (`ipykeep status`); for a scratch kernel by handle (c3)",
+        hint="name cells by id or 0-based index (`ipykeep status`); "
+        "for a scratch kernel by handle (c3)",
     )
 
 
 def highlight(nb: Any, captions: dict[str, str], handles: list[str | None] | None = None) -> Any:
-    """A copy of ``nb`` with a caption cell above each named cell (names resolved before inserting)."""
+    """A copy of ``nb`` with a caption cell above each named cell (names resolved first)."""
     nb = copy.deepcopy(nb)
     handles = handles or [None] * len(nb.cells)
     targets = sorted(

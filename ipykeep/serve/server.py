@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     serverapp.identity_provider.token = settings["token"]
     if not isinstance(serverapp.kernel_manager, AdoptingKernelManager):
         sys.exit(
-            "a Jupyter configuration file overrides ServerApp.kernel_manager_class; ipykeep cannot serve"
+            "a Jupyter configuration file overrides ServerApp.kernel_manager_class; "
+            "ipykeep cannot serve"
         )
     install(serverapp, Path(settings["spec_path"]), int(settings["daemon_pid"]))
     serverapp.start()
