@@ -36,7 +36,8 @@ def workloads(n: int) -> dict[str, str]:
         "loop": f"total = 0\nfor i in range({n}):\n    total += i",
         "frame": (
             f"rng = np.random.default_rng(0)\n"
-            f"frame = pd.DataFrame({{'a': np.arange({n}), 'g': np.arange({n}) % 97, 'x': rng.random({n})}})"
+            f"frame = pd.DataFrame({{'a': np.arange({n}), 'g': np.arange({n}) % 97, 'x': "
+            f"rng.random({n})}})"
         ),
         "groupby": "agg = frame.groupby('g')['x'].agg(['mean', 'sum', 'count'])",
     }

@@ -53,7 +53,8 @@ class Gateway:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(
-                        f"the kernel gateway did not start: {(tmp / 'gateway.log').read_text()[-2000:]}"
+                        "the kernel gateway did not start: "
+                        f"{(tmp / 'gateway.log').read_text()[-2000:]}"
                     )
                 time.sleep(0.1)
 
