@@ -92,7 +92,8 @@ def analysis_notebook(
 
 
 def chain_notebook(path: Path, cells: int) -> Path:
-    """``cells`` cheap cells with a realistic web of dependencies (each uses a few earlier names)."""
+    """``cells`` cheap cells with a realistic web of dependencies (each reads a few earlier
+    names)."""
     sources = [("c0", "import math\nx0 = 1")]
     for i in range(1, cells):
         deps = sorted({i - 1, i // 2, i // 3})

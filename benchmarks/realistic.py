@@ -1,4 +1,6 @@
-"""A generated, realistic 150-code-cell data-science notebook (``python -m benchmarks.realistic PATH``).
+"""A generated, realistic 150-code-cell data-science notebook.
+
+``python -m benchmarks.realistic PATH`` writes it.
 
 No third-party notebook of that size that runs offline on numpy, pandas and matplotlib alone
 could be found in a permissively licensed package, so the warm-up benchmark runs this one: a

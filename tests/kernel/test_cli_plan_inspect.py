@@ -1,4 +1,7 @@
-"""run-stale, watch, inspect and namespace as a person at a shell uses them (real CLI, daemon, kernel)."""
+"""run-stale, watch, inspect and namespace as a person at a shell uses them.
+
+Real CLI, daemon and kernel.
+"""
 
 from __future__ import annotations
 

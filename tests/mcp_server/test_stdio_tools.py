@@ -271,7 +271,8 @@ def test_stdout_carries_only_protocol(project: Path, kid: str) -> None:
 
 
 def _start_and_wait_for(mcp: McpSession, kid: str, code: str, marker: str = "READY") -> str:
-    """Start ``code`` (which prints ``marker`` once it is where the test wants it); return its handle."""
+    """Start ``code`` (it prints ``marker`` once it is where the test wants it); return its
+    handle."""
     run = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 0}))
     handle = run.structured_content["handle"]
     deadline = time.monotonic() + 30

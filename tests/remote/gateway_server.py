@@ -34,7 +34,8 @@ class Gateway:
                 f"--KernelGatewayApp.port={self.port}",
                 "--KernelGatewayApp.port_retries=0",
                 f"--KernelGatewayApp.auth_token={self.token}",
-                "--JupyterWebsocketPersonality.list_kernels=True",  # for the tests to look; ipykeep never lists
+                # for the tests to look; ipykeep never lists
+                "--JupyterWebsocketPersonality.list_kernels=True",
             ],
             env=env,
             stdout=self.log,

@@ -189,7 +189,8 @@ def test_rerun_is_byte_identical(app, runner, snapshot, project: Path, home: Pat
 def test_malformed_file_stops_everything(
     app, runner, snapshot, project: Path, home: Path, name, content, line
 ) -> None:
-    # Valid files first in the plan order, so a late malformed file proves nothing was written early.
+    # Valid files first in the plan order, so a late malformed file proves nothing was written
+    # early.
     (project / ".cursor").mkdir()
     (project / ".cursor/mcp.json").write_text('{"mcpServers": {}}\n')
     path = project / name
