@@ -34,7 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--smoke",
         action="store_true",
-        help="--quick with one repetition and only the sides each scenario needs: checks that every scenario runs (the test suite uses it)",
+        help="--quick with one repetition and only the sides each scenario needs: "
+        "checks that every scenario runs (the test suite uses it)",
     )
     p.add_argument(
         "--out", type=Path, help="results directory (default: benchmarks/results/<timestamp>)"

@@ -60,11 +60,13 @@ def main() -> None:
     for name, ts in times.items():
         best = min(ts)
         print(
-            f"{name:12s} {size:.2f} GiB: best {best:.3f} s ({size / best:.2f} GiB/s), runs {', '.join(f'{t:.3f}' for t in ts)}"
+            f"{name:12s} {size:.2f} GiB: best {best:.3f} s ({size / best:.2f} GiB/s), runs "
+            f"{', '.join(f'{t:.3f}' for t in ts)}"
         )
     print(f"blake2b / hmac-sha256 (best): {min(times['blake2b']) / min(times['hmac-sha256']):.2f}")
     print(
-        f"chunked (format 2) / hmac-sha256 (best): {min(times['chunked']) / min(times['hmac-sha256']):.2f}"
+        "chunked (format 2) / hmac-sha256 (best): "
+        f"{min(times['chunked']) / min(times['hmac-sha256']):.2f}"
     )
 
 

@@ -70,7 +70,8 @@ def analysis_notebook(
         ("load", f"time.sleep({load_sleep})\nraw = pd.read_csv('data.csv')\nprint(len(raw))"),
         (
             "clean",
-            "clean = raw.dropna(subset=['unit_price']).copy()\nclean['revenue'] = clean['units'] * clean['unit_price']",
+            "clean = raw.dropna(subset=['unit_price']).copy()\n"
+            "clean['revenue'] = clean['units'] * clean['unit_price']",
         ),
     ]
     for i in range(cheap_cells):
@@ -82,7 +83,8 @@ def analysis_notebook(
     cells.append(
         (
             "summary",
-            f"summary = {{'best': clean.groupby('region')['revenue'].sum().idxmax(), 'edited': {edited}}}\nsummary",
+            "summary = {'best': clean.groupby('region')['revenue'].sum().idxmax(), 'edited': "
+            f"{edited}}}\nsummary",
         )
     )
     write_notebook(path, cells)
@@ -90,7 +92,8 @@ def analysis_notebook(
 
 
 def chain_notebook(path: Path, cells: int) -> Path:
-    """``cells`` cheap cells with a realistic web of dependencies (each uses a few earlier names)."""
+    """``cells`` cheap cells with a realistic web of dependencies (each reads a few earlier
+    names)."""
     sources = [("c0", "import math\nx0 = 1")]
     for i in range(1, cells):
         deps = sorted({i - 1, i // 2, i // 3})

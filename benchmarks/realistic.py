@@ -1,4 +1,6 @@
-"""A generated, realistic 150-code-cell data-science notebook (``python -m benchmarks.realistic PATH``).
+"""A generated, realistic 150-code-cell data-science notebook.
+
+``python -m benchmarks.realistic PATH`` writes it.
 
 No third-party notebook of that size that runs offline on numpy, pandas and matplotlib alone
 could be found in a permissively licensed package, so the warm-up benchmark runs this one: a
@@ -20,7 +22,8 @@ SETUP = [
     "import numpy as np\nimport pandas as pd",
     "import matplotlib\nimport matplotlib.pyplot as plt",
     "pd.set_option('display.max_columns', 20)\nrng = np.random.default_rng(42)",
-    "N = 60_000\nREGIONS = ['north', 'south', 'east', 'west', 'central']\nPRODUCTS = [f'p{i:02d}' for i in range(40)]",
+    "N = 60_000\nREGIONS = ['north', 'south', 'east', 'west', 'central']\n"
+    "PRODUCTS = [f'p{i:02d}' for i in range(40)]",
     "dates = pd.date_range('2022-01-01', periods=730, freq='D')\nlen(dates)",
     (
         "raw = pd.DataFrame({\n"
@@ -43,7 +46,8 @@ SETUP = [
 ]
 
 CLEANING = [
-    "clean = raw.dropna(subset=['unit_price']).copy()\nclean['region'] = clean['region'].fillna('unknown')",
+    "clean = raw.dropna(subset=['unit_price']).copy()\n"
+    "clean['region'] = clean['region'].fillna('unknown')",
     "clean['revenue'] = clean['units'] * clean['unit_price'] * (1 - clean['discount'])",
     "clean['month'] = clean['date'].dt.to_period('M').astype(str)",
     "clean['weekday'] = clean['date'].dt.day_name()",
@@ -60,9 +64,11 @@ FUNCTIONS = [
     (
         "def summarize(frame, by):\n"
         "    g = frame.groupby(by)\n"
-        "    return pd.DataFrame({'orders': g.size(), 'units': g['units'].sum(), 'revenue': g['revenue'].sum().round(2)})"
+        "    return pd.DataFrame({'orders': g.size(), 'units': g['units'].sum(), 'revenue': "
+        "g['revenue'].sum().round(2)})"
     ),
-    "def pct_change_table(s):\n    return pd.DataFrame({'value': s, 'pct': s.pct_change().mul(100).round(1)})",
+    "def pct_change_table(s):\n    return pd.DataFrame({'value': s, 'pct': "
+    "s.pct_change().mul(100).round(1)})",
 ]
 
 
@@ -76,15 +82,19 @@ def analysis_cells() -> list[str]:
         "by_month = clean.groupby('month')['revenue'].sum()\nby_month.tail(6)",
         "pct_change_table(by_month).tail(12)",
         "by_weekday = clean.groupby('weekday')['revenue'].mean().round(2)\nby_weekday",
-        "pivot = clean.pivot_table(index='region', columns='quarter', values='revenue', aggfunc='sum').round(0)\npivot",
+        "pivot = clean.pivot_table(index='region', columns='quarter', values='revenue', "
+        "aggfunc='sum').round(0)\npivot",
         "pivot.div(pivot.sum(axis=1), axis=0).round(3)",
         "discounted = clean[clean['discount'] > 0]\nlen(discounted) / len(clean)",
         "discounted.groupby('discount')['units'].mean()",
-        "customers = clean.groupby('customer').agg(orders=('revenue', 'size'), spend=('revenue', 'sum'))\ncustomers.describe()",
-        "customers['segment'] = pd.qcut(customers['spend'], 4, labels=['low', 'mid', 'high', 'top'])",
+        "customers = clean.groupby('customer').agg(orders=('revenue', 'size'), spend=('revenue', "
+        "'sum'))\ncustomers.describe()",
+        "customers['segment'] = pd.qcut(customers['spend'], 4, labels=['low', 'mid', 'high', "
+        "'top'])",
         "customers['segment'].value_counts()",
         "repeat = (customers['orders'] > 15).mean()\nround(repeat, 3)",
-        "clean = clean.merge(customers[['segment']], left_on='customer', right_index=True, how='left')",
+        "clean = clean.merge(customers[['segment']], left_on='customer', right_index=True, "
+        "how='left')",
         "summarize(clean, 'segment')",
         "clean.groupby(['segment', 'region'], observed=True)['revenue'].sum().unstack().round(0)",
     ]
@@ -92,7 +102,8 @@ def analysis_cells() -> list[str]:
     for i in range(0, 40, 2):
         p = f"p{i:02d}"
         cells.append(
-            f"sub_{p} = clean[clean['product'] == '{p}']\nsub_{p}['revenue'].describe()[['mean', '50%', 'max']].round(2)"
+            f"sub_{p} = clean[clean['product'] == '{p}']\n"
+            f"sub_{p}['revenue'].describe()[['mean', '50%', 'max']].round(2)"
         )
         cells.append(f"zs_{p} = zscore(sub_{p}['revenue'])\nint((zs_{p}.abs() > 3).sum())")
     cells += [
@@ -102,29 +113,39 @@ def analysis_cells() -> list[str]:
         "rolling = weekly.rolling(4).mean()\nrolling.dropna().tail()",
         "season = clean.groupby(clean['date'].dt.month)['revenue'].mean()\nseason.round(1)",
         "counts = Counter(clean['product'])\ncounts.most_common(5)",
-        "pairs = defaultdict(float)\nfor r, p, v in clean[['region', 'product', 'revenue']].itertuples(index=False):\n    pairs[(r, p)] += v\nlen(pairs)",
+        "pairs = defaultdict(float)\nfor r, p, v in clean[['region', 'product', "
+        "'revenue']].itertuples(index=False):\n    pairs[(r, p)] += v\nlen(pairs)",
         "best_pair = max(pairs, key=pairs.get)\nbest_pair, round(pairs[best_pair], 2)",
-        "X = np.column_stack([np.ones(len(clean)), clean['units'], clean['discount']])\ny = clean['revenue'].to_numpy()",
+        "X = np.column_stack([np.ones(len(clean)), clean['units'], clean['discount']])\n"
+        "y = clean['revenue'].to_numpy()",
         "beta, *_ = np.linalg.lstsq(X, y, rcond=None)\nbeta.round(3)",
         "pred = X @ beta\nresid = y - pred\nround(float(np.sqrt((resid ** 2).mean())), 3)",
         "r2 = 1 - (resid ** 2).sum() / ((y - y.mean()) ** 2).sum()\nround(float(r2), 4)",
-        "price_bins = pd.cut(clean['unit_price'], [0, 10, 20, 40, 80, 1000])\nclean.groupby(price_bins, observed=True)['units'].mean().round(2)",
-        "elasticity = clean.groupby('product').apply(lambda g: np.corrcoef(g['unit_price'], g['units'])[0, 1], include_groups=False)\nelasticity.describe()",
+        "price_bins = pd.cut(clean['unit_price'], [0, 10, 20, 40, 80, 1000])\n"
+        "clean.groupby(price_bins, observed=True)['units'].mean().round(2)",
+        "elasticity = clean.groupby('product').apply(lambda g: np.corrcoef(g['unit_price'], "
+        "g['units'])[0, 1], include_groups=False)\nelasticity.describe()",
         "corr = clean[['units', 'unit_price', 'discount', 'revenue']].corr().round(3)\ncorr",
     ]
     return cells
 
 
 PLOTS = [
-    "fig, ax = plt.subplots(figsize=(6, 3))\nby_month.plot(ax=ax)\nax.set_title('revenue by month')\nplt.show()",
-    "fig, ax = plt.subplots(figsize=(5, 3))\nby_region['revenue'].sort_values().plot.barh(ax=ax)\nplt.show()",
-    "fig, ax = plt.subplots(figsize=(5, 3))\nclean['revenue'].clip(upper=500).hist(bins=50, ax=ax)\nplt.show()",
-    "fig, ax = plt.subplots(figsize=(6, 3))\nweekly.plot(ax=ax, alpha=0.5)\nrolling.plot(ax=ax)\nplt.show()",
+    "fig, ax = plt.subplots(figsize=(6, 3))\nby_month.plot(ax=ax)\n"
+    "ax.set_title('revenue by month')\nplt.show()",
+    "fig, ax = plt.subplots(figsize=(5, 3))\nby_region['revenue'].sort_values().plot.barh(ax=ax)\n"
+    "plt.show()",
+    "fig, ax = plt.subplots(figsize=(5, 3))\n"
+    "clean['revenue'].clip(upper=500).hist(bins=50, ax=ax)\nplt.show()",
+    "fig, ax = plt.subplots(figsize=(6, 3))\nweekly.plot(ax=ax, alpha=0.5)\nrolling.plot(ax=ax)\n"
+    "plt.show()",
     "fig, ax = plt.subplots(figsize=(4, 4))\nax.scatter(pred[:2000], y[:2000], s=2)\nplt.show()",
 ]
 
 REPORT = [
-    "report = {\n    'rows': int(len(clean)),\n    'revenue': round(float(clean['revenue'].sum()), 2),\n    'best_region': by_region['revenue'].idxmax(),\n    'r2': round(float(r2), 4),\n}",
+    "report = {\n    'rows': int(len(clean)),\n"
+    "    'revenue': round(float(clean['revenue'].sum()), 2),\n"
+    "    'best_region': by_region['revenue'].idxmax(),\n    'r2': round(float(r2), 4),\n}",
     "print(json.dumps(report, indent=2))",
     "top_customers = customers.nlargest(10, 'spend')\ntop_customers",
     "math.isclose(report['revenue'], clean['revenue'].sum(), rel_tol=1e-9)",
@@ -138,7 +159,8 @@ def code_cells(count: int = 150) -> list[str]:
     while len(cells) < 150:
         col = ("units", "unit_price", "revenue", "discount")[k % 4]
         cells.append(
-            f"check_{k} = float(clean[{col!r}].quantile({0.05 + 0.9 * (k % 10) / 10:.2f}))\ncheck_{k}"
+            f"check_{k} = float(clean[{col!r}].quantile({0.05 + 0.9 * (k % 10) / 10:.2f}))\n"
+            f"check_{k}"
         )
         k += 1
     return cells[:count]

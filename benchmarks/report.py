@@ -56,7 +56,8 @@ def verdict(m: Metric) -> str:
 
 def markdown_table(outcomes: list[ScenarioOutcome]) -> str:
     lines = [
-        "| Scenario | Measure | ipykeep side | Baseline | ipykeep: median (min–max) | Baseline: median (min–max) | Ratio | Target | Met |",
+        "| Scenario | Measure | ipykeep side | Baseline | ipykeep: median (min–max) | Baseline: "
+        "median (min–max) | Ratio | Target | Met |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for out in outcomes:

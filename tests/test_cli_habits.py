@@ -1,4 +1,7 @@
-"""CLI habits that need no kernel: --version, shell completion, --json placement, the notebook argument."""
+"""CLI habits that need no kernel.
+
+--version, shell completion, --json placement, the notebook argument.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One module per scenario; each exposes ``NAME``, ``TITLE`` and ``async run(ctx) -> list[Metric]``."""
+"""One module per scenario; each has ``NAME``, ``TITLE`` and ``async run(ctx) -> list[Metric]``."""
 
 from benchmarks.scenarios import (
     s1_round_trip,

@@ -2,8 +2,9 @@
 
 Two notebooks: ``benchmarks/realistic.py``'s generated sales analysis (many small pandas
 cells, a few plots) and a real one, ``benchmarks/thirdparty/statsmodels_examples.ipynb`` (146
-code cells of four statsmodels example notebooks; see the README there). Both sides are shell commands started from nothing, as a user types
-them: ``ipykeep start`` (daemon, kernel, every cell, outputs written back) and nbclient's own
+code cells of four statsmodels example notebooks; see the README there). Both sides are shell
+commands started from nothing, as a user types them: ``ipykeep start`` (daemon, kernel, every
+cell, outputs written back) and nbclient's own
 ``jupyter execute`` (kernel, every cell). Per-cell durations of both ipykeep modes are kept in the
 extras, so a miss can be traced to the cells (and the per-cell cost) that make it.
 """

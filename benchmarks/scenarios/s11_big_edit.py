@@ -2,10 +2,11 @@
 
 On a warm kernel of the 150-cell notebook, the cell that sets the data size is edited. Static
 mode: in ipyflow mode (ipyflow-core 0.0.231) this edit is planned as one cell, its dependents
-missed — a staleness defect reported separately — so its timing would compare nothing. Three ways back to a correct state are timed: executing the stale plan
-(``run_stale(execute=True)``), ``run_stale(execute=True, fresh=True)`` (restart, run every
-cell) and nbclient running the notebook in a fresh kernel. The plan's own estimate (its cost
-fields) is kept in the extras, with whether it recommended the fresh run.
+missed — a staleness defect reported separately — so its timing would compare nothing. Three
+ways back to a correct state are timed: executing the stale plan (``run_stale(execute=True)``),
+``run_stale(execute=True, fresh=True)`` (restart, run every cell) and nbclient running the
+notebook in a fresh kernel. The plan's own estimate (its cost fields) is kept in the extras,
+with whether it recommended the fresh run.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def restore_cells(rows: int, sleep_s: float) -> list[tuple[str, str]]:
         ("imports", "import time\nimport numpy as np\nimport pandas as pd"),
         (
             "load",
-            f"time.sleep({sleep_s})\nbig = pd.DataFrame(np.random.default_rng(0).random(({rows}, 10)))",
+            f"time.sleep({sleep_s})\nbig = pd.DataFrame(np.random.default_rng(0).random(({rows}, "
+            "10)))",
         ),
         ("stats", "means = big.mean()\nquant = big.quantile([0.1, 0.5, 0.9])"),
         ("feature", "top = big.nlargest(1000, 0)"),

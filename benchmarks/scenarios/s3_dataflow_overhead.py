@@ -4,10 +4,10 @@ Sides, interleaved per cell: ipykeep in ``static`` mode and in ``ipyflow`` mode 
 in-process through the engine, as notebook cells with every probe the daemon runs around a
 cell, called as the MCP tools call ``run_cells``: the reply does not wait for the notebook
 write, which follows within ``write_delay_ms``), static mode waiting for the write as the CLI
-and raw RPC do (full runs only), a raw plain ipykernel, and two raw ipyflow kernels (tracing on, and ``%flow disable``)
-that split ipyflow's own cost from ipykeep's. To find where ipyflow's time goes, the loop is
-also run under cProfile inside the ipyflow kernel: its instrumentation is ordinary Python
-calls emitted into the cell's code, so the profile shows them.
+and raw RPC do (full runs only), a raw plain ipykernel, and two raw ipyflow kernels (tracing
+on, and ``%flow disable``) that split ipyflow's own cost from ipykeep's. To find where ipyflow's
+time goes, the loop is also run under cProfile inside the ipyflow kernel: its instrumentation is
+ordinary Python calls emitted into the cell's code, so the profile shows them.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ def workloads(n: int) -> dict[str, str]:
         "loop": f"total = 0\nfor i in range({n}):\n    total += i",
         "frame": (
             f"rng = np.random.default_rng(0)\n"
-            f"frame = pd.DataFrame({{'a': np.arange({n}), 'g': np.arange({n}) % 97, 'x': rng.random({n})}})"
+            f"frame = pd.DataFrame({{'a': np.arange({n}), 'g': np.arange({n}) % 97, 'x': "
+            f"rng.random({n})}})"
         ),
         "groupby": "agg = frame.groupby('g')['x'].agg(['mean', 'sum', 'count'])",
     }
@@ -60,7 +61,8 @@ _pr.disable()
 _st = _ps.Stats(_pr)
 _rows = sorted(_st.stats.items(), key=lambda kv: -kv[1][2])[:8]
 _total = sum(v[2] for v in _st.stats.values())
-print(_js.dumps({{"total_s": _total, "top": [[f"{{k[0].split('/')[-1]}}:{{k[2]}}", v[1], round(v[2], 4)] for k, v in _rows]}}))
+_top = [[f"{{k[0].split('/')[-1]}}:{{k[2]}}", v[1], round(v[2], 4)] for k, v in _rows]
+print(_js.dumps({{"total_s": _total, "top": _top}}))
 """
 
 

@@ -24,7 +24,8 @@ IMPORTS = "import numpy as np\nimport pandas as pd"
 
 
 def build_cell(rows: int) -> str:
-    # 10 float64 columns: rows * 80 bytes (375k rows = 30 MB); a new seed each run so the data is new
+    # 10 float64 columns: rows * 80 bytes (375k rows = 30 MB); a new seed each run so the data is
+    # new
     return (
         "_seed = globals().get('_seed', 0) + 1\n"
         f"big = pd.DataFrame(np.random.default_rng(_seed).random(({rows}, 10)))"

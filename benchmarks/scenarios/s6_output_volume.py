@@ -51,9 +51,12 @@ async def run(ctx: RunContext) -> list[Metric]:
                     total += res.bytes
             if res.data.get("state") in ("queued", "running"):
                 raise RuntimeError(
-                    f"{res.data['handle']} still 'running' {DEADLINE_S:g} s after it started although the kernel is"
-                    f" idle: the daemon missed iopub messages (its 'idle' status among them) under {lines_total:,}"
-                    f" flushed prints, so the execution never completes; last read: {res.text.splitlines()[0][:120]}"
+                    f"{res.data['handle']} still 'running' {DEADLINE_S:g} s after it started "
+                    "although the kernel is"
+                    " idle: the daemon missed iopub messages (its 'idle' status among them) "
+                    f"under {lines_total:,}"
+                    " flushed prints, so the execution never completes; last read: "
+                    f"{res.text.splitlines()[0][:120]}"
                 )
             if res.data.get("state") != "ok":
                 raise RuntimeError(f"print loop failed through MCP: {res.text[:500]}")

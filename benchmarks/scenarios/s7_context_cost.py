@@ -22,7 +22,10 @@ NAME = "context_cost"
 TITLE = "7. Context cost"
 
 PRINT_LINES = 3000
-PLOT = "import matplotlib.pyplot as plt\nplt.figure(figsize=(6, 4))\nplt.plot([i * i for i in range(100)])\nplt.title('squares')\nplt.show()"
+PLOT = (
+    "import matplotlib.pyplot as plt\nplt.figure(figsize=(6, 4))\n"
+    "plt.plot([i * i for i in range(100)])\nplt.title('squares')\nplt.show()"
+)
 ERROR = "def ratio(a, b):\n    return a / b\n\nratio(1, 0)"
 
 
@@ -123,7 +126,8 @@ async def _agent_loop(ctx: RunContext, root: Any, mcp: Any) -> Metric:
             set_source,
             nb,
             "42459532",
-            'by_region = clean.groupby("region")["revenue"].agg(["count", "sum", "median"]).round(1)\nby_region',
+            'by_region = clean.groupby("region")["revenue"].agg(["count", "sum", '
+            '"median"]).round(1)\nby_region',
         )
         steps["run_stale"] = (await mcp.call("run_stale", {"kernel_id": kid})).bytes
         steps["run_stale_execute"] = (

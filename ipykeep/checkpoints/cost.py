@@ -5,8 +5,9 @@ them), so checkpointing every cell makes cheap cells several times slower. As in
 ElasticNotebook, a value is saved only when recomputing it would cost more: a cell is *cheap*
 when re-running it together with the cheap cells it reads from (transitively; they are not
 checkpointed either) takes less than ``checkpoint_min_cell_s``, or less than saving its values
-took the last time they were saved (the time the kernel was held pickling them). A cheap cell gets a manifest
-without values and re-runs on restore, before the checkpointed values are loaded.
+took the last time they were saved (the time the kernel was held pickling them). A cheap cell
+gets a manifest without values and re-runs on restore, before the checkpointed values are
+loaded.
 
 A cell that only imports modules is cheap whatever its run time, and counts for nothing in
 its readers' chains: loading a saved module reference imports the module again, so restore pays

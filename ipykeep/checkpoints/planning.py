@@ -137,7 +137,7 @@ def candidates(
 
 
 def drop_with_cowriters(cps: Sequence[CellCheckpoint], dropped: set[str]) -> list[CellCheckpoint]:
-    """``cps`` without ``dropped`` cells and, transitively, every cell writing one of their names."""
+    """``cps`` minus ``dropped`` cells and, transitively, every cell writing one of their names."""
     dropped = set(dropped)
     changed = True
     while changed:

@@ -3,7 +3,8 @@
 Layout under ``<project>/.ipykeep/checkpoints/`` (directories 0700, files 0600)::
 
     key                              32 random bytes, the project's secret (0600)
-    blobs/ab/cdef…                   one pickled value; its name is its MAC (``_inkernel/blobfmt.py``)
+    blobs/ab/cdef…                   one pickled value; its name is its MAC
+                                     (``_inkernel/blobfmt.py``)
     notebooks/<nbkey>/cells/<id>.json  the latest checkpoint of each notebook cell
     notebooks/<nbkey>/named/<n>.json   named checkpoints (``ipykeep checkpoint NAME``)
     poisoned.json                    authentic blobs that failed to unpickle: never tried again
@@ -118,7 +119,8 @@ class CheckpointStore:
         st = path.stat()
         if st.st_mode & 0o077:
             raise CheckpointError(
-                f"the checkpoint key {path} is readable by other users (mode {st.st_mode & 0o777:o})",
+                f"the checkpoint key {path} is readable by other users "
+                f"(mode {st.st_mode & 0o777:o})",
                 hint=f"chmod 600 {path} (or delete it: existing checkpoints are then discarded)",
             )
         key = path.read_bytes()
@@ -175,8 +177,8 @@ class CheckpointStore:
         if not hmac.compare_digest(self.blob_id(data), blob_id):
             self.quarantine(blob_id)
             raise TamperedCheckpointError(
-                f"checkpoint blob {blob_id[:12]} does not authenticate under this project's key: it was "
-                "modified or not written by this project; refusing to unpickle it",
+                f"checkpoint blob {blob_id[:12]} does not authenticate under this project's key: "
+                "it was modified or not written by this project; refusing to unpickle it",
                 hint="its cell re-runs instead; delete .ipykeep/checkpoints to start over",
             )
         with contextlib.suppress(OSError):
@@ -239,7 +241,8 @@ class CheckpointStore:
         if not NAME.match(name):
             raise CheckpointError(
                 f"{name!r} is not a checkpoint name",
-                hint="use letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)",
+                hint="use letters, digits, '.', '_' or '-' "
+                "(at most 64, starting with a letter or digit)",
             )
         return self.notebook_dir(notebook) / "named" / f"{name}.json"
 
@@ -262,17 +265,22 @@ class CheckpointStore:
                 f"checkpoint manifest {path} is unreadable: {exc}", hint=f"delete {path}"
             ) from exc
         mac = data.get("mac") if isinstance(data, dict) else None
-        if not isinstance(mac, str) or not hmac.compare_digest(
-            hmac.new(self.key, canonical(data), hashlib.sha256).hexdigest(), mac
+        if (
+            not isinstance(data, dict)
+            or not isinstance(mac, str)
+            or not hmac.compare_digest(
+                hmac.new(self.key, canonical(data), hashlib.sha256).hexdigest(), mac
+            )
         ):
             raise TamperedCheckpointError(
-                f"checkpoint manifest {path} does not authenticate under this project's key; refusing it",
+                f"checkpoint manifest {path} does not authenticate under this project's key; "
+                "refusing it",
                 hint=f"delete {path}; the cells it describes re-run instead",
             )
         return data
 
     def manifests(self, directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
-        """Every manifest in ``directory`` that authenticates, and the errors of those that do not."""
+        """Every manifest in ``directory`` that authenticates, and the errors of the others."""
         good: list[dict[str, Any]] = []
         bad: list[str] = []
         if not directory.is_dir():

@@ -239,7 +239,7 @@ class Execution:
         content: dict[str, Any],
         split: Callable[[dict[str, str], dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
-        """``split`` maps the reply's user expressions back to ``expressions`` (``core.probe_bundle``)."""
+        """``split`` maps the reply's user expressions back to ``expressions`` (probe_bundle)."""
         status = content.get("status")
         results = content.get("user_expressions") or {}
         self.expression_results = split(self.expressions, results) if split is not None else results
@@ -266,7 +266,8 @@ class Execution:
             # Nothing says the code ran: the kernel may have failed before running it (an
             # exception in its message handler ends a request with idle and no reply).
             self.add_note(
-                "the kernel ended this request without a reply or any output: it may not have run; run it again"
+                "the kernel ended this request without a reply or any output: it may not have run; "
+                "run it again"
             )
             return "lost"
         return "ok"

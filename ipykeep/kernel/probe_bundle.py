@@ -33,7 +33,8 @@ def bundle(expressions: Mapping[str, str]) -> dict[str, str]:
         return dict(expressions)
     sources = dict(expressions)
     return {
-        BUNDLE_KEY: f'__import__("sys").modules[{_SETUP_MODULE!r}].probe_all({sources!r}, globals(), locals())'
+        BUNDLE_KEY: f'__import__("sys").modules[{_SETUP_MODULE!r}]'
+        f".probe_all({sources!r}, globals(), locals())"
     }
 
 

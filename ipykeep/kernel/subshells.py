@@ -1,4 +1,4 @@
-"""The pool of ipykernel-7 subshells one kernel lends to scratch work while its main shell is busy."""
+"""The ipykernel-7 subshells one kernel lends to scratch work while its main shell is busy."""
 
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ def current_umask() -> int:
 def write_temp_beside(
     path: Path | str, data: bytes, *, mode: int | None = None, fsync: bool = False
 ) -> str:
-    """A temporary file in ``path``'s directory holding ``data``, with its final mode; returns its path.
+    """A temporary file in ``path``'s directory holding ``data``, with its final mode; returns its
+    path.
 
     For callers that must do more than rename it (``core.notebook`` checks the target under a
     lock first); they own the file from here and must rename or unlink it.
@@ -81,7 +82,7 @@ def atomic_write_bytes(
     follow_symlinks: bool = False,
     fsync: bool = False,
 ) -> None:
-    """Give ``path`` the content ``data`` in one rename (see the module docstring for the options)."""
+    """Give ``path`` the content ``data`` in one rename (the module docstring has the options)."""
     target = os.path.realpath(path) if follow_symlinks else os.fspath(path)
     tmp = write_temp_beside(target, data, mode=mode, fsync=fsync)
     try:

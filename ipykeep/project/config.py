@@ -29,7 +29,8 @@ else:  # pragma: no cover - Python 3.10
 class Config:
     #: Python interpreter that runs kernels (must have ipykernel, and ipyflow-core for dataflow).
     python: str = sys.executable
-    #: "static": plain kernels, static analysis + runtime evidence; "ipyflow": adds ipyflow's tracer.
+    #: "static": plain kernels, static analysis + runtime evidence; "ipyflow": adds ipyflow's
+    #: tracer.
     #: static is the default: with runtime evidence (namespace diff and fingerprints after every
     #: cell) it is as sound as ipyflow on every suite, at no tracing cost (README, "Staleness").
     dataflow: Literal["ipyflow", "static"] = "static"

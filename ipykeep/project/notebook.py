@@ -21,12 +21,13 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import nbformat
+from nbformat import NotebookNode
 
 from ipykeep.api.errors import (
     NotebookConflictError,
@@ -37,6 +38,20 @@ from ipykeep.api.errors import (
 from ipykeep.project.atomic import TEMP_SUFFIX, write_temp_beside
 
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+
+
+# nbformat ships type information but leaves these functions unannotated; the names below say
+# what they take and give. A NotebookNode is a dict with attribute access: its fields are Any.
+class _Writes(Protocol):
+    def __call__(
+        self, nb: NotebookNode, *, capture_validation_error: dict[str, Any] | None = None
+    ) -> str: ...
+
+
+from_dict: Callable[[Mapping[str, Any]], NotebookNode] = nbformat.from_dict
+convert: Callable[[NotebookNode, int], NotebookNode] = nbformat.convert
+writes: _Writes = nbformat.writes
+new_markdown_cell: Callable[[str], NotebookNode] = nbformat.v4.new_markdown_cell
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,8 @@ class NotebookSnapshot:
             if 0 <= idx < len(self.cells):
                 return self.cells[idx]
             raise UnknownCellError(
-                f"cell index {idx} is out of range: {self.path.name} has {len(self.cells)} cells (0–{len(self.cells) - 1})",
+                f"cell index {idx} is out of range: {self.path.name} has {len(self.cells)} cells "
+                f"(0–{len(self.cells) - 1})",
                 hint="use `ipykeep status` to list cells with their ids and indexes",
             )
         raise UnknownCellError(
@@ -157,7 +173,8 @@ def _check_writable(path: Path) -> None:
     if not mode & 0o222:
         raise NotebookWriteError(
             f"{path} is read-only (mode {mode:o}); outputs were not written",
-            hint="make it writable (chmod u+w) or start with --no-write-outputs; the results stay in ipykeep's record",
+            hint="make it writable (chmod u+w) or start with --no-write-outputs; "
+            "the results stay in ipykeep's record",
         )
 
 
@@ -208,7 +225,8 @@ def _parse_json(raw: bytes, path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise NotebookInvalidError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            hint="fix the JSON (an editor's merge conflict or a partial write?); ipykeep did not change it",
+            hint="fix the JSON (an editor's merge conflict or a partial write?); "
+            "ipykeep did not change it",
         ) from exc
     if (
         not isinstance(data, dict)
@@ -242,10 +260,10 @@ def _check_shape(data: dict[str, Any], path: Path) -> None:
 
 def _to_v4(data: dict[str, Any], path: Path) -> Any:
     try:
-        nb = nbformat.from_dict(data)
+        nb = from_dict(data)
         if nb.get("nbformat") != 4:
             # nbformat's own converter (3 -> 4 upgrades worksheets, prompts, languages).
-            nb = nbformat.convert(nb, 4)
+            nb = convert(nb, 4)
             if not isinstance(nb.get("cells"), list):
                 raise ValueError("no cells after conversion")
             # The converter draws random ids; drop them so ids derive from positions as for any
@@ -299,7 +317,8 @@ def _repair_ids(nb: Any) -> list[str]:
                 notes.append(f"cell {index} had no id; gave it {new!r}")
         else:
             notes.append(
-                f"cell {index} had a {'duplicate' if cid in seen else 'malformed'} id {cid!r}; gave it {new!r}"
+                f"cell {index} had a {'duplicate' if cid in seen else 'malformed'} id {cid!r}; "
+                f"gave it {new!r}"
             )
         cell["id"] = new
         seen.add(new)
@@ -430,17 +449,18 @@ def write_outputs(
             if _source(cell) != upd.source:
                 report.skipped_edited.append(cell_id)
                 continue
-            cell["outputs"] = [nbformat.from_dict(o) for o in upd.outputs]
+            cell["outputs"] = [from_dict(o) for o in upd.outputs]
             cell["execution_count"] = upd.execution_count
             report.updated.append(cell_id)
         if not report.updated and not report.repairs:
             return report
         captured: dict[str, Any] = {}
-        text = nbformat.writes(nb, capture_validation_error=captured)  # validates once
+        text = writes(nb, capture_validation_error=captured)  # validates once
         if "ValidationError" in captured:
             exc = captured["ValidationError"]
             raise NotebookInvalidError(
-                f"{path}: merging outputs would make an invalid notebook ({exc.message}); nothing was written",
+                f"{path}: merging outputs would make an invalid notebook ({exc.message}); "
+                "nothing was written",
                 hint="please report this; the outputs stay in ipykeep's record",
             )
         if not text.endswith("\n"):
@@ -452,7 +472,8 @@ def write_outputs(
         except OSError as exc:
             raise NotebookWriteError(
                 f"outputs not written to {path}: {exc.strerror or exc}",
-                hint="free disk space or make the notebook's directory writable; the results stay in ipykeep's record",
+                hint="free disk space or make the notebook's directory writable; "
+                "the results stay in ipykeep's record",
             ) from exc
         if not replaced:
             continue  # someone saved meanwhile: merge again from their version
@@ -462,6 +483,8 @@ def write_outputs(
         _SNAPSHOTS[path] = _snapshot(path, nb, report.content_hash, [])
         return report
     raise NotebookConflictError(
-        f"{path} kept changing while outputs were written ({retries} attempts); outputs were not written",
-        hint="the notebook is being saved continuously by another program; outputs stay in ipykeep's record",
+        f"{path} kept changing while outputs were written ({retries} attempts); "
+        "outputs were not written",
+        hint="the notebook is being saved continuously by another program; "
+        "outputs stay in ipykeep's record",
     )

@@ -97,17 +97,22 @@ def unknown_kernel_error(
     running = ", ".join(live) or "none"
     kdir = paths.kernel_dir(kernel_id)
     closed = kdir / "closed.json"
-    hint = f"start a new kernel (create_kernel / `ipykeep start`); its record stays in {kdir / 'record.jsonl'}"
+    hint = (
+        "start a new kernel (create_kernel / `ipykeep start`); "
+        f"its record stays in {kdir / 'record.jsonl'}"
+    )
     if closed.is_file():
         with contextlib.suppress(ValueError, OSError):
             info = json.loads(closed.read_text())
             return UnknownKernelError(
-                f"kernel {kernel_id} was closed: {info.get('reason', 'closed')} (running now: {running})",
+                f"kernel {kernel_id} was closed: {info.get('reason', 'closed')} "
+                f"(running now: {running})",
                 hint=hint,
             )
     if kdir.is_dir():
         return UnknownKernelError(
-            f"kernel {kernel_id} belonged to a daemon that is no longer running; its state is gone (running now: {running})",
+            f"kernel {kernel_id} belonged to a daemon that is no longer running; "
+            f"its state is gone (running now: {running})",
             hint=hint,
         )
     return UnknownKernelError(

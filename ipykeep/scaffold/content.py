@@ -30,10 +30,16 @@ _WORKFLOW = """\
   Read the full text only when the cut part is what you need.
 """
 
+_SKILL_DESCRIPTION = (
+    "Work in a Jupyter notebook through ipykeep's persistent, dataflow-aware kernel. "
+    "Use when running, debugging or editing cells of an .ipynb notebook, "
+    "or exploring its data and variables."
+)
+
 SKILL_MD = f"""\
 ---
 name: ipykeep
-description: Work in a Jupyter notebook through ipykeep's persistent, dataflow-aware kernel. Use when running, debugging or editing cells of an .ipynb notebook, or exploring its data and variables.
+description: {_SKILL_DESCRIPTION}
 ---
 
 # Working in notebooks with ipykeep

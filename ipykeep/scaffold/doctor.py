@@ -232,7 +232,8 @@ def check_daemon(root: Path) -> Check:
             name,
             Status.fail,
             f"a daemon is registered for {root} but did not answer ({message})",
-            "stop it with `ipykeep daemon stop` (or end its process) and let the next call start a new one",
+            "stop it with `ipykeep daemon stop` (or end its process) "
+            "and let the next call start a new one",
         )
     pid = getattr(descriptor, "pid", None)
     version = getattr(descriptor, "version", None)
@@ -327,7 +328,8 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
                     name,
                     Status.fail,
                     f"{path}: `{command}` is not found from {root}",
-                    "install ipykeep on PATH (pipx/uv tool), or rerun `ipykeep init --replace --launcher venv|uvx|command`",
+                    "install ipykeep on PATH (pipx/uv tool), "
+                    "or rerun `ipykeep init --replace --launcher venv|uvx|command`",
                 )
             )
         elif label.startswith("Cursor") and "--project" not in map(str, args):
@@ -335,8 +337,10 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
                 Check(
                     name,
                     Status.warn,
-                    f"{shown}: no --project, so a server Cursor starts outside the workspace serves the wrong project",
-                    f"rerun `ipykeep init --provider cursor` (adds {' '.join(CURSOR_PROJECT_ARGS)})",
+                    f"{shown}: no --project, "
+                    "so a server Cursor starts outside the workspace serves the wrong project",
+                    "rerun `ipykeep init --provider cursor` "
+                    f"(adds {' '.join(CURSOR_PROJECT_ARGS)})",
                 )
             )
         else:

@@ -34,7 +34,8 @@ def _describe_entry(entry: Any) -> str:
 
 
 def entry_matches(entry: Any, launcher: Launcher) -> bool:
-    """Whether an existing server entry already runs ``launcher`` (extra keys such as env are kept)."""
+    """Whether an existing server entry already runs ``launcher`` (extra keys such as env are
+    kept)."""
     if not isinstance(entry, dict):
         return False
     if entry.get("type", "stdio") != "stdio":
@@ -85,7 +86,8 @@ def plan_json_servers(
             path,
             label,
             before or "",
-            f"an ipykeep server entry already exists ({_describe_entry(existing)}); {_REPLACE_HINT}",
+            f"an ipykeep server entry already exists ({_describe_entry(existing)}); "
+            f"{_REPLACE_HINT}",
         )
     entry = json_server_entry(launcher, with_type=with_type)
     if outdated:

@@ -86,9 +86,13 @@ def claude_approval(root: Path, home: Path) -> ClaudeApproval:
 def claude_fix(root: Path, approval: ClaudeApproval) -> str:
     local = root / ".claude" / "settings.local.json"
     if approval.state == "disabled":
-        return f'remove "{SERVER_NAME}" from disabledMcpjsonServers in {approval.source}, then restart Claude Code'
+        return (
+            f'remove "{SERVER_NAME}" from disabledMcpjsonServers in {approval.source}, '
+            "then restart Claude Code"
+        )
     return (
-        f'run `ipykeep init --provider claude_code` (adds "{SERVER_NAME}" to enabledMcpjsonServers in {local}), '
+        f'run `ipykeep init --provider claude_code` (adds "{SERVER_NAME}" to '
+        f"enabledMcpjsonServers in {local}), "
         "or approve the ipykeep server when Claude Code asks at start-up"
     )
 
@@ -123,5 +127,6 @@ def codex_fix(root: Path, home: Path, environ: dict[str, str] | None = None) -> 
     config = codex_home(home, environ) / "config.toml"
     return (
         f'add to {config}:  [projects.{json.dumps(str(root))}]  trust_level = "trusted"  '
-        "(or start `codex` in the project and trust it when asked); until then Codex ignores .codex/config.toml"
+        "(or start `codex` in the project and trust it when asked); "
+        "until then Codex ignores .codex/config.toml"
     )

@@ -24,6 +24,9 @@ point group as ``ipykeep-adopted``) with the kernel's pid and connection file as
 provisioner's "launch" hands back the running kernel's connection info instead of starting one.
 """
 
+# jupyter_server ships type information but leaves much of its API unannotated.
+# mypy: untyped-calls-exclude=jupyter_server
+
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +37,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from jupyter_client.provisioning import KernelProvisionerFactory
+from jupyter_client.provisioning.factory import KernelProvisionerFactory
 from jupyter_client.provisioning.provisioner_base import KernelProvisionerBase
 from jupyter_server.services.kernels.connection.channels import ZMQChannelsWebsocketConnection
 from jupyter_server.services.kernels.kernelmanager import (
@@ -55,7 +58,10 @@ REFUSE_SHUTDOWN = (
     "ipykeep owns this kernel: shutting it down from the browser is refused. "
     "Stop it with `ipykeep stop` (or `ipykeep serve --stop` to detach it from this server)."
 )
-REFUSE_START = "this Jupyter server only hosts kernels started by ipykeep; start one with `ipykeep start NOTEBOOK --serve`"
+REFUSE_START = (
+    "this Jupyter server only hosts kernels started by ipykeep; "
+    "start one with `ipykeep start NOTEBOOK --serve`"
+)
 
 
 #: the provisioner's entry point name (pyproject.toml, ``jupyter_client.kernel_provisioners``)
@@ -208,7 +214,8 @@ class AdoptedKernelManager(ServerKernelManager):
 
 def is_adoption_spec(spec: KernelSpec | None) -> bool:
     meta = getattr(spec, "metadata", None) or {}
-    return meta.get("kernel_provisioner", {}).get("provisioner_name") == PROVISIONER_NAME
+    name: object = meta.get("kernel_provisioner", {}).get("provisioner_name")
+    return name == PROVISIONER_NAME
 
 
 def adoption_spec_name(server_id: str) -> str:
@@ -274,6 +281,12 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
 
     def initialize_culler(self) -> None:
         self._initialized_culler = True
+
+    if TYPE_CHECKING:
+        # jupyter_server leaves these unannotated; their types as ipykeep calls them.
+        def _check_kernel_id(self, kernel_id: str) -> None: ...
+        def stop_watching_activity(self, kernel_id: str) -> None: ...
+        def stop_buffering(self, kernel_id: str) -> None: ...
 
     def _adoption_specs(self) -> dict[str, KernelSpec]:
         ksm = self.kernel_spec_manager
@@ -377,6 +390,11 @@ class AdoptingKernelManager(AsyncMappingKernelManager):
             await self.detach(kid)
 
 
+def _msg_type(header: Any) -> str | None:
+    msg_type = header["msg_type"]  # a header from the wire: anything JSON can hold
+    return msg_type if isinstance(msg_type, str) else None
+
+
 def ws_msg_type(channel_msg: Any, subprotocol: str | None) -> str | None:
     """The msg_type of a websocket frame from the browser (None when it cannot be read)."""
     try:
@@ -384,12 +402,12 @@ def ws_msg_type(channel_msg: Any, subprotocol: str | None) -> str | None:
             from jupyter_server.services.kernels.connection.base import deserialize_msg_from_ws_v1
 
             _channel, parts = deserialize_msg_from_ws_v1(channel_msg)
-            return json.loads(bytes(parts[0]).decode())["msg_type"]
+            return _msg_type(json.loads(bytes(parts[0]).decode()))
         if isinstance(channel_msg, bytes):
             from jupyter_server.services.kernels.connection.base import deserialize_binary_message
 
-            return deserialize_binary_message(channel_msg)["header"]["msg_type"]
-        return json.loads(channel_msg)["header"]["msg_type"]
+            return _msg_type(deserialize_binary_message(channel_msg)["header"])
+        return _msg_type(json.loads(channel_msg)["header"])
     except Exception:
         return None
 

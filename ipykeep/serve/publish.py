@@ -16,11 +16,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from ipykeep.api.errors import UnknownCellError
 from ipykeep.project.atomic import atomic_write_text
-from ipykeep.project.notebook import read_notebook_node
+from ipykeep.project.notebook import new_markdown_cell, read_notebook_node, writes
 from ipykeep.serve.adoption import write_private_json
 
 CAPTION_TAG = "ipykeep-caption"
@@ -38,12 +36,13 @@ def _resolve(nb: Any, ref: str, handles: list[str | None]) -> int:
         return int(ref)
     raise UnknownCellError(
         f"no cell {ref!r} to highlight (the view has {len(nb.cells)} cells)",
-        hint="name cells by id or 0-based index (`ipykeep status`); for a scratch kernel by handle (c3)",
+        hint="name cells by id or 0-based index (`ipykeep status`); "
+        "for a scratch kernel by handle (c3)",
     )
 
 
 def highlight(nb: Any, captions: dict[str, str], handles: list[str | None] | None = None) -> Any:
-    """A copy of ``nb`` with a caption cell above each named cell (names resolved before inserting)."""
+    """A copy of ``nb`` with a caption cell above each named cell (names resolved first)."""
     nb = copy.deepcopy(nb)
     handles = handles or [None] * len(nb.cells)
     targets = sorted(
@@ -56,7 +55,7 @@ def highlight(nb: Any, captions: dict[str, str], handles: list[str | None] | Non
             tags.append(HIGHLIGHT_TAG)
         cell.metadata["tags"] = tags
         cell.metadata["ipykeep"] = {"caption": text}
-        caption = nbformat.v4.new_markdown_cell(f"**▶ {text}**")
+        caption = new_markdown_cell(f"**▶ {text}**")
         caption.metadata["tags"] = [CAPTION_TAG]
         nb.cells.insert(index, caption)
     return nb
@@ -68,7 +67,7 @@ def notebook_view(path: Path) -> Any:
 
 def write_view(target: Path, nb: Any) -> bool:
     """Write the view if it differs from what is there; True when written."""
-    text = nbformat.writes(nb)
+    text = writes(nb)
     if target.exists() and target.read_text(encoding="utf-8") == text:
         return False
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,9 @@ JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and t
 - a watchdog stops the server within a second when the daemon that started it is gone.
 """
 
+# jupyter_server ships type information but leaves much of its API unannotated.
+# mypy: untyped-calls-exclude=jupyter_server
+
 from __future__ import annotations
 
 import asyncio
@@ -207,7 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     serverapp.identity_provider.token = settings["token"]
     if not isinstance(serverapp.kernel_manager, AdoptingKernelManager):
         sys.exit(
-            "a Jupyter configuration file overrides ServerApp.kernel_manager_class; ipykeep cannot serve"
+            "a Jupyter configuration file overrides ServerApp.kernel_manager_class; "
+            "ipykeep cannot serve"
         )
     install(serverapp, Path(settings["spec_path"]), int(settings["daemon_pid"]))
     serverapp.start()

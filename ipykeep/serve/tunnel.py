@@ -22,7 +22,9 @@ def require_cloudflared() -> str:
     if exe is None:
         raise TunnelError(
             "cannot publish through a tunnel: `cloudflared` is not installed (not on PATH)",
-            hint="install cloudflared (https://developers.cloudflare.com/cloudflare-one/connections/connect-networks/downloads/) "
+            hint="install cloudflared "
+            "(https://developers.cloudflare.com/cloudflare-one/connections/"
+            "connect-networks/downloads/) "
             "or publish without --tunnel for a local URL",
         )
     return exe

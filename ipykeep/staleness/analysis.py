@@ -41,6 +41,9 @@ from ipykeep.staleness.analysis_scan import (
 )
 from ipykeep.staleness.syntax import parse_cell
 
+#: The results' types live in ``analysis_model``; they are this module's interface as well.
+__all__ = ["UNPARSEABLE", "CellAnalysis", "FunctionInfo", "analyze_source"]
+
 
 class _Module:
     """Sequential walk of module-level statements (the order of reads and binds matters)."""

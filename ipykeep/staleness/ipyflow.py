@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipykeep.staleness.analysis_model import is_kernel_name
+from ipykeep.staleness.errors import ProbeError
 from ipykeep.staleness.models import DynamicCellInfo
-from ipykeep.staleness.probes import ProbeError, call_expr, check_protocol, probe_source
+from ipykeep.staleness.probes import call_expr, check_protocol, probe_source
 
 MODULE_NAME = "_ipykeep_ipyflow"
 _BUILTINS = frozenset(dir(builtins))

@@ -49,7 +49,8 @@ def estimate(
     fresh: Mapping[str, float],
     restart_s: float | None,
 ) -> PlanCost:
-    """``last``/``fresh``: cell id -> seconds of its latest run / of its run in the last fresh run."""
+    """``last``/``fresh``: cell id -> seconds of its latest run / of its run in the last fresh
+    run."""
     plan_s = sum(last.get(c, 0.0) for c in planned)
     unmeasured = tuple(c for c in planned if c not in last)
     per_cell = [fresh.get(c, last.get(c)) for c in code_cells]

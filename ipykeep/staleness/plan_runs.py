@@ -28,7 +28,7 @@ FRESH_REASON = "run-stale --fresh"
 
 
 def note_started(session: KernelSession) -> None:
-    """At kernel start (session created just before): what a fresh run pays before its first cell."""
+    """At kernel start (session just created): what a fresh run pays before its first cell."""
     measurements_of(session).restart_s = time.time() - session.created_at
 
 

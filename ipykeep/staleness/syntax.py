@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from IPython.core.inputtransformer2 import TransformerManager
 
 #: Magics that run their argument / body as Python code in the user namespace.
 PYTHON_BODY_MAGICS = frozenset({"time", "timeit", "capture", "prun", "memit", "debug"})
 
 
 @lru_cache(maxsize=1)
-def _transformer():
+def _transformer() -> TransformerManager:
     # Imported lazily: IPython is heavy and only needed once a cell holds IPython syntax.
     from IPython.core.inputtransformer2 import TransformerManager
 
-    return TransformerManager()
+    # IPython annotates transform_cell but not the constructor: say what it makes.
+    manager: Callable[[], TransformerManager] = TransformerManager
+    return manager()
 
 
 def _looks_like_ipython(source: str) -> bool:

@@ -81,7 +81,8 @@ def test_a_fresh_client_process_gets_probe_failed_as_its_own_class(failing_serve
         "from ipykeep.client.wire import Endpoint, call_sync\n"
         f"try:\n    call_sync(Endpoint({host!r}, {port}, {token!r}), 'ping')\n"
         "except Exception as exc:\n"
-        "    print(type(exc).__module__, type(exc).__name__, exc.code, exc.exit_code, exc.hint, sep='|')\n"
+        "    print(type(exc).__module__, type(exc).__name__, exc.code, exc.exit_code, exc.hint, "
+        "sep='|')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -26,7 +26,8 @@ def _saved(store: CheckpointStore, mod, ns: dict, name: str) -> str:  # type: ig
 
 
 def _replace(store: CheckpointStore, blob: str, data: bytes) -> None:
-    """Put other bytes under a blob's name the way files change on disk (a new file renamed over it)."""
+    """Put other bytes under a blob's name the way files change on disk (a new file renamed over
+    it)."""
     path = store.blob_path(blob)
     tmp = path.with_name(path.name + ".new")
     tmp.write_bytes(data)

@@ -8,7 +8,10 @@ import pytest
 
 from ipykeep.kernel.inkernel import DIGEST_ATTR, install_expression, source_digest
 
-SOURCE = "PROTOCOL = 3\ncalls = []\ndef _adopt(old):\n    global calls\n    if old is not None:\n        calls = old.calls\n"
+SOURCE = (
+    "PROTOCOL = 3\ncalls = []\ndef _adopt(old):\n    global calls\n    if old is not None:\n"
+    "        calls = old.calls\n"
+)
 
 
 @pytest.fixture

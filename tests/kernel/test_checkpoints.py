@@ -37,7 +37,8 @@ CELLS = [
     ("gen", "stream = (i * i for i in range(5))"),
     (
         "base",
-        "time.sleep(0.3)\nbase = list(range(10))\nclass Box:\n    def __init__(self, v):\n        self.v = v\nbox = Box(sum(base))",
+        "time.sleep(0.3)\nbase = list(range(10))\nclass Box:\n    def __init__(self, v):\n"
+        "        self.v = v\nbox = Box(sum(base))",
     ),
     ("use", "boxed = [Box(v) for v in base[:3]]\nn = total + box.v"),
 ]

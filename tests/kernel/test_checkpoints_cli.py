@@ -99,7 +99,8 @@ def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None
         res = run_cli("start", "nb.ipynb", "--json", cwd=root)
         assert res.returncode == 0, res.stderr
         notices = " ".join(json.loads(res.stdout).get("notices") or [])
-        # "other" takes microseconds: cheap, it re-runs instead of being saved (checkpoint_min_cell_s)
+        # "other" takes microseconds: cheap, it re-runs instead of being saved
+        # (checkpoint_min_cell_s)
         assert "restored 3 cell(s)" in notices and ": 0, 1, 3;" in notices, notices
         assert "1 cheap cell(s) re-ran: 2" in notices and "0 cell(s) must re-run" in notices, (
             notices

@@ -1,9 +1,9 @@
 """Restore on notebooks we did not write: statsmodels' ``ols.ipynb`` and ``glm.ipynb``
 (BSD-3-Clause, under tests/fixtures/thirdparty) with every cell checkpointed, the kernel
-SIGKILLed, then ``start`` again. The restored kernel must hold what a fresh top-to-bottom run in a separate interpreter
-gives (every comparable global) and plan nothing; after an edit, the plan must be the one a
-kernel that was never lost makes, run exactly the same cells (skipping the same ones at run
-time) and leave the kernel equal to a fresh run. Both dataflow modes.
+SIGKILLed, then ``start`` again. The restored kernel must hold what a fresh top-to-bottom run
+in a separate interpreter gives (every comparable global) and plan nothing; after an edit, the
+plan must be the one a kernel that was never lost makes, run exactly the same cells (skipping
+the same ones at run time) and leave the kernel equal to a fresh run. Both dataflow modes.
 """
 
 from __future__ import annotations

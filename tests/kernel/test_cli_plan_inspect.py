@@ -1,4 +1,7 @@
-"""run-stale, watch, inspect and namespace as a person at a shell uses them (real CLI, daemon, kernel)."""
+"""run-stale, watch, inspect and namespace as a person at a shell uses them.
+
+Real CLI, daemon and kernel.
+"""
 
 from __future__ import annotations
 
@@ -119,7 +122,10 @@ def test_inspect_and_namespace(project):
 
 
 def test_inspect_10m_rows_is_bounded(project):
-    code = "import numpy as np\nbig = pd.DataFrame({'x': np.arange(10_000_000), 'y': np.ones(10_000_000), 'k': np.zeros(10_000_000, dtype='int8')})"
+    code = (
+        "import numpy as np\nbig = pd.DataFrame({'x': np.arange(10_000_000), 'y': "
+        "np.ones(10_000_000), 'k': np.zeros(10_000_000, dtype='int8')})"
+    )
     assert run_cli("exec", code, cwd=project, timeout=300).returncode == 0
     res = run_cli("inspect", "big", "--json", cwd=project)
     assert res.returncode == 0, res.stderr

@@ -76,7 +76,9 @@ async def test_images_become_artifacts(eng):
     engine, kid, _ = eng
     code = (
         "import base64\nfrom IPython.display import Image, display\n"
-        "png = base64.b64decode('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==')\n"
+        "png = base64.b64decode("
+        "'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=='"
+        ")\n"
         "display(Image(png))"
     )
     rec = await engine.execute(code, kernel_id=kid)

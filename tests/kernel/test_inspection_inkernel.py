@@ -196,7 +196,8 @@ async def test_inspection_on_a_subshell_while_the_main_shell_is_busy(kernel: Ker
     subshell_id = created["content"]["subshell_id"]
     await kernel.execute(
         "class Slow:\n    armed = False\n"
-        "    def __repr__(self):\n        __import__('time').sleep(30 if self.armed else 0)\n        return 's'\n"
+        "    def __repr__(self):\n        __import__('time').sleep(30 if self.armed else 0)\n"
+        "        return 's'\n"
         "slow = Slow()\nbusy_done = False"
     )
     assert (await kernel.execute("Slow.armed = True", silent=True))["status"] == "ok"

@@ -82,7 +82,9 @@ def _ipykeep_digest():
         except Exception:
             d = None
         # long digests (a dataset's description) hashed: the line must fit the kernel's output
-        out[name] = d if d is None or len(d) < 200 else "sha1:" + hashlib.sha1(d.encode()).hexdigest()
+        out[name] = (
+            d if d is None or len(d) < 200 else "sha1:" + hashlib.sha1(d.encode()).hexdigest()
+        )
     return json.dumps(out)
 """
 

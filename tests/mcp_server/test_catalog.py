@@ -180,7 +180,9 @@ def test_server_module_loads_without_the_daemon_client() -> None:
 
     code = (
         "import sys, ipykeep.mcp_server.launch, ipykeep.mcp_server.server;"
-        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.client.connection', 'ipykeep.engine.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.api.records') if m in sys.modules];"
+        "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.client.connection', "
+        "'ipykeep.engine.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.api.records') if m in "
+        "sys.modules];"
         "print(heavy)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -147,7 +147,10 @@ def test_matplotlib_plot_returns_image_content(mcp: McpSession, kid: str) -> Non
 
 def test_large_figure_is_downscaled(mcp: McpSession, kid: str) -> None:
     pil = pytest.importorskip("PIL.Image")
-    code = "import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(30, 15), dpi=100)\nplt.plot(range(100))\nplt.show()"
+    code = (
+        "import matplotlib.pyplot as plt\nfig = plt.figure(figsize=(30, 15), dpi=100)\n"
+        "plt.plot(range(100))\nplt.show()"
+    )
     res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 30_000}))
     (image,) = [b for b in res.content if b.type == "image"]
     data = base64.b64decode(image.data)
@@ -268,7 +271,8 @@ def test_stdout_carries_only_protocol(project: Path, kid: str) -> None:
 
 
 def _start_and_wait_for(mcp: McpSession, kid: str, code: str, marker: str = "READY") -> str:
-    """Start ``code`` (which prints ``marker`` once it is where the test wants it); return its handle."""
+    """Start ``code`` (it prints ``marker`` once it is where the test wants it); return its
+    handle."""
     run = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 0}))
     handle = run.structured_content["handle"]
     deadline = time.monotonic() + 30
@@ -319,7 +323,10 @@ def test_interrupt_top_level_await(mcp: McpSession, kid: str) -> None:
 
 
 def test_interrupt_ignored_kills_and_restarts(mcp: McpSession, kid: str) -> None:
-    code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('READY', flush=True)\ntime.sleep(60)"
+    code = (
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "print('READY', flush=True)\ntime.sleep(60)"
+    )
     _start_and_wait_for(mcp, kid, code)
     t0 = time.monotonic()
     res = _ok(mcp.tool("interrupt", {"kernel_id": kid}))

@@ -103,7 +103,8 @@ def test_a_2000_cell_notebook_runs_and_terminal_escapes_never_reach_the_terminal
         )
         res = run_cli(
             "exec",
-            "print('\\x1b]52;c;ZXZpbA==\\x07\\x1b]0;owned\\x1b\\\\\\x1bPq\\x1b\\\\\\x1b[31mred\\x1b[0m', v1999)",
+            "print('\\x1b]52;c;ZXZpbA==\\x07\\x1b]0;"
+            "owned\\x1b\\\\\\x1bPq\\x1b\\\\\\x1b[31mred\\x1b[0m', v1999)",
             cwd=root,
             env=STATIC,
         )

@@ -159,7 +159,8 @@ async def test_an_unacknowledged_subshell_request_is_lost_and_its_subshell_retir
 async def test_subshell_code_in_an_ipyflow_kernel_runs_untraced_while_a_traced_cell_runs(eng):
     engine, kid = eng
     await engine.execute(
-        "base = 20\ndef plus(a):\n    out = [a]\n    for i in range(2):\n        out.append(i)\n    return base + sum(out) - 1",
+        "base = 20\ndef plus(a):\n    out = [a]\n    for i in range(2):\n        out.append(i)\n"
+        "    return base + sum(out) - 1",
         kernel_id=kid,
     )
     slow = await engine.execute(

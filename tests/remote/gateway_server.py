@@ -34,7 +34,8 @@ class Gateway:
                 f"--KernelGatewayApp.port={self.port}",
                 "--KernelGatewayApp.port_retries=0",
                 f"--KernelGatewayApp.auth_token={self.token}",
-                "--JupyterWebsocketPersonality.list_kernels=True",  # for the tests to look; ipykeep never lists
+                # for the tests to look; ipykeep never lists
+                "--JupyterWebsocketPersonality.list_kernels=True",
             ],
             env=env,
             stdout=self.log,
@@ -53,7 +54,8 @@ class Gateway:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(
-                        f"the kernel gateway did not start: {(tmp / 'gateway.log').read_text()[-2000:]}"
+                        "the kernel gateway did not start: "
+                        f"{(tmp / 'gateway.log').read_text()[-2000:]}"
                     )
                 time.sleep(0.1)
 

@@ -48,7 +48,8 @@ class LoopbackSshd:
         (tmp / "sshd_config").write_text(
             f"Port {port}\nListenAddress 127.0.0.1\nHostKey {tmp / 'host_key'}\n"
             f"AuthorizedKeysFile {tmp / 'authorized_keys'}\nPidFile {tmp / 'sshd.pid'}\n"
-            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+            "StrictModes no\n"
             "PermitRootLogin prohibit-password\nAllowTcpForwarding local\nGatewayPorts no\n"
             "X11Forwarding no\nPermitTunnel no\nLogLevel ERROR\n"
         )
@@ -75,14 +76,16 @@ class LoopbackSshd:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(
-                    f"the loopback sshd did not accept us: {probe.stderr.strip()} {(tmp / 'sshd.log').read_text()[-1000:]}"
+                    f"the loopback sshd did not accept us: {probe.stderr.strip()} "
+                    f"{(tmp / 'sshd.log').read_text()[-1000:]}"
                 )
             time.sleep(0.2)
 
     def client_config(self, key: Path) -> str:
         return (
             f"Host {HOST_ALIAS}\n  HostName 127.0.0.1\n  Port {self.port}\n  User {self.user}\n"
-            f"  IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {self.tmp / 'known_hosts'}\n"
+            f"  IdentityFile {key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {self.tmp / 'known_hosts'}\n"
             "  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n"
         )
 

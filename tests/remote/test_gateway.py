@@ -181,7 +181,7 @@ async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeyp
 
 
 def test_cli_start_gateway_through_the_daemon(gateway, tmp_path):
-    """`ipykeep start --gateway URL`: the daemon (which inherits the token) runs the kernel there."""
+    """`ipykeep start --gateway URL`: the daemon (it inherits the token) runs the kernel there."""
     root = make_remote_project(tmp_path)
     env = cli_env(JUPYTER_GATEWAY_AUTH_TOKEN=gateway.token)
     before = len(gateway.kernels())

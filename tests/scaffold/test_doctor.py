@@ -98,7 +98,8 @@ def test_host_entry_with_missing_command_fails(project: Path, home: Path) -> Non
     )
     (home / ".cursor").mkdir()
     (home / ".cursor/mcp.json").write_text(
-        '{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep", "args": ["mcp-serve", "--project", "${workspaceFolder}"]}}}'
+        '{"mcpServers": {"ipykeep": {"command": ".venv/bin/ipykeep", "args": ["mcp-serve", '
+        '"--project", "${workspaceFolder}"]}}}'
     )
     checks = {c.name: c for c in check_hosts(project)}
     claude = checks["host Claude Code (project)"]

@@ -76,7 +76,8 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
 def test_existing_configs_are_preserved(app, runner, project: Path) -> None:
     mcp = (
         '{\n    "mcpServers": {\n        "other": {\n            "command": "other-server",\n'
-        '            "args": ["--flag", 1.50]\n        }\n    },\n    "zeta": "\\u00e9",\n    "alpha": []\n}\n'
+        '            "args": ["--flag", 1.50]\n        }\n    },\n    "zeta": "\\u00e9",\n'
+        '    "alpha": []\n}\n'
     )
     (project / ".mcp.json").write_text(mcp)
     codex = (
@@ -123,7 +124,10 @@ def test_existing_codex_servers_table_gets_the_entry(project: Path) -> None:
 
 
 def test_conflicting_entry_is_refused_then_replaced(app, runner, project: Path) -> None:
-    mcp = '{\n  "mcpServers": {\n    "ipykeep": {"command": "my-ipykeep", "args": []},\n    "b": {"command": "b"}\n  }\n}\n'
+    mcp = (
+        '{\n  "mcpServers": {\n    "ipykeep": {"command": "my-ipykeep", "args": []},\n'
+        '    "b": {"command": "b"}\n  }\n}\n'
+    )
     (project / ".mcp.json").write_text(mcp)
     (project / ".codex").mkdir()
     codex = '[mcp_servers.ipykeep]\ncommand = "custom"\nargs = []\n'
@@ -151,7 +155,10 @@ def test_conflicting_entry_is_refused_then_replaced(app, runner, project: Path) 
 
 
 def test_matching_entry_with_extra_keys_is_left_alone(project: Path) -> None:
-    mcp = '{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"], "env": {"A": "1"}}}}'
+    mcp = (
+        '{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"], "env": {"A": '
+        '"1"}}}}'
+    )
     (project / ".mcp.json").write_text(mcp)
     plan = run_init(InitOptions(root=project, providers=frozenset({Provider.claude_code})))
     assert plan.changes[0].status is ChangeStatus.unchanged
@@ -182,7 +189,8 @@ def test_rerun_is_byte_identical(app, runner, snapshot, project: Path, home: Pat
 def test_malformed_file_stops_everything(
     app, runner, snapshot, project: Path, home: Path, name, content, line
 ) -> None:
-    # Valid files first in the plan order, so a late malformed file proves nothing was written early.
+    # Valid files first in the plan order, so a late malformed file proves nothing was written
+    # early.
     (project / ".cursor").mkdir()
     (project / ".cursor/mcp.json").write_text('{"mcpServers": {}}\n')
     path = project / name
@@ -222,7 +230,10 @@ def test_dry_run_prints_diff_and_writes_nothing(
 
 def test_user_scope_merges_one_entry(app, runner, project: Path, home: Path) -> None:
     claude = home / ".claude.json"
-    original = '{"numStartups":12,"projects":{"/x":{"allowedTools":[]}},"mcpServers":{"gh":{"command":"gh"}},"z":1.0}'
+    original = (
+        '{"numStartups":12,"projects":{"/x":{"allowedTools":[]}},'
+        '"mcpServers":{"gh":{"command":"gh"}},"z":1.0}'
+    )
     claude.write_text(original)
     os.chmod(claude, 0o600)
     result = runner.invoke(app, ["init", "--scope", "user"])
@@ -230,7 +241,8 @@ def test_user_scope_merges_one_entry(app, runner, project: Path, home: Path) -> 
     text = claude.read_text()
     assert text == original.replace(
         '{"gh":{"command":"gh"}}',
-        '{"gh":{"command":"gh"}, "ipykeep": {"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}}',
+        '{"gh":{"command":"gh"}, "ipykeep": {"type": "stdio", "command": "ipykeep", "args": '
+        '["mcp-serve"]}}',
     )
     assert stat.S_IMODE(claude.stat().st_mode) == 0o600
     assert (home / ".codex/config.toml").is_file() and (home / ".cursor/mcp.json").is_file()
@@ -351,7 +363,8 @@ def test_user_scope_writes_through_symlinks_and_refuses_a_notebook(
 def test_init_updates_an_old_cursor_entry_and_keeps_its_env(app, runner, project: Path) -> None:
     (project / ".cursor").mkdir()
     (project / ".cursor/mcp.json").write_text(
-        '{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"], "env": {"A": "1"}}}}\n'
+        '{"mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"], "env": {"A": '
+        '"1"}}}}\n'
     )
     result = runner.invoke(app, ["init", "--provider", "cursor"])
     assert result.exit_code == 0, result.output
@@ -373,5 +386,6 @@ def test_claude_approval_merges_into_existing_settings(app, runner, project: Pat
     )
     assert runner.invoke(app, ["init", "--provider", "claude_code"]).exit_code == 0
     assert (project / ".claude/settings.local.json").read_text() == (
-        '{\n  "permissions": {"allow": ["Bash(ls)"]},\n  "enabledMcpjsonServers": ["other", "ipykeep"]\n}\n'
+        '{\n  "permissions": {"allow": ["Bash(ls)"]},\n'
+        '  "enabledMcpjsonServers": ["other", "ipykeep"]\n}\n'
     )

@@ -25,7 +25,8 @@ def test_tabs() -> None:
     after = set_nested_member(before, "mcpServers", "ipykeep", VALUE)
     _check(before, after)
     assert after == (
-        '{\n\t"a": 1,\n\t"mcpServers": {\n\t\t"x": {},\n\t\t"ipykeep": {\n\t\t\t"command": "ipykeep",\n'
+        '{\n\t"a": 1,\n\t"mcpServers": {\n\t\t"x": {},\n\t\t"ipykeep": {\n'
+        '\t\t\t"command": "ipykeep",\n'
         '\t\t\t"args": [\n\t\t\t\t"mcp-serve"\n\t\t\t]\n\t\t}\n\t}\n}'
     )
 
@@ -49,7 +50,8 @@ def test_compact_and_empty_documents() -> None:
         _check(before, after)
         assert "\n" not in after and after.startswith(before[:-2])
     assert set_nested_member('{"a":{"b":[1,2.50]}}', "mcpServers", "ipykeep", VALUE) == (
-        '{"a":{"b":[1,2.50]}, "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}'
+        '{"a":{"b":[1,2.50]}, "mcpServers": {"ipykeep": {"command": "ipykeep", "args": '
+        '["mcp-serve"]}}}'
     )
     assert json.loads(set_nested_member("", "mcpServers", "ipykeep", VALUE)) == {
         "mcpServers": {"ipykeep": VALUE}
@@ -61,7 +63,8 @@ def test_replace_keeps_neighbours() -> None:
     after = set_nested_member(before, "mcpServers", "ipykeep", VALUE)
     _check(before, after)
     assert after.startswith(
-        '{"mcpServers": {\n  "a": 1,\n  "ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]},\n  "z": 2'
+        '{"mcpServers": {\n  "a": 1,\n  "ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]},'
+        '\n  "z": 2'
     )
 
 

@@ -33,7 +33,10 @@ def test_core_modules_do_not_import_jupyter_server() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ipykeep.cli.app, ipykeep.serve.service, ipykeep.cli.serve; print('jupyter_server' in sys.modules)"
+    code = (
+        "import sys, ipykeep.cli.app, ipykeep.serve.service, ipykeep.cli.serve; "
+        "print('jupyter_server' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

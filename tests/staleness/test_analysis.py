@@ -57,7 +57,8 @@ def test_defs_uses_mutates(source: str, defs: set, uses: set, mutates: set) -> N
 
 def test_function_free_globals_and_global_writes() -> None:
     an = analyze_source(
-        "def g(v):\n    global counter\n    counter += 1\n    lst.append(v)\n    return helper(v) + K\n"
+        "def g(v):\n    global counter\n    counter += 1\n    lst.append(v)\n"
+        "    return helper(v) + K\n"
         "class C:\n    def m(self):\n        return W + self.z\n"
     )
     g = an.functions["g"]

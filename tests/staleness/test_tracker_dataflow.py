@@ -264,7 +264,8 @@ MUTATIONS = {
     ),
     "method appends to an attribute of self": Mutation(
         "class M:\n    def __init__(self):\n        self.hist = []\n    def log(self, v):\n"
-        "        self.hist.append(v)\n    @property\n    def k(self):\n        return len(self.hist)",
+        "        self.hist.append(v)\n    @property\n    def k(self):\n"
+        "        return len(self.hist)",
         "model = M()",
         "model.log(2)",
         "model.log(2)\nmodel.log(3)",

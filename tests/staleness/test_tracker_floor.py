@@ -68,7 +68,8 @@ def test_tracer_seeing_a_cell_read_its_own_new_value_does_not_block_it() -> None
         ("size", "N = 600\nREGIONS = ['n', 's']"),
         (
             "raw",
-            "raw = pd.DataFrame({'r': rng.choice(REGIONS, N)})\nraw.loc[rng.choice(N, 6, replace=False), 'r'] = None",
+            "raw = pd.DataFrame({'r': rng.choice(REGIONS, N)})\n"
+            "raw.loc[rng.choice(N, 6, replace=False), 'r'] = None",
         ),
         ("use", "total = len(raw)"),
     ]

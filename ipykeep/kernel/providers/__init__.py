@@ -50,7 +50,8 @@ def make_provider(spec: LaunchSpec, config: Any, *, location: str | None = None)
         if not config.gateway_url:
             raise UsageError(
                 'kernel_provider = "gateway" needs gateway_url',
-                hint="set gateway_url in ipykeep.toml, or pass --gateway URL (MCP: create_kernel gateway=URL)",
+                hint="set gateway_url in ipykeep.toml, or pass --gateway URL "
+                "(MCP: create_kernel gateway=URL)",
             )
         settings = GatewaySettings.from_env(
             config.gateway_url,

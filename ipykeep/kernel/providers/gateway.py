@@ -145,7 +145,8 @@ class GatewayProvider:
             and host not in ("127.0.0.1", "localhost", "::1")
         ):
             log.warning(
-                "%s: the gateway token goes to %s without TLS; use https:// (or an ssh tunnel to a loopback port)",
+                "%s: the gateway token goes to %s without TLS; "
+                "use https:// (or an ssh tunnel to a loopback port)",
                 spec.name,
                 host,
             )
@@ -198,8 +199,10 @@ class GatewayProvider:
                 else f"no token was sent (${self.settings.token_env} is unset)"
             )
             return RemoteAuthError(
-                f"the Jupyter server at {self.settings.url} refused the credentials (HTTP {exc.code}; {has})",
-                hint=f"set ${self.settings.token_env} to the server's token (or JUPYTER_GATEWAY_HEADERS for another scheme)",
+                f"the Jupyter server at {self.settings.url} refused the credentials "
+                f"(HTTP {exc.code}; {has})",
+                hint=f"set ${self.settings.token_env} to the server's token "
+                "(or JUPYTER_GATEWAY_HEADERS for another scheme)",
             )
         if exc.code == 599:
             return self._unreachable(exc)
@@ -209,9 +212,10 @@ class GatewayProvider:
                 data = json.loads(exc.response.body)
                 reason = str(data.get("message") or data.get("reason") or "")
         return KernelStartError(
-            f"the Jupyter server at {self.settings.url} answered {method} {where} with HTTP {exc.code}"
-            + (f": {reason}" if reason else ""),
-            hint="check gateway_kernel_name names a kernel spec the server has (GET /api/kernelspecs lists them)"
+            f"the Jupyter server at {self.settings.url} answered {method} {where} "
+            f"with HTTP {exc.code}" + (f": {reason}" if reason else ""),
+            hint="check gateway_kernel_name names a kernel spec the server has "
+            "(GET /api/kernelspecs lists them)"
             if method == "POST" and exc.code in (400, 404, 500)
             else "see the server's log",
         )
@@ -237,7 +241,8 @@ class GatewayProvider:
             if isinstance(exc, (TimeoutError, ConnectionError, OSError)):
                 raise KernelStartError(
                     f"the kernel started at {self.settings.url} did not become ready: {exc}",
-                    hint='check the server\'s log; its kernel spec needs ipykernel (and ipyflow-core for dataflow = "ipyflow")',
+                    hint="check the server's log; its kernel spec needs ipykernel "
+                    '(and ipyflow-core for dataflow = "ipyflow")',
                 ) from None
             raise
         self._checked = time.monotonic()
@@ -274,7 +279,8 @@ class GatewayProvider:
             self.lost_reason = (
                 ch.close_reason or f"the connection to {self.location} was lost"
             ) + (
-                f" and did not come back within {ch.reconnect_for:g} s; the kernel may still run on the server"
+                f" and did not come back within {ch.reconnect_for:g} s; "
+                "the kernel may still run on the server"
             )
             return False
         if time.monotonic() - self._checked >= MODEL_CHECK_INTERVAL:

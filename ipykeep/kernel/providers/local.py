@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv

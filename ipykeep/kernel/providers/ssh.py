@@ -32,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 import zmq
 import zmq.asyncio
-from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.asynchronous.client import AsyncKernelClient
 
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_module
@@ -276,7 +276,8 @@ class SshProvider:
             except Exception as exc:
                 raise KernelStartError(
                     f"the kernel on {self.target.destination} did not become ready: {exc}",
-                    hint=f"check `{self.python} -m {kernel_module(self.spec.dataflow)}` works on the host "
+                    hint=f"check `{self.python} -m {kernel_module(self.spec.dataflow)}` "
+                    "works on the host "
                     "(remote_python in the configuration names the host's Python)",
                 ) from None
         except BaseException:
@@ -292,7 +293,8 @@ class SshProvider:
         code, out = await self._run("-O", "forward", *forwards, self.target.destination)
         if code != 0:
             raise KernelStartError(
-                f"ssh to {self.target.destination} could not forward the kernel's ports: {out.strip()}",
+                f"ssh to {self.target.destination} could not forward the kernel's ports: "
+                f"{out.strip()}",
                 hint="the host's sshd must allow TCP forwarding (AllowTcpForwarding yes)",
             )
 
@@ -351,14 +353,16 @@ class SshProvider:
             raise KernelStartError(
                 f"could not start a kernel on {self.target.destination} with {self.python}: "
                 + (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1],
-                hint="remote_python in the configuration must name a Python 3 on the host with ipykernel",
+                hint="remote_python in the configuration must name a Python 3 on the host "
+                "with ipykernel",
             ) from None
         if attach and info.get("gone"):
             return dict(info)
         if "error" in info:
             raise KernelStartError(
                 f"could not start a kernel on {self.target.destination}: {info['error']}",
-                hint="fix the path in the ssh:// URL (ssh://host/~/dir is relative to the home directory)",
+                hint="fix the path in the ssh:// URL "
+                "(ssh://host/~/dir is relative to the home directory)",
             )
         self.remote_pid = int(info["pid"])
         self.remote_runtime = str(info["runtime"])

@@ -18,6 +18,8 @@ ORPHAN_S seconds is stopped (TERM, then KILL), so one whose ipykeep never came b
 run forever.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import secrets
@@ -29,18 +31,23 @@ import sys
 import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the host's Python may be 3.8: no subscripted builtins at run time
+    #: The supervisor's first line: the connection info, or why the kernel did not start.
+    Info = dict[str, str | int]
 
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
-def signal_group(pid, sig):
+def signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
     except OSError:
         pass
 
 
-def stop(kernel):
+def stop(kernel: subprocess.Popen[bytes]) -> None:
     signal_group(kernel.pid, signal.SIGTERM)
     deadline = time.time() + 3
     while kernel.poll() is None and time.time() < deadline:
@@ -51,13 +58,13 @@ def stop(kernel):
 class Attached:
     """The relays connected now, and since when nobody is."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.clients = []
+        self.clients: list[socket.socket] = []
         self.since = time.time()
 
 
-def launch(module, cwd, runtime):
+def launch(module: str, cwd: str, runtime: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     return subprocess.Popen(
@@ -69,8 +76,10 @@ def launch(module, cwd, runtime):
     )
 
 
-def supervise(listener, info, cwd, module, orphan_s, runtime):
-    kernel = None
+def supervise(
+    listener: socket.socket, info: Info, cwd: str, module: str, orphan_s: float, runtime: str
+) -> int:
+    kernel: subprocess.Popen[bytes] | None = None
     try:
         kernel = launch(module, cwd, runtime)
         info = dict(info, pid=kernel.pid)
@@ -78,7 +87,7 @@ def supervise(listener, info, cwd, module, orphan_s, runtime):
         info = {"error": "cannot start %s: %s" % (sys.executable, exc)}
     attached = Attached()
 
-    def serve(conn):
+    def serve(conn: socket.socket) -> None:
         with attached.lock:
             attached.clients.append(conn)
         try:
@@ -96,7 +105,7 @@ def supervise(listener, info, cwd, module, orphan_s, runtime):
                 attached.clients.remove(conn)
                 attached.since = time.time()
 
-    def accept():
+    def accept() -> None:
         while True:
             try:
                 conn, _ = listener.accept()
@@ -129,7 +138,7 @@ def supervise(listener, info, cwd, module, orphan_s, runtime):
     return code
 
 
-def relay(runtime):
+def relay(runtime: str) -> int:
     conn = socket.socket(socket.AF_UNIX)
     try:
         conn.connect(os.path.join(runtime, "ctl.sock"))
@@ -144,7 +153,7 @@ def relay(runtime):
     sys.stdout.write(first.decode())
     sys.stdout.flush()
 
-    def commands():
+    def commands() -> None:
         for line in sys.stdin:
             try:
                 conn.sendall(line.encode())
@@ -159,7 +168,7 @@ def relay(runtime):
     return 0
 
 
-def start(cwd, module, orphan_s):
+def start(cwd: str, module: str, orphan_s: float) -> int:
     cwd = os.path.expanduser(cwd)
     if not os.path.isdir(cwd):
         print(json.dumps({"error": "no such directory on the host: " + cwd}), flush=True)
@@ -172,7 +181,7 @@ def start(cwd, module, orphan_s):
     ports = [s.getsockname()[1] for s in socks]
     for s in socks:
         s.close()
-    info = dict(zip(PORTS, ports))
+    info: Info = dict(zip(PORTS, ports))
     info.update(
         ip="127.0.0.1", transport="tcp", key=secrets.token_hex(32), signature_scheme="hmac-sha256"
     )
@@ -199,7 +208,7 @@ def start(cwd, module, orphan_s):
     return relay(runtime)
 
 
-def main():
+def main() -> int:
     if sys.argv[1] == "attach":
         return relay(sys.argv[2])
     return start(sys.argv[2], sys.argv[3], float(sys.argv[4]))

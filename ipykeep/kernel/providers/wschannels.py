@@ -35,6 +35,7 @@ log = logging.getLogger("ipykeep.gateway")
 
 def decode_frame(frame: str | bytes) -> dict[str, Any]:
     """One websocket frame as a message dict (binary frames: offsets table, JSON, buffers)."""
+    msg: dict[str, Any]  # JSON from the wire
     if isinstance(frame, str):
         msg = json.loads(frame)
     else:
@@ -232,7 +233,8 @@ class WebsocketChannels:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise TimeoutError(
-                        f"the kernel at {self.where} did not answer kernel_info within {timeout:g} s"
+                        f"the kernel at {self.where} did not answer kernel_info "
+                        f"within {timeout:g} s"
                     )
                 try:
                     reply = await self._get("shell", min(left, 1.0))
