@@ -1,20 +1,25 @@
 """Turning engine records into MCP tool results, within budget.
 
-Hosts forward one channel to the model: Claude Code and Codex send ``structuredContent`` when it
-is present and drop the text; other clients read the text. So each channel is self-sufficient:
+Hosts forward different parts of a result to their model. Claude Code sends ``structuredContent``
+when it is present (else the text), plus image blocks; Codex sends ``structuredContent`` alone
+when it is present, dropping text *and* images, else the text and images. So:
 
-- ``content`` carries one text block rendered with ``core.render`` (the same text the CLI
-  prints, with bounded output and its head/tail marker kept as is), followed by image blocks
-  for images the code displayed, each within the pixel and byte caps. Image blocks are
-  forwarded by hosts next to either channel.
-- ``structuredContent`` carries the record's fields *and* what the model must read: the
-  bounded output text (``output``, same head + marker + tail), the bounded traceback, plan
-  entries with their reasons, cell listings. Each channel stays within the byte budget on its
-  own; a client pays for both, a model reads one.
+- A result without inlined images carries both channels, each self-sufficient: ``content`` is
+  one text block rendered with ``core.render`` (the same text the CLI prints, bounded output and
+  its head/tail marker kept as is); ``structuredContent`` holds the record's fields *and* what
+  the model must read (the bounded ``output``, the bounded traceback, plan entries with their
+  reasons, cell listings). Each stays within the byte budget on its own.
+- A result that inlines images (a plot) sends **no** ``structuredContent``: the text block
+  (which names each image's artifact URI) and the image blocks, the one shape both hosts pass
+  on whole. No tool declares an output schema, so leaving structured content out is allowed.
 - Tools whose record is itself the payload (``inspect``, ``namespace``…) send no structured
   content: their compact JSON text is the result, sent once.
 - Failures set ``isError`` and carry the error envelope ``{code, message, retryable, hint}``
   both as JSON text and as structured content (it is small).
+
+A kernel's notices (a restore, a restart, a file changed on disk) stay pending in the engine
+until an execution takes them, while kernel records only peek at them; ``NoticeLedger`` makes
+each one reach the agent once.
 """
 
 from __future__ import annotations
@@ -307,6 +312,57 @@ class ResultBuilder:
         blocks, notes = await _images(refs, self.limits)
         if notes:
             text = "\n".join([text, *(f"note: {n}" for n in notes)])
-        return CallToolResult(
-            content=[TextContent(text=text), *blocks], structured_content=structured
-        )
+        if not blocks:
+            return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+        # Codex would forward structured content alone and lose the images: send text + images.
+        uris = [ref.uri for ref in refs if ref.uri]
+        if uris:
+            text = "\n".join([text, "images: " + " ".join(uris)])
+        return CallToolResult(content=[TextContent(text=text), *blocks])
+
+
+def _record_notices(rec: dict[str, Any]) -> list[list[str]]:
+    """The notice lists in a raw record, each as the list object it holds (edited in place)."""
+    nested: list[Any] = [rec, *(rec.get("results") or [])]
+    batch = rec.get("batch")
+    if isinstance(batch, dict):
+        nested += [batch, *(batch.get("results") or [])]
+    return [
+        item["notices"]
+        for item in nested
+        if isinstance(item, dict) and isinstance(item.get("notices"), list)
+    ]
+
+
+#: Result kinds whose record takes the kernel's pending notices; the others only peek at them.
+_TAKING: frozenset[str] = frozenset({"execution", "batch", "stale"})
+
+
+class NoticeLedger:
+    """Which pending notices of each kernel the agent has already been shown.
+
+    A notice a kernel record peeked at is remembered, so the next record (a status poll, or the
+    execution that finally takes it) does not show it again. Once a record has taken the
+    kernel's notices, the engine holds none, and an identical later notice is a new event.
+    """
+
+    def __init__(self) -> None:
+        self._shown: dict[str, set[str]] = {}
+
+    def fresh(self, kind: ResultKind, raw: Any) -> list[str]:
+        """Drop already-shown notices from ``raw`` (in place); return the ones left, in order."""
+        left: list[str] = []
+        records = raw if isinstance(raw, list) else [raw]
+        for rec in records:
+            if not isinstance(rec, dict):
+                continue
+            kernel = str(rec.get("kernel_id") or "")
+            shown = self._shown.setdefault(kernel, set())
+            for notices in _record_notices(rec):
+                keep = [n for n in notices if n not in shown]
+                notices[:] = keep
+                left.extend(keep)
+                shown.update(keep)
+            if kind in _TAKING:
+                shown.clear()
+        return left

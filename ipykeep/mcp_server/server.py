@@ -1,7 +1,8 @@
 """The MCP server: the tool catalog served with the SDK's low-level server.
 
 The low-level server is used (rather than ``MCPServer``) for control over the wire format:
-hand-trimmed input schemas, no output schemas, results built in ``results.py``, and argument
+hand-trimmed input schemas, no output schemas (a result with images carries no structured
+content, see ``results.py``), results built in ``results.py``, and argument
 errors returned as the error envelope instead of the SDK's plain-text message.
 
 Start-up is on the hosts' clock (see ``launch.py``): this module imports the SDK and the
@@ -105,6 +106,7 @@ class IpykeepMcp:
         self.config = config
         self._backend: Any = None
         self._results: Any = None
+        self._notices: Any = None
         #: Cursor owner for clients without a transport session (stdio: one client per process).
         self.default_reader = f"mcp-{uuid.uuid4().hex[:12]}"
         self.tools = _tools()
@@ -128,6 +130,14 @@ class IpykeepMcp:
             limits = ImageLimits(self.config.image_max_pixels, self.config.image_max_bytes)
             self._results = ResultBuilder(limits, self.config.max_output_chars)
         return self._results
+
+    @property
+    def notices(self) -> Any:
+        if self._notices is None:
+            from ipykeep.mcp_server.results import NoticeLedger
+
+            self._notices = NoticeLedger()
+        return self._notices
 
     def server(self) -> Server[Any]:
         # The SDK warns that the logging capability is deprecated for 2026-07-28 sessions; the
@@ -255,8 +265,9 @@ class IpykeepMcp:
             raw = await self._with_progress(spec, params, ctx)
         else:
             raw = await self.backend.call(spec.method, params, start=spec.starts_daemon)
+        notices = self.notices.fresh(spec.kind, raw)
         result: CallToolResult = await self.results.build(spec.kind, raw)
-        for notice in _notices(result.structured_content):
+        for notice in notices:
             await self.notify(ctx, "warning", notice)
         return result
 
@@ -383,15 +394,6 @@ class IpykeepMcp:
         return ReadResourceResult(
             contents=[BlobResourceContents(uri=uri, blob=raw["blob"], mime_type=raw.get("mime"))]
         )
-
-
-def _notices(structured: Any) -> list[str]:
-    if not isinstance(structured, dict):
-        return []
-    notices = list(structured.get("notices") or [])
-    for item in structured.get("results") or []:
-        notices.extend(item.get("notices") or [])
-    return notices
 
 
 async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:

@@ -3,8 +3,9 @@
 Checks: the Python and package versions (``mcp`` must be 2.x), the configuration, that the
 kernel's Python (``Config.python``) can import ipykernel and ipyflow, whether the project's daemon
 answers, that every host config with an ipykeep entry points at a command that exists, and
-the hosts' own gates (Claude Code's approval of project servers, Codex's project trust, Cursor's
-``--project``; see ``gates.py``). A
+the hosts' own gates (Claude Code's approval of project servers and its permission rules for
+ipykeep's tools, Codex's project trust and tool approval mode, Cursor's ``--project``; see
+``gates.py``). A
 check that cannot run yet, or a daemon that is not running (it starts on demand), is a warning,
 never a failure.
 """
@@ -31,7 +32,12 @@ from tomlkit.exceptions import TOMLKitError
 from ipykeep.api.errors import ConfigError, IpykeepError
 from ipykeep.project.config import Config, load_config
 from ipykeep.scaffold import gates
-from ipykeep.scaffold.editors import CURSOR_PROJECT_ARGS, SERVER_NAME
+from ipykeep.scaffold.editors import (
+    CODEX_APPROVAL,
+    CODEX_APPROVAL_KEY,
+    CURSOR_PROJECT_ARGS,
+    SERVER_NAME,
+)
 from ipykeep.scaffold.files import read_text
 from ipykeep.scaffold.jsonfile import parse_json_object
 
@@ -292,7 +298,7 @@ def host_config_files(
         ("Codex (project)", root / ".codex" / "config.toml", _load_toml_entry),
         ("Cursor (project)", root / ".cursor" / "mcp.json", _load_json_entry),
         ("Claude Code (user)", home / ".claude.json", _load_json_entry),
-        ("Codex (user)", home / ".codex" / "config.toml", _load_toml_entry),
+        ("Codex (user)", gates.codex_home(home) / "config.toml", _load_toml_entry),
         ("Cursor (user)", home / ".cursor" / "mcp.json", _load_json_entry),
     )
 
@@ -346,6 +352,8 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
         else:
             checks.append(Check(name, Status.ok, f"{shown}  ({found})"))
         checks.extend(_gate(label, root, home or Path.home()))
+        if label.startswith("Codex") and isinstance(entry, dict):
+            checks.append(_codex_approval(label, path, entry))
     if not checks:
         checks.append(
             Check(
@@ -358,13 +366,66 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
     return checks
 
 
+def _codex_approval(label: str, path: Path, entry: dict[str, Any]) -> Check:
+    """Whether Codex runs ipykeep's tools without asking (``codex exec`` cannot ask)."""
+    name = f"host {label} tool approval"
+    mode = entry.get(CODEX_APPROVAL_KEY)
+    fix = (
+        f'set {CODEX_APPROVAL_KEY} = "{CODEX_APPROVAL}" under [mcp_servers.{SERVER_NAME}] in '
+        f"{path} (or rerun `ipykeep init --provider codex`)"
+    )
+    if mode == CODEX_APPROVAL:
+        return Check(name, Status.ok, f'{CODEX_APPROVAL_KEY} = "{mode}"')
+    shown = f'{CODEX_APPROVAL_KEY} = "{mode}"' if mode is not None else f"no {CODEX_APPROVAL_KEY}"
+    return Check(
+        name,
+        Status.warn,
+        f"{shown}: Codex asks before each tool that runs code, and `codex exec` "
+        "(approval_policy = never) refuses them",
+        fix,
+    )
+
+
+def _claude_permissions(root: Path, home: Path) -> Check:
+    name = "host Claude Code permissions"
+    allowed = gates.claude_permissions(root, home)
+    settings = root / ".claude" / "settings.json"
+    if allowed.denied:
+        return Check(
+            name,
+            Status.warn,
+            f"denied by permissions.deny: {', '.join(allowed.denied)}",
+            "remove those rules from permissions.deny if ipykeep's tools should run",
+        )
+    if allowed.all_tools:
+        return Check(name, Status.ok, "every ipykeep tool is allowed without asking")
+    if allowed.read_only:
+        return Check(
+            name,
+            Status.ok,
+            "read-only tools allowed; tools that run code ask first (`claude -p` refuses them; "
+            f'add "mcp__{SERVER_NAME}" to permissions.allow in {settings} to allow them)',
+        )
+    return Check(
+        name,
+        Status.warn,
+        "no permission rule for ipykeep: Claude Code asks before every tool call, "
+        "and `claude -p` refuses them",
+        f"run `ipykeep init --provider claude_code` (allows the read-only tools in {settings}), "
+        f'or add "mcp__{SERVER_NAME}" to permissions.allow there to allow every tool',
+    )
+
+
 def _gate(label: str, root: Path, home: Path) -> list[Check]:
     """The host's own gate for a project entry: Claude Code's approval, Codex's trust."""
     if label == "Claude Code (project)":
         approval = gates.claude_approval(root, home)
         name = "host Claude Code approval"
         if approval.state == "approved":
-            return [Check(name, Status.ok, f"ipykeep approved ({approval.source})")]
+            return [
+                Check(name, Status.ok, f"ipykeep approved ({approval.source})"),
+                _claude_permissions(root, home),
+            ]
         if approval.state == "disabled":
             return [
                 Check(
@@ -380,7 +441,8 @@ def _gate(label: str, root: Path, home: Path) -> list[Check]:
                 Status.warn,
                 "not approved yet: Claude Code asks before starting project servers",
                 gates.claude_fix(root, approval),
-            )
+            ),
+            _claude_permissions(root, home),
         ]
     if label == "Codex (project)":
         trust = gates.codex_trust(root, home)
@@ -397,7 +459,7 @@ def _gate(label: str, root: Path, home: Path) -> list[Check]:
                 name,
                 Status.warn,
                 f"{detail}: Codex ignores .codex/config.toml until it is",
-                gates.codex_fix(root, home),
+                gates.codex_fix(root, home, state=trust),
             )
         ]
     return []
@@ -431,7 +493,10 @@ def render_table(report: DoctorReport) -> str:
     for c in report.checks:
         lines.append(f"{c.status.value:<4}  {c.name:<{width}}  {c.detail}")
         if c.fix and c.status is not Status.ok:
-            lines.append(f"{'':<4}  {'':<{width}}  fix: {c.fix}")
+            # A fix spanning lines (a TOML block to paste) keeps its lines as they are.
+            first, *rest = c.fix.split("\n")
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {first}")
+            lines.extend(rest)
     failed = sum(c.status is Status.fail for c in report.checks)
     warned = sum(c.status is Status.warn for c in report.checks)
     lines += [

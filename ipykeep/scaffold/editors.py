@@ -26,6 +26,31 @@ _REPLACE_HINT = "rerun with --replace to overwrite it"
 #: Cursor may start a server outside the workspace: the entry names the project explicitly.
 CURSOR_PROJECT_ARGS: tuple[str, ...] = ("--project", "${workspaceFolder}")
 
+#: Codex's per-server key for tool approval, and the mode init writes. Without it Codex asks
+#: before every tool that is not read-only, and under ``approval_policy = "never"`` (``codex
+#: exec``) it refuses them. Codex reads a project's file only once the user trusted the project,
+#: so "approve" applies where the user already vouched for the code ipykeep runs.
+CODEX_APPROVAL_KEY = "default_tools_approval_mode"
+CODEX_APPROVAL = "approve"
+
+#: ipykeep's tools that only read (the catalog's read-only ones; a test keeps the two equal).
+READ_ONLY_TOOLS: tuple[str, ...] = (
+    "list_kernels",
+    "read_cell",
+    "list_cells",
+    "inspect",
+    "namespace",
+)
+#: Claude Code's permission rule for every tool of the server.
+CLAUDE_ALL_TOOLS = f"mcp__{SERVER_NAME}"
+
+
+def claude_allow_rules(*, allow_all: bool) -> list[str]:
+    """The ``permissions.allow`` rules init writes: the read-only tools, or every tool."""
+    if allow_all:
+        return [CLAUDE_ALL_TOOLS]
+    return [f"{CLAUDE_ALL_TOOLS}__{tool}" for tool in READ_ONLY_TOOLS]
+
 
 def _describe_entry(entry: Any) -> str:
     if isinstance(entry, dict) and "command" in entry:
@@ -141,6 +166,39 @@ def plan_claude_approval(path: Path, label: str) -> FileChange:
     )
 
 
+def plan_claude_permissions(path: Path, label: str, *, allow_all: bool) -> FileChange:
+    """Add ipykeep's ``permissions.allow`` rules to a Claude Code ``settings.json``.
+
+    Without a rule Claude Code asks before each tool call, and ``claude -p`` refuses it. The
+    read-only tools are always allowed; the tools that run code only with ``allow_all`` (one
+    rule for the whole server). Existing rules, including the user's ``deny``, stay as they are.
+    """
+    before = read_text(path)
+    data = parse_json_object(before or "", path)
+    permissions = data.get("permissions")
+    if permissions is not None and not isinstance(permissions, dict):
+        raise ConfigError(
+            f'{path}: "permissions" must be a JSON object, found {type(permissions).__name__}',
+            hint=f"fix {path} (nothing was written)",
+            details={"file": str(path)},
+        )
+    allow = (permissions or {}).get("allow")
+    if allow is not None and not isinstance(allow, list):
+        raise ConfigError(
+            f'{path}: "permissions.allow" must be a JSON array, found {type(allow).__name__}',
+            hint=f"fix {path} (nothing was written)",
+            details={"file": str(path)},
+        )
+    rules = list(allow or [])
+    missing = [] if CLAUDE_ALL_TOOLS in rules else claude_allow_rules(allow_all=allow_all)
+    missing = [rule for rule in missing if rule not in rules]
+    if not missing:
+        return change(path, label, before, before or "", "")
+    after = set_nested_member(before or "", "permissions", "allow", rules + missing)
+    what = "every ipykeep tool" if allow_all else "ipykeep's read-only tools"
+    return change(path, label, before, after, f"allowed {what} without asking")
+
+
 def _parse_toml(text: str, path: Path) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(text)
@@ -166,7 +224,11 @@ def _blank_line_after(text: str) -> str:
 
 def _codex_table(launcher: Launcher) -> str:
     return f"[mcp_servers.{SERVER_NAME}]\n" + tomlkit.dumps(
-        {"command": launcher.command, "args": list(launcher.args)}
+        {
+            "command": launcher.command,
+            "args": list(launcher.args),
+            CODEX_APPROVAL_KEY: CODEX_APPROVAL,
+        }
     )
 
 
@@ -191,7 +253,11 @@ def plan_codex_toml(path: Path, label: str, launcher: Launcher, *, replace: bool
     # tomlkit items unwrap to plain Python values; None (no entry) has nothing to unwrap.
     plain = existing.unwrap() if existing is not None and hasattr(existing, "unwrap") else existing
     if existing is not None and entry_matches(plain, launcher):
-        return change(path, label, before, text, "ipykeep server already configured")
+        if isinstance(plain, dict) and CODEX_APPROVAL_KEY in plain:  # the user's mode stands
+            return change(path, label, before, text, "ipykeep server already configured")
+        existing[CODEX_APPROVAL_KEY] = CODEX_APPROVAL
+        note = f'added {CODEX_APPROVAL_KEY} = "{CODEX_APPROVAL}" to [mcp_servers.ipykeep]'
+        return change(path, label, before, doc.as_string(), note)
     if existing is not None and not replace:
         return conflict(
             path,
@@ -205,6 +271,7 @@ def plan_codex_toml(path: Path, label: str, launcher: Launcher, *, replace: bool
         new = tomlkit.table()
     new["command"] = launcher.command
     new["args"] = list(launcher.args)
+    new[CODEX_APPROVAL_KEY] = CODEX_APPROVAL
     servers[SERVER_NAME] = new
     after = doc.as_string()
     note = (

@@ -9,9 +9,19 @@
   ``[projects."<path>"] trust_level = "trusted"`` in ``~/.codex/config.toml`` (``$CODEX_HOME``),
   which its trust prompt writes too.
 
+Past those gates each host asks before a tool call, and refuses it when it cannot ask:
+
+- **Claude Code** allows a tool without asking when a ``permissions.allow`` rule names it
+  (``mcp__ipykeep__<tool>``, or ``mcp__ipykeep`` for every tool) in one of the settings files
+  above; ``claude -p`` refuses every other call.
+- **Codex** takes ``default_tools_approval_mode`` (``auto``, ``prompt``, ``writes``, ``approve``)
+  from ``[mcp_servers.ipykeep]``; below ``approve`` a tool that is not read-only needs approval,
+  which ``approval_policy = "never"`` (``codex exec``) refuses.
+
 ``ipykeep init`` writes the Claude Code approval into ``.claude/settings.local.json`` (the
-user's own, uncommitted settings: running init is the approval); it never marks a project
-trusted in Codex's user config, which is the user's call, and prints the line to add instead.
+user's own, uncommitted settings: running init is the approval), the permission rules into
+``.claude/settings.json`` and the approval mode into ``.codex/config.toml``; it never marks a
+project trusted in Codex's user config, which is the user's call, and prints how instead.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from typing import Any, Literal
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from ipykeep.scaffold.editors import SERVER_NAME
+from ipykeep.scaffold.editors import CLAUDE_ALL_TOOLS, SERVER_NAME, claude_allow_rules
 from ipykeep.scaffold.files import read_text
 
 ApprovalState = Literal["approved", "disabled", "pending"]
@@ -123,10 +133,62 @@ def codex_trust(root: Path, home: Path, environ: dict[str, str] | None = None) -
     return "unknown"
 
 
-def codex_fix(root: Path, home: Path, environ: dict[str, str] | None = None) -> str:
+def codex_project_key(root: Path) -> str:
+    """The project's key in ``[projects."…"]``: its resolved path as a TOML basic string."""
+    # A JSON string (ASCII-escaped) is a valid TOML basic string.
+    return json.dumps(str(root.resolve()))
+
+
+def codex_fix(
+    root: Path,
+    home: Path,
+    environ: dict[str, str] | None = None,
+    state: TrustState = "unknown",
+) -> str:
+    """How to trust the project: Codex's own command, or the table to add (valid TOML as shown)."""
     config = codex_home(home, environ) / "config.toml"
+    table = f"[projects.{codex_project_key(root)}]"
+    if state == "untrusted":
+        return (
+            f'in {config}, change trust_level to "trusted" in the {table} table, '
+            "or run `codex exec --trust` in the project"
+        )
     return (
-        f'add to {config}:  [projects.{json.dumps(str(root))}]  trust_level = "trusted"  '
-        "(or start `codex` in the project and trust it when asked); "
-        "until then Codex ignores .codex/config.toml"
+        "run `codex exec --trust` in the project (or start `codex` there and trust it when "
+        f'asked), or add these lines to {config}:\n{table}\ntrust_level = "trusted"'
     )
+
+
+@dataclass(frozen=True)
+class ClaudePermissions:
+    #: Every read-only tool is allowed without asking.
+    read_only: bool
+    #: Every tool is allowed (``mcp__ipykeep`` or ``mcp__ipykeep__*``).
+    all_tools: bool
+    #: A ``permissions.deny`` rule names the server or one of its tools (deny wins).
+    denied: tuple[str, ...] = ()
+
+
+def _our_rules(rules: Any) -> list[str]:
+    if not isinstance(rules, list):
+        return []
+    return [
+        r
+        for r in rules
+        if isinstance(r, str) and (r == CLAUDE_ALL_TOOLS or r.startswith(CLAUDE_ALL_TOOLS + "__"))
+    ]
+
+
+def claude_permissions(root: Path, home: Path) -> ClaudePermissions:
+    """Which ipykeep tools Claude Code's settings files allow without asking."""
+    allowed: set[str] = set()
+    denied: list[str] = []
+    for path in claude_settings_files(root, home):
+        permissions = _json(path).get("permissions")
+        if not isinstance(permissions, dict):
+            continue
+        allowed.update(_our_rules(permissions.get("allow")))
+        denied.extend(_our_rules(permissions.get("deny")))
+    every = bool({CLAUDE_ALL_TOOLS, f"{CLAUDE_ALL_TOOLS}__*"} & allowed)
+    read_only = every or set(claude_allow_rules(allow_all=False)) <= allowed
+    return ClaudePermissions(read_only, every, tuple(denied))

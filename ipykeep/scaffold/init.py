@@ -4,10 +4,13 @@ Project scope (the default) writes, at the project root:
 
 - Claude Code: ``.mcp.json`` (``mcpServers.ipykeep``), its approval in
   ``.claude/settings.local.json`` (``enabledMcpjsonServers``: Claude Code starts a project
-  server only once approved), and the skill ``.claude/skills/ipykeep/SKILL.md`` that teaches
-  the notebook workflow;
-- Codex: ``.codex/config.toml`` (``[mcp_servers.ipykeep]``); Codex reads it only in a trusted
-  project, so init says how to trust it when it is not (see ``gates.py``);
+  server only once approved), permission rules in ``.claude/settings.json``
+  (``permissions.allow``: the read-only tools, or with ``allow_all`` every tool, so neither the
+  prompt nor ``claude -p`` stops them), and the skill ``.claude/skills/ipykeep/SKILL.md`` that
+  teaches the notebook workflow;
+- Codex: ``.codex/config.toml`` (``[mcp_servers.ipykeep]`` with ``default_tools_approval_mode =
+  "approve"``); Codex reads it only in a trusted project, so init says how to trust it when it
+  is not (see ``gates.py``);
 - Cursor: ``.cursor/mcp.json`` (``mcpServers.ipykeep``, with ``--project ${workspaceFolder}``);
 - Codex and Cursor read ``AGENTS.md``: an ipykeep section between
   ``<!-- ipykeep:start -->``/``<!-- ipykeep:end -->`` markers, created or updated in place;
@@ -15,7 +18,7 @@ Project scope (the default) writes, at the project root:
   ``.gitignore``.
 
 User scope writes the hosts' user-level files instead (``~/.claude.json``,
-``~/.claude/skills/ipykeep/SKILL.md``, ``~/.codex/config.toml``, ``~/.codex/AGENTS.md``,
+``~/.claude/settings.json``, ``~/.claude/skills/ipykeep/SKILL.md``, ``~/.codex/config.toml``, ``~/.codex/AGENTS.md``,
 ``~/.cursor/mcp.json``) and no project files.
 
 Every existing file is parsed first and a malformed one stops the run before anything is written.
@@ -73,6 +76,8 @@ class InitOptions:
     launcher: Launcher = field(default_factory=resolve_launcher)
     #: Home directory for user scope; None means the current user's.
     home: Path | None = None
+    #: Claude Code: allow every ipykeep tool without asking, not only the read-only ones.
+    allow_all: bool = False
 
     @property
     def home_dir(self) -> Path:
@@ -141,6 +146,7 @@ def plan_init(options: InitOptions) -> InitPlan:
     if options.scope is Scope.project:
         base = options.root
         claude_json = base / ".mcp.json"
+        claude_settings = base / ".claude" / "settings.json"
         skill = base / ".claude" / "skills" / "ipykeep" / "SKILL.md"
         codex_toml = base / ".codex" / "config.toml"
         agents_md = base / "AGENTS.md"
@@ -148,6 +154,7 @@ def plan_init(options: InitOptions) -> InitPlan:
     else:
         base = options.home_dir
         claude_json = base / ".claude.json"
+        claude_settings = base / ".claude" / "settings.json"
         skill = base / ".claude" / "skills" / "ipykeep" / "SKILL.md"
         codex_toml = base / ".codex" / "config.toml"
         agents_md = base / ".codex" / "AGENTS.md"
@@ -172,6 +179,11 @@ def plan_init(options: InitOptions) -> InitPlan:
                 )
             else:
                 changes.append(editors.plan_claude_approval(local, "Claude Code approval"))
+        changes.append(
+            editors.plan_claude_permissions(
+                claude_settings, "Claude Code permissions", allow_all=options.allow_all
+            )
+        )
         changes.append(
             editors.plan_owned_file(skill, "Claude Code skill", SKILL_MD, replace=replace)
         )
@@ -210,10 +222,11 @@ def plan_init(options: InitOptions) -> InitPlan:
     if Provider.codex in providers and options.scope is Scope.project:
         from ipykeep.scaffold.gates import codex_fix, codex_trust
 
-        if codex_trust(options.root, options.home_dir) != "trusted":
+        trust = codex_trust(options.root, options.home_dir)
+        if trust != "trusted":
             notes.append(
                 "Codex: this project is not trusted yet, so Codex ignores .codex/config.toml. "
-                + codex_fix(options.root, options.home_dir)
+                + codex_fix(options.root, options.home_dir, state=trust)
             )
     return InitPlan(options, tuple(changes), tuple(notes))
 

@@ -46,9 +46,14 @@ def make_project(root: Path) -> Path:
     return root
 
 
+#: The checkout the tests import ipykeep from: the server under test runs that code too.
+SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
 def server_env(root: Path) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": SOURCE_ROOT,
         "HOME": os.environ.get("HOME", str(root)),
         "XDG_CONFIG_HOME": str(root / ".xdg"),  # no user config leaks in
         "IPYKEEP_IDLE_TIMEOUT": "0",
@@ -166,21 +171,39 @@ def envelope(result: CallToolResult) -> dict[str, Any]:
     return env
 
 
-class HostView:
-    """What Claude Code and Codex pass to the model: ``structuredContent`` (as JSON) when the
-    result has it, else the text blocks; image blocks either way."""
+#: The hosts whose forwarding rule HostView applies.
+HOSTS = ("claude_code", "codex")
 
-    def __init__(self, result: CallToolResult) -> None:
+
+class HostView:
+    """What a host passes to its model from a tool result.
+
+    - Claude Code: ``structuredContent`` (as JSON) when the result has it, else the text
+      blocks; image blocks either way.
+    - Codex: ``structuredContent`` alone when the result has it (text and images dropped),
+      else the text blocks and the image blocks.
+    """
+
+    def __init__(self, result: CallToolResult, host: str = "claude_code") -> None:
+        assert host in HOSTS, host
+        self.host = host
+        images = [b for b in result.content if getattr(b, "type", "") == "image"]
         if result.structured_content is not None:
             self.text = json.dumps(result.structured_content, ensure_ascii=False)
+            self.images = images if host == "claude_code" else []
         else:
             self.text = text_of(result)
-        self.images = [b for b in result.content if getattr(b, "type", "") == "image"]
+            self.images = images
 
     @property
     def size(self) -> int:
         """Bytes of the forwarded channel (images are counted apart by their own caps)."""
         return len(self.text.encode())
+
+
+def host_views(result: CallToolResult) -> list[HostView]:
+    """The result as each host's model reads it."""
+    return [HostView(result, host) for host in HOSTS]
 
 
 def channel_sizes(result: CallToolResult) -> tuple[int, int]:

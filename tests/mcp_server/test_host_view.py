@@ -1,8 +1,8 @@
 """Results as a real agent host forwards them to its model, over stdio with the official client.
 
-Claude Code and Codex send ``structuredContent`` to the model when a result has it and drop the
-text; other clients read the text. ``HostView`` applies that rule: every check here is on what
-the model would actually read (and on image blocks, which hosts forward either way). One server
+Claude Code forwards ``structuredContent`` when a result has it (else the text) plus images;
+Codex forwards ``structuredContent`` alone when present (else the text and images). ``HostView``
+applies each rule, and the checks here hold for what *both* hosts' models would read. One server
 and one notebook kernel for the module; tests run in file order (the last ones edit the notebook).
 """
 
@@ -21,6 +21,7 @@ from tests.mcp_server.harness import (
     HostView,
     McpSession,
     channel_sizes,
+    host_views,
     make_project,
     shutdown_daemon,
     stdio_params,
@@ -94,19 +95,21 @@ def kid(mcp: McpSession) -> Iterator[str]:
 
 def test_expression_value_reaches_the_model(mcp: McpSession, kid: str) -> None:
     res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "y = 41; y + 1"}))
-    view = HostView(res)
-    assert res.structured_content is not None  # the host takes this channel…
+    assert res.structured_content is not None  # the hosts take this channel…
     assert res.structured_content["output"].strip() == "42"  # …and it holds the value
-    assert "42" in view.text and "42" in text_of(res)
+    assert "42" in text_of(res)
+    for view in host_views(res):
+        assert "42" in view.text, view.host
 
 
 def test_traceback_with_the_failing_line_reaches_the_model(mcp: McpSession, kid: str) -> None:
     res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "x = 0\n1/x"}))
-    view = HostView(res)
     error = res.structured_content["error"]
     assert error["ename"] == "ZeroDivisionError"
     assert "1/x" in error["traceback"] and "ZeroDivisionError" in error["traceback"]
-    assert "1/x" in view.text and "1/x" in text_of(res)
+    assert "1/x" in text_of(res)
+    for view in host_views(res):
+        assert "1/x" in view.text and "ZeroDivisionError" in view.text, view.host
 
 
 def test_long_print_head_and_tail_within_budget(mcp: McpSession, kid: str) -> None:
@@ -116,11 +119,12 @@ def test_long_print_head_and_tail_within_budget(mcp: McpSession, kid: str) -> No
             {"kernel_id": kid, "code": "for i in range(3000):\n    print(f'line {i:04d}')"},
         )
     )
-    view = HostView(res)
-    assert "line 0000" in view.text and "line 2999" in view.text and "line 1500" not in view.text
-    assert res.structured_content["uri"] in view.text  # where the rest is
+    for view in host_views(res):
+        text = view.text
+        assert "line 0000" in text and "line 2999" in text and "line 1500" not in text
+        assert res.structured_content["uri"] in text  # where the rest is
+        assert view.size < 4096, (view.host, view.size)
     ANNOUNCED.append(res.structured_content["uri"])
-    assert view.size < 4096, view.size
     text_bytes, structured_bytes = channel_sizes(res)
     assert text_bytes < 4096 and structured_bytes < 4096
 
@@ -160,9 +164,22 @@ def test_list_cells_shows_the_cells(mcp: McpSession, kid: str) -> None:
 def test_plot_is_image_content(mcp: McpSession, kid: str) -> None:
     code = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
     res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 30_000}))
-    view = HostView(res)
-    assert len(view.images) == 1 and view.images[0].mime_type == "image/png"
-    assert res.structured_content["images"][0] in view.text
+    # No structured content: Codex would forward it alone and drop the image.
+    assert res.structured_content is None
+    for view in host_views(res):
+        assert len(view.images) == 1 and view.images[0].mime_type == "image/png", view.host
+        assert "ipykeep://artifacts/" in view.text and "ok" in view.text, view.host
+
+
+def test_plot_with_text_reaches_both_hosts(mcp: McpSession, kid: str) -> None:
+    code = (
+        "import matplotlib.pyplot as plt\nprint('forty', 40 + 2)\n"
+        "plt.plot([1, 2])\nplt.show()\n40 + 2"
+    )
+    res = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 30_000}))
+    for view in host_views(res):
+        assert len(view.images) == 1, view.host
+        assert "forty 42" in view.text, view.host
 
 
 def test_run_cells_reports_progress(mcp: McpSession, kid: str) -> None:
@@ -190,15 +207,16 @@ def _edit(project: Path, cell_id: str, source: str) -> None:
 def test_plan_cells_and_reasons_reach_the_model(mcp: McpSession, kid: str, project: Path) -> None:
     _edit(project, "load", "import time\nbase = 40")
     res = _ok(mcp.tool("run_stale", {"kernel_id": kid}))
-    view = HostView(res)
+    views = host_views(res)
     stale = res.structured_content["stale"]
     # slow uses time from load, but the edit left that import as it was: only base's reader re-runs
     assert [e["cell_id"] for e in stale] == ["load", "answer"], stale
     for entry in stale:
         assert entry["reasons"] and all(r["message"] for r in entry["reasons"])
         for reason in entry["reasons"]:
-            assert reason["message"] in view.text  # the why, not only the kind
-    assert "base" in view.text
+            for view in views:
+                assert reason["message"] in view.text, view.host  # the why, not only the kind
+    assert all("base" in view.text for view in views)
     # Every planned cell ran at warm-up: the model sees each one's last duration and the cost.
     assert all(isinstance(e.get("last_duration_s"), float) for e in stale), stale
     cost = res.structured_content["cost"]

@@ -23,6 +23,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("CODEX_HOME", raising=False)  # Codex's user config is under HOME too
     for key in list(os.environ):
         if key.startswith("IPYKEEP_"):
             monkeypatch.delenv(key)

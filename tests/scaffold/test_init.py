@@ -16,15 +16,23 @@ import yaml
 from ipykeep.api.errors import ConfigError, UsageError
 from ipykeep.project.config import Config, load_config
 from ipykeep.scaffold.content import AGENTS_END, AGENTS_START, SKILL_MD, ipykeep_toml
+from ipykeep.scaffold.editors import READ_ONLY_TOOLS
 from ipykeep.scaffold.files import ChangeStatus
 from ipykeep.scaffold.init import InitOptions, Provider, Scope, plan_init, run_init
 from ipykeep.scaffold.launcher import Launcher, LauncherKind, resolve_launcher
+from tests.scaffold.host_formats import toml_loads
 
 ENTRY = {"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}
+CODEX_ENTRY = {
+    "command": "ipykeep",
+    "args": ["mcp-serve"],
+    "default_tools_approval_mode": "approve",
+}
 
 PROJECT_FILES = [
     ".mcp.json",
     ".claude/settings.local.json",
+    ".claude/settings.json",
     ".claude/skills/ipykeep/SKILL.md",
     ".codex/config.toml",
     ".cursor/mcp.json",
@@ -53,8 +61,11 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
         "enabledMcpjsonServers": ["ipykeep"]
     }
     assert "note: Codex: this project is not trusted yet" in result.output
-    codex = tomlkit.parse((project / ".codex/config.toml").read_text()).unwrap()
-    assert codex == {"mcp_servers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}
+    codex = toml_loads((project / ".codex/config.toml").read_text())
+    assert codex == {"mcp_servers": {"ipykeep": CODEX_ENTRY}}
+    assert json.loads((project / ".claude/settings.json").read_text()) == {
+        "permissions": {"allow": [f"mcp__ipykeep__{tool}" for tool in READ_ONLY_TOOLS]}
+    }
     assert load_config(project, environ={}).notebook == "analysis.ipynb"
     assert (project / ".gitignore").read_text() == ".ipykeep/\n"
     agents = (project / "AGENTS.md").read_text()
@@ -105,6 +116,7 @@ def test_existing_configs_are_preserved(app, runner, project: Path) -> None:
     )
     assert (project / ".codex/config.toml").read_text() == (
         codex + '\n[mcp_servers.ipykeep]\ncommand = "ipykeep"\nargs = ["mcp-serve"]\n'
+        'default_tools_approval_mode = "approve"\n'
     )
     assert (project / ".gitignore").read_text() == "*.pyc\n.ipykeep/\n"
     agents = (project / "AGENTS.md").read_text()
@@ -119,7 +131,7 @@ def test_existing_codex_servers_table_gets_the_entry(project: Path) -> None:
     text = (project / ".codex/config.toml").read_text()
     assert 'command = "other"  # c' in text and '[profile]\nname = "x"' in text
     doc = tomlkit.parse(text).unwrap()
-    assert doc["mcp_servers"]["ipykeep"] == {"command": "ipykeep", "args": ["mcp-serve"]}
+    assert doc["mcp_servers"]["ipykeep"] == CODEX_ENTRY
     assert doc["mcp_servers"]["other"] == {"command": "other"}
 
 
@@ -150,8 +162,8 @@ def test_conflicting_entry_is_refused_then_replaced(app, runner, project: Path) 
         '{"command": "my-ipykeep", "args": []}',
         '{"type": "stdio", "command": "ipykeep", "args": ["mcp-serve"]}',
     )
-    doc = tomlkit.parse((project / ".codex/config.toml").read_text()).unwrap()
-    assert doc == {"mcp_servers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"]}}}
+    doc = toml_loads((project / ".codex/config.toml").read_text())
+    assert doc == {"mcp_servers": {"ipykeep": CODEX_ENTRY}}
 
 
 def test_matching_entry_with_extra_keys_is_left_alone(project: Path) -> None:
