@@ -43,7 +43,7 @@ async def run(ctx: RunContext) -> list[Metric]:
         for rep in range(ctx.reps(1, 1)):
             for side in (
                 ("plan",) if ctx.smoke else ("plan", "fresh")
-            ):  # smoke: --fresh is tested in tests/kernel
+            ):  # smoke: --fresh is tested in tests/staleness
                 edit = original.replace(
                     "N = 60_000", f"N = {59_000 - 10 * rep - (side == 'fresh')}"
                 )

@@ -22,9 +22,9 @@ CODE = "1+1"
 
 
 async def run(ctx: RunContext) -> list[Metric]:
-    from tests.remote.checks import free_port, make_engine, make_remote_project
-    from tests.remote.gateway_server import Gateway
-    from tests.remote.sshd import LoopbackSshd, unavailable
+    from tests.kernel.providers.checks import free_port, make_engine, make_remote_project
+    from tests.kernel.providers.gateway_server import Gateway
+    from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 
     work = ctx.workdir(NAME)
     gateway = Gateway(work)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import nbformat
+import pytest
 import pytest_asyncio
 
 from ipykeep.daemon.composition import compose
@@ -12,6 +13,8 @@ from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
 from tests.conftest import make_project
+
+pytestmark = pytest.mark.kernel
 
 
 class _Probing(SessionObserver):

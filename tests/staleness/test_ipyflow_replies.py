@@ -1,5 +1,5 @@
 """The adapter's parser against replies recorded from a real ipyflow kernel (see
-tests/kernel/test_ipyflow_adapter.py): an ipyflow upgrade that changes their shape fails here."""
+tests/staleness/test_ipyflow_adapter.py): an ipyflow upgrade that changes their shape fails here."""
 
 import json
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Tracker-level cases mirroring ``tests/kernel/test_staleness_acceptance.py`` without kernels:
+"""Tracker-level cases mirroring ``tests/staleness/test_staleness_acceptance.py`` without kernels:
 files written by one cell and read by another, one file named two ways, mutation through
 notebook functions and methods, and failed producers. Each table row is one notebook shape."""
 

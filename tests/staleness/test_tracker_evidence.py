@@ -1,6 +1,6 @@
 """Plans with runtime evidence, restores before re-reads, transitive blocking and IPython's
 own names: tracker-level scenarios (the kernel-level ones are in
-tests/kernel/test_staleness_evidence.py)."""
+tests/staleness/test_staleness_evidence.py)."""
 
 from __future__ import annotations
 

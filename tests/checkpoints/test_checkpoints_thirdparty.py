@@ -13,9 +13,17 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from kernel_loss import sigkill
-from test_staleness_acceptance import MODES, kinds
-from test_staleness_thirdparty import (
+
+from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.checkpoints.state import MODULE
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
+from ipykeep.staleness import probes
+from tests.checkpoints.kernel_loss import sigkill
+from tests.staleness.test_staleness_acceptance import MODES, kinds
+from tests.staleness.test_staleness_thirdparty import (
     FIXTURE,
     GLM,
     GLM_UNCOMPARABLE,
@@ -25,14 +33,6 @@ from test_staleness_thirdparty import (
     edit_beta_and_run,
     edit_glm_fit_and_run,
 )
-
-from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.checkpoints.state import MODULE
-from ipykeep.daemon.composition import compose
-from ipykeep.engine.engine import Engine
-from ipykeep.project.config import Config
-from ipykeep.project.layout import ProjectPaths
-from ipykeep.staleness import probes
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 

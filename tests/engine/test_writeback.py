@@ -14,12 +14,15 @@ import time
 from pathlib import Path
 
 import nbformat
+import pytest
 import pytest_asyncio
 
 from ipykeep.daemon.composition import compose
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from tests.conftest import make_project
+
+pytestmark = pytest.mark.kernel
 
 CELLS = [("count", "n = globals().get('n', 0) + 1\nprint('run', n)"), ("other", "print('other')")]
 

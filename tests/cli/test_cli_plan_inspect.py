@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import make_project, run_cli, stop_daemon
 
+pytestmark = pytest.mark.kernel
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):

@@ -17,6 +17,8 @@ import pytest
 from ipykeep.client.connection import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
 
+pytestmark = pytest.mark.kernel
+
 
 def small_notebook(path: Path, cells: list[str]) -> Path:
     nb = nbformat.v4.new_notebook()

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_staleness_acceptance import (  # noqa: F401  (fixtures)
+
+from tests.staleness.test_staleness_acceptance import (  # noqa: F401  (fixtures)
     MODES,
     blocked_kinds,
     engine,

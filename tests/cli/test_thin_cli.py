@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import cli_env, make_project, run_cli, stop_daemon
 
+pytestmark = pytest.mark.kernel
+
 #: modules the hot path must not load: each costs tens of milliseconds at start-up
 HEAVY = {
     "typer",

@@ -26,7 +26,8 @@ from typing import Any
 
 import nbformat
 import pytest
-from test_staleness_acceptance import (  # noqa: F401  (fixtures)
+
+from tests.staleness.test_staleness_acceptance import (  # noqa: F401  (fixtures)
     MODES,
     Nb,
     engine,

@@ -11,8 +11,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from kernel_loss import sigkill
-from test_staleness_acceptance import Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
@@ -22,6 +20,8 @@ from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
 from ipykeep.staleness.state import staleness_of
+from tests.checkpoints.kernel_loss import sigkill
+from tests.staleness.test_staleness_acceptance import Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
@@ -95,7 +95,7 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
 
 
 def _values_helper() -> str:
-    from test_staleness_acceptance import _KERNEL_VALUES
+    from tests.staleness.test_staleness_acceptance import _KERNEL_VALUES
 
     return _KERNEL_VALUES
 

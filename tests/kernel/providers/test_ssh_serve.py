@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import pytest_asyncio
 
-from tests.remote.checks import free_port, make_engine, make_remote_project, method
-from tests.remote.sshd import LoopbackSshd, unavailable
+from tests.kernel.providers.checks import free_port, make_engine, make_remote_project, method
+from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 from tests.serve.test_serve_api import KernelSocket, http, stdout_of
 
 pytestmark = [

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_staleness_acceptance import Nb
 
 from ipykeep.client.connection import find_daemon, pid_alive
 from tests.conftest import make_project, run_cli, stop_daemon
+from tests.staleness.test_staleness_acceptance import Nb
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
 

@@ -22,6 +22,8 @@ from tests.conftest import make_project
 BREAK_OFF_MAIN = """
 import threading
 from ipyflow.tracing.output_recorder import OutputRecorder
+
+pytestmark = pytest.mark.kernel
 _done = OutputRecorder.done_capturing_output
 def _off_main_fails(self):
     if threading.current_thread() is not threading.main_thread():

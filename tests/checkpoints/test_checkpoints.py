@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from kernel_loss import sigkill
-from test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.state import MODULE
@@ -25,6 +23,8 @@ from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness import probes
+from tests.checkpoints.kernel_loss import sigkill
+from tests.staleness.test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 

@@ -26,7 +26,7 @@ from ipykeep.api.errors import (
 )
 from ipykeep.kernel.providers import wschannels
 from tests.conftest import cli_env, run_cli, stop_daemon
-from tests.remote.checks import (
+from tests.kernel.providers.checks import (
     check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
@@ -39,7 +39,7 @@ from tests.remote.checks import (
     make_remote_project,
     method,
 )
-from tests.remote.gateway_server import Gateway
+from tests.kernel.providers.gateway_server import Gateway
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.remote.checks import free_port
+from tests.kernel.providers.checks import free_port
 
 
 class Gateway:

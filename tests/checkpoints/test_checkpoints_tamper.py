@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from test_checkpoints import cell_runs, flush, layer
-from test_staleness_acceptance import Nb, kinds
 
 from ipykeep.checkpoints._inkernel import blobfmt
 from ipykeep.checkpoints.store import TamperedCheckpointError
@@ -20,6 +18,8 @@ from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
+from tests.checkpoints.test_checkpoints import cell_runs, flush, layer
+from tests.staleness.test_staleness_acceptance import Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
 

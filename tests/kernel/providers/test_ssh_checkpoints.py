@@ -21,8 +21,8 @@ from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.store import TamperedCheckpointError
 from ipykeep.engine.engine import Engine
 from tests.conftest import make_project
-from tests.remote.checks import free_port, make_engine
-from tests.remote.sshd import LoopbackSshd, unavailable
+from tests.kernel.providers.checks import free_port, make_engine
+from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 
 pytestmark = [
     pytest.mark.timeout(180),

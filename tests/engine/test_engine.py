@@ -17,6 +17,8 @@ from ipykeep.project.layout import ProjectPaths
 from ipykeep.staleness.service import StalenessService
 from tests.conftest import make_project
 
+pytestmark = pytest.mark.kernel
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def eng(tmp_path_factory):

@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from ipykeep.api.errors import KernelDiedError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.ssh import PORT_NAMES, SshTarget
-from tests.remote.checks import (
+from tests.kernel.providers.checks import (
     check_files_are_stat_through_the_kernel,
     check_inspect,
     check_interrupt,
@@ -33,7 +33,7 @@ from tests.remote.checks import (
     make_kernel_side_dir,
     make_remote_project,
 )
-from tests.remote.sshd import LoopbackSshd, unavailable
+from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -1,3 +1,0 @@
-import pytest
-
-pytestmark = pytest.mark.kernel
