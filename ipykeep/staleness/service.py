@@ -356,7 +356,10 @@ class StalenessService(SessionObserver):
                     cell_id != first
                     and cell_id not in tracker.plan(cells, stat_for(session)).cell_ids
                 ):
-                    return "no longer stale: the values it reads kept their value when the cells above re-ran"
+                    return (
+                        "no longer stale: the values it reads kept their value "
+                        "when the cells above re-ran"
+                    )
                 return None
 
             await self._forget_changed_modules(session, plan)
@@ -493,7 +496,10 @@ class StalenessService(SessionObserver):
             plan = self.plan(session, read_notebook(nb))
         except IpykeepError:
             return
-        note = f"changed on disk: {', '.join(relevant[:5])}; {len(plan.stale)} cell(s) stale now (run_stale to see why)"
+        note = (
+            f"changed on disk: {', '.join(relevant[:5])}; "
+            f"{len(plan.stale)} cell(s) stale now (run_stale to see why)"
+        )
         session.notices = [n for n in session.notices if not n.startswith("changed on disk:")] + [
             note
         ]
