@@ -5,7 +5,8 @@ A ``SessionObserver`` (``kernel_started``, ``after_cell``, ``kernel_restarted``,
 ``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``, ``namespace_notes``)
 with three RPC methods (``checkpoint``, ``restore``, ``checkpoints``) that the composition root
 lists. It is attached after the staleness service: it reads the staleness tracker's record of
-the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` in the session's feature states.
+the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` in the session's feature
+states.
 
 When restore happens: on ``start`` of a notebook that has cell checkpoints — a new kernel after
 ``stop``, after the daemon was killed or the machine rebooted, or the same kernel id when its
@@ -90,7 +91,8 @@ class CheckpointService(SessionObserver):
             return
         kind = getattr(getattr(session.process, "provider", None), "kind", "local")
         if kind not in ("local", "ssh"):
-            # the kernel writes and reads the store itself: on the project's disk, or (SSH) on its host's
+            # the kernel writes and reads the store itself: on the project's disk, or (SSH) on its
+            # host's
             st.available, st.reason = (
                 False,
                 f"checkpoints need a local or SSH kernel (this one runs on {kind})",
@@ -171,9 +173,15 @@ class CheckpointService(SessionObserver):
         if cheap:
             text += f"; cheap, re-run on restore: cell(s) {', '.join(map(str, cheap))}"
         if bad:
-            text += f"; not restorable: cell(s) {', '.join(sorted(bad, key=int))} (they re-run after a restart)"
+            text += (
+                f"; not restorable: cell(s) {', '.join(sorted(bad, key=int))} "
+                "(they re-run after a restart)"
+            )
         if st.last_restore is not None:
-            text += f"; at start {len(st.last_restore.restored)} cell(s) were restored ({max(st.last_restore.saved_s, 0):.1f} s saved)"
+            text += (
+                f"; at start {len(st.last_restore.restored)} cell(s) were restored "
+                f"({max(st.last_restore.saved_s, 0):.1f} s saved)"
+            )
         return text
 
     def namespace_notes(self, session: KernelSession) -> list[str]:
@@ -385,12 +393,14 @@ class CheckpointService(SessionObserver):
         st = self.state(session)
         if not st.available:
             raise CheckpointError(
-                f"checkpoints are not available in kernel {session.kernel_id}: {st.reason or 'not set up'}",
+                f"checkpoints are not available in kernel {session.kernel_id}: "
+                f"{st.reason or 'not set up'}",
                 hint="set checkpoints = true and install cloudpickle in the kernel's environment",
             )
         if session.scheduler.main_lock.locked() or session.running():
             raise KernelBusyError(
-                f"kernel {session.kernel_id} is running code; a checkpoint now would be half of one",
+                f"kernel {session.kernel_id} is running code; "
+                "a checkpoint now would be half of one",
                 hint="wait for the running cell to finish (or interrupt it), then retry",
             )
         return session
@@ -464,7 +474,8 @@ class CheckpointService(SessionObserver):
             )
             raise UnknownCheckpointError(
                 f"no checkpoint named {name!r} for {self._scope(session).name}",
-                hint=f"known: {', '.join(known) or 'none'}; make one with `ipykeep checkpoint NAME`",
+                hint=f"known: {', '.join(known) or 'none'}; "
+                "make one with `ipykeep checkpoint NAME`",
             ) from None
         values = {n: v["blob"] for n, v in (manifest.get("values") or {}).items()}
         for blob in values.values():
@@ -478,14 +489,16 @@ class CheckpointService(SessionObserver):
             current = await session.process.eval_silent(_call("user_names"))
             keep = set(manifest.get("names") or [])
             delete = sorted(n for n in current if n not in keep and n not in HIDDEN)
-            # every blob authenticates before anything changes: a refused rollback leaves the kernel as it was
+            # every blob authenticates before anything changes: a refused rollback leaves the
+            # kernel as it was
             check = await session.process.eval_silent(
                 call_loader("verify", list(values.values())),
                 timeout=session.config.restore_timeout + 60,
             )
             if any(str(why).startswith("outdated:") for why in check.values()):
                 raise CheckpointError(
-                    f"checkpoint {name!r} was written in an earlier checkpoint format by an older ipykeep and "
+                    f"checkpoint {name!r} was written in an earlier checkpoint format "
+                    "by an older ipykeep and "
                     "cannot be restored; nothing was changed",
                     hint=f"make a new one: `ipykeep checkpoint {name}`",
                 )
@@ -493,7 +506,8 @@ class CheckpointService(SessionObserver):
                 for blob in check:
                     self.store.quarantine(blob)
                 raise TamperedCheckpointError(
-                    f"checkpoint {name!r} refused: {len(check)} value(s) do not authenticate under this project's key "
+                    f"checkpoint {name!r} refused: {len(check)} value(s) "
+                    "do not authenticate under this project's key "
                     "(modified, or not written by this project); nothing was changed",
                     hint="make a new checkpoint; delete the damaged one from .ipykeep/checkpoints",
                 )

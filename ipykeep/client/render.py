@@ -7,7 +7,7 @@ render the JSON a daemon sent wrapped in ``views.view`` (the thin CLI never load
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ipykeep.client.views import view
 
@@ -135,7 +135,7 @@ def _secs(value: float | None) -> str:
     return "" if value is None else (f"{value:.2f} s" if value < 10 else f"{value:.0f} s")
 
 
-def render_plan(result: dict) -> str:
+def render_plan(result: dict[str, Any]) -> str:
     """A run_stale result (plan, or executed plan) as a readable table."""
     lines: list[str] = []
     stale, blocked = result.get("stale", []), result.get("blocked", [])
@@ -182,7 +182,7 @@ def render_plan(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _cost_lines(cost: dict) -> list[str]:
+def _cost_lines(cost: dict[str, Any]) -> list[str]:
     line = f"estimated: ~{_secs(cost['plan_s'])} for the plan"
     if cost.get("unmeasured"):
         line += (

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.atomic import atomic_write_bytes, atomic_write_text
 from ipykeep.project.layout import private_dir
+from ipykeep.project.notebook import from_dict, new_code_cell, new_markdown_cell, new_notebook
 from ipykeep.project.stored import ARTIFACT_URI_PREFIX, MIME_SUFFIX
 
 LARGE_TEXT = 20_000  # characters of one output kept inline in the record
@@ -129,14 +128,12 @@ class KernelArchive:
 
     def to_notebook(self) -> Any:
         """The record as an nbformat 4.5 notebook (for viewing a scratch kernel's work)."""
-        nb = nbformat.v4.new_notebook()
+        nb = new_notebook()
         for entry in self.entries():
             if entry["type"] == "markdown":
-                nb.cells.append(nbformat.v4.new_markdown_cell(entry["source"]))
+                nb.cells.append(new_markdown_cell(entry["source"]))
                 continue
-            cell = nbformat.v4.new_code_cell(
-                entry["code"], execution_count=entry.get("execution_count")
-            )
+            cell = new_code_cell(entry["code"], execution_count=entry.get("execution_count"))
             for out in entry.get("outputs", []):
                 out = dict(out)
                 out.pop("artifact", None)
@@ -149,7 +146,7 @@ class KernelArchive:
                         )
                         for m, v in out["data"].items()
                     }
-                cell.outputs.append(nbformat.from_dict(out))
+                cell.outputs.append(from_dict(out))
             nb.cells.append(cell)
         return nb
 

@@ -46,7 +46,8 @@ def archive(session: KernelSession, ex: Execution) -> None:
     except OSError as exc:
         log.warning("record of %s not written: %s", ex.handle, exc)
         session.notice_once(
-            f"the archival record could not be written ({exc.strerror or exc}); results stay in memory"
+            f"the archival record could not be written ({exc.strerror or exc}); "
+            "results stay in memory"
         )
 
 
@@ -179,7 +180,8 @@ async def run_batch(
     if stopped == "kernel_died":
         session.notices.append(
             f"kernel {session.kernel_id} died; {len(skipped)} cell(s) did not run — "
-            "restart it (`ipykeep restart` / the restart_kernel tool) and run_stale re-runs what is needed"
+            "restart it (`ipykeep restart` / the restart_kernel tool) "
+            "and run_stale re-runs what is needed"
         )
     return BatchResult(
         kernel_id=session.kernel_id,

@@ -252,7 +252,8 @@ class Engine:
             if root not in nb_path.parents:
                 raise UsageError(
                     f"notebook {nb_path} is outside the project {root}",
-                    hint="use a notebook inside the project, or start ipykeep from the notebook's own project",
+                    hint="use a notebook inside the project, "
+                    "or start ipykeep from the notebook's own project",
                 )
             snap = read_notebook(nb_path)  # validates before anything starts
         if dataflow is not None and dataflow not in ("ipyflow", "static"):
@@ -340,7 +341,8 @@ class Engine:
         session.notices.append(
             f"kernel {session.kernel_id} "
             + (f"is unreachable: {lost}" if lost else "died; its state is gone")
-            + " (restart it: `ipykeep restart` / the restart_kernel tool; run_stale then re-runs what is needed)"
+            + " (restart it: `ipykeep restart` / the restart_kernel tool; "
+            "run_stale then re-runs what is needed)"
         )
         session.state = "dead"
         for observer in self.observers:
@@ -439,7 +441,8 @@ class Engine:
             if seen is not None:
                 if seen[0] != code:
                     raise UsageError(
-                        f"request_id {request_id!r} was already used with different code (execution {seen[1]})",
+                        f"request_id {request_id!r} was already used with different code "
+                        f"(execution {seen[1]})",
                         hint="use a new request_id for new code",
                     )
                 return await self.read_execution(
@@ -491,7 +494,8 @@ class Engine:
         where = f" on kernel {kernel_id}" if kernel_id else ""
         raise UnknownCellError(
             f"no execution {handle!r}{where}",
-            hint="execution handles look like c12; notebook cells are named by id or index (list_cells)",
+            hint="execution handles look like c12; "
+            "notebook cells are named by id or index (list_cells)",
         )
 
     # -- interrupt and restart ---------------------------------------------------------------
@@ -540,7 +544,8 @@ class Engine:
             kernel_id=session.kernel_id,
             handle=ex.handle,
             action="killed_and_restarted",
-            message=f"{ex.handle} did not stop within {grace:g} s; the kernel was killed and restarted (state lost)",
+            message=f"{ex.handle} did not stop within {grace:g} s; "
+            "the kernel was killed and restarted (state lost)",
         )
 
     async def restart(
@@ -575,7 +580,8 @@ class Engine:
                 ex.add_note("kernel killed and restarted")
         await session.process.restart()
         session.notices.append(
-            f"kernel {session.kernel_id} was restarted ({reason}); all variables are gone — run_stale re-runs what is needed"
+            f"kernel {session.kernel_id} was restarted ({reason}); all variables are gone — "
+            "run_stale re-runs what is needed"
         )
         for observer in self.observers:
             await observer.kernel_restarted(session)

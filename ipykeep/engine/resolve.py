@@ -32,7 +32,8 @@ def resolve_cwd(paths: ProjectPaths, cwd: str | None, notebook: Path | None) -> 
     if "://" in cwd:
         raise RemoteNotSupportedError(
             f"remote working directories are not supported: {cwd}",
-            hint="use ssh://user@host/path for a kernel over SSH, or gateway=URL for a Jupyter server",
+            hint="use ssh://user@host/path for a kernel over SSH, "
+            "or gateway=URL for a Jupyter server",
         )
     path = notebook_path(cwd)
     root = paths.root.resolve()

@@ -24,19 +24,22 @@ log = logging.getLogger("ipykeep.engine")
 async def submit(
     runner: ExecutionRunner, session: KernelSession, code: str, request_id: str | None
 ) -> Execution:
-    """Create the execution and start it in the background (on a subshell if the main shell is taken)."""
+    """Create the execution and start it in the background (on a subshell if the main shell is
+    taken)."""
     if not session.process.alive:
         lost = session.process.provider.lost_reason  # a remote kernel's link, not the kernel
         raise KernelDiedError(
             f"kernel {session.kernel_id} is not running" + (f": {lost}" if lost else ""),
-            hint="restart it (`ipykeep restart` / the restart_kernel tool), then run_stale re-runs what is needed",
+            hint="restart it (`ipykeep restart` / the restart_kernel tool), "
+            "then run_stale re-runs what is needed",
         )
     subshell = None
     if session.scheduler.main_lock.locked():
         subshell = await session.process.acquire_subshell(session.config.max_subshells)
         if subshell is None and session.scheduler.queued >= session.config.max_queue:
             raise KernelBusyError(
-                f"kernel {session.kernel_id} is saturated: {len(session.running())} executions running or queued",
+                f"kernel {session.kernel_id} is saturated: "
+                f"{len(session.running())} executions running or queued",
                 hint="wait for running work to finish (read_cell), or interrupt it, then retry",
             )
     ex = runner.new_execution(session, code, "scratch", request_id=request_id)

@@ -44,7 +44,8 @@ def output_view(session: KernelSession, ex: Execution, cursor: int) -> tuple[Out
     except OSError as exc:  # a full disk costs the artifact, never the result
         log.warning("artifact of %s not stored: %s", ex.handle, exc)
         session.notice_once(
-            f"artifacts could not be stored ({exc.strerror or exc}); the output shown is all there is"
+            f"artifacts could not be stored ({exc.strerror or exc}); "
+            "the output shown is all there is"
         )
     bounded = bound_text(text, session.config.max_output_chars, full_path=full_path, uri=uri)
     view = OutputView(
@@ -69,7 +70,8 @@ def error_info(session: KernelSession, ex: Execution) -> ErrorInfo | None:
 
 
 def execution_record(session: KernelSession, ex: Execution, cursor: int = 0) -> ExecutionRecord:
-    """The execution's record with the output since ``cursor`` (its ``cursor`` field is the new one)."""
+    """The execution's record with the output since ``cursor`` (its ``cursor`` field is the new
+    one)."""
     output, new_cursor = output_view(session, ex, cursor)
     index = None
     if ex.cell_id and ex.cell_id in session.cell_runs:

@@ -50,7 +50,7 @@ class InspectionService(SessionObserver):
                     hint="retry when a running execution finishes",
                 )
         try:
-            text = await session.process.eval_silent(
+            text: str = await session.process.eval_silent(
                 expression, subshell_id=subshell, timeout=budget * 3 + 10, decode=False
             )
             if probe.needs_install(text):

@@ -48,10 +48,16 @@ class _Writes(Protocol):
     ) -> str: ...
 
 
+class _NewCodeCell(Protocol):
+    def __call__(self, source: str = "", *, execution_count: int | None = None) -> NotebookNode: ...
+
+
 from_dict: Callable[[Mapping[str, Any]], NotebookNode] = nbformat.from_dict
 convert: Callable[[NotebookNode, int], NotebookNode] = nbformat.convert
 writes: _Writes = nbformat.writes
 new_markdown_cell: Callable[[str], NotebookNode] = nbformat.v4.new_markdown_cell
+new_code_cell: _NewCodeCell = nbformat.v4.new_code_cell
+new_notebook: Callable[[], NotebookNode] = nbformat.v4.new_notebook
 
 
 @dataclass(frozen=True)

@@ -250,7 +250,8 @@ class ServeService(SessionObserver):
             return Path(session.notebook).relative_to(self.engine.paths.root).as_posix()
         except ValueError:
             raise UsageError(
-                f"{session.notebook} is outside the project {self.engine.paths.root}; Jupyter cannot open it",
+                f"{session.notebook} is outside the project {self.engine.paths.root}; "
+                "Jupyter cannot open it",
                 hint="start ipykeep from a directory that contains the notebook",
             ) from None
 
@@ -353,9 +354,12 @@ def _require_hostable(process: Any) -> None:
         url = process.location.removeprefix("gateway ")
         remote_id = getattr(process.provider, "kernel_id", None) or "?"
         raise RemoteNotSupportedError(
-            f"kernel {process.name} runs on {process.location}: --serve and publish cannot attach to a gateway kernel",
-            hint=f"use a Jupyter front end of that server instead: {url}/lab on a Jupyter Server or JupyterHub, or "
-            f"`jupyter lab --gateway-url={url}` (same JUPYTER_GATEWAY_AUTH_TOKEN) for a Kernel or Enterprise Gateway; "
+            f"kernel {process.name} runs on {process.location}: "
+            "--serve and publish cannot attach to a gateway kernel",
+            hint="use a Jupyter front end of that server instead: "
+            f"{url}/lab on a Jupyter Server or JupyterHub, or "
+            f"`jupyter lab --gateway-url={url}` (same JUPYTER_GATEWAY_AUTH_TOKEN) "
+            "for a Kernel or Enterprise Gateway; "
             f"there, Kernel > Change Kernel… > Connect to Existing Kernel, kernel {remote_id} "
             "(a shutdown from there ends ipykeep's kernel too)",
         )
@@ -363,7 +367,8 @@ def _require_hostable(process: Any) -> None:
 
 def _attach_point(process: Any) -> tuple[str, int, tuple[str, ...]] | None:
     """Connection file, local pid (0 when remote) and remote interrupt command of a running
-    kernel; None when it has nothing to attach to (not started, a lost SSH kernel, a gateway kernel)."""
+    kernel; None when it has nothing to attach to (not started, a lost SSH kernel, a gateway
+    kernel)."""
     if not process.connection_file:
         return None
     if process.pid:

@@ -1,9 +1,9 @@
 """What running a notebook's cells costs, as measured in one kernel: the plan's cost fields,
 ``run_stale(execute=True, fresh=True)`` and progress while a plan runs.
 
-Measurements live in the kernel's ``PlanMeasurements`` (``staleness/state.py``): the last kernel start,
-probes included (``restart_s``), each cell's duration in the last top-to-bottom run from a new
-kernel (warm-up or a fresh run, ``fresh_durations``) and the batch being executed
+Measurements live in the kernel's ``PlanMeasurements`` (``staleness/state.py``): the last kernel
+start, probes included (``restart_s``), each cell's duration in the last top-to-bottom run from a
+new kernel (warm-up or a fresh run, ``fresh_durations``) and the batch being executed
 (``progress``). The staleness service calls in here; the decision itself is
 ``plan_cost.estimate``.
 """

@@ -46,6 +46,7 @@ from ipykeep.staleness._inkernel.filetrack import (
 )
 from ipykeep.staleness.errors import StalenessError
 from ipykeep.staleness.state import staleness_of
+from ipykeep.staleness.tracker_model import StatFn
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -55,7 +56,7 @@ log = logging.getLogger("ipykeep.staleness")
 _OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
 
 
-def stat_for(session: KernelSession):
+def stat_for(session: KernelSession) -> StatFn:
     if remote_stat.is_remote(session):
         return remote_stat.cached(session)
     base = session.cwd
@@ -267,7 +268,7 @@ class StalenessService(SessionObserver):
     def plan(self, session: KernelSession, snap: NotebookSnapshot) -> Plan:
         return self.tracker(session).plan(notebook_cells(snap), stat_for(session))
 
-    async def _fresh_stat(self, session: KernelSession, snap: NotebookSnapshot):
+    async def _fresh_stat(self, session: KernelSession, snap: NotebookSnapshot) -> StatFn:
         """The stat a plan made now should use: a remote kernel's stamps fetched for it."""
         if not remote_stat.is_remote(session) or not session.process.alive:
             return stat_for(session)
@@ -356,7 +357,10 @@ class StalenessService(SessionObserver):
                     cell_id != first
                     and cell_id not in tracker.plan(cells, stat_for(session)).cell_ids
                 ):
-                    return "no longer stale: the values it reads kept their value when the cells above re-ran"
+                    return (
+                        "no longer stale: the values it reads kept their value "
+                        "when the cells above re-ran"
+                    )
                 return None
 
             await self._forget_changed_modules(session, plan)
@@ -493,7 +497,10 @@ class StalenessService(SessionObserver):
             plan = self.plan(session, read_notebook(nb))
         except IpykeepError:
             return
-        note = f"changed on disk: {', '.join(relevant[:5])}; {len(plan.stale)} cell(s) stale now (run_stale to see why)"
+        note = (
+            f"changed on disk: {', '.join(relevant[:5])}; "
+            f"{len(plan.stale)} cell(s) stale now (run_stale to see why)"
+        )
         session.notices = [n for n in session.notices if not n.startswith("changed on disk:")] + [
             note
         ]
