@@ -19,6 +19,7 @@ from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.inspection import probe
 from ipykeep.inspection.errors import InspectionError
+from ipykeep.kernel.inkernel import INSPECT
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -45,7 +46,7 @@ class InspectionService(SessionObserver):
         self.engine = engine
 
     async def kernel_started(self, session: KernelSession) -> None:
-        await session.process.eval_silent(probe.install_expression(), decode=False)
+        await session.process.install(INSPECT)
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         await self.kernel_started(session)
@@ -69,9 +70,7 @@ class InspectionService(SessionObserver):
                 expression, subshell_id=subshell, timeout=budget * 3 + 10, decode=False
             )
             if probe.needs_install(text):
-                await session.process.eval_silent(
-                    probe.install_expression(), subshell_id=subshell, decode=False
-                )
+                await session.process.install(INSPECT, subshell_id=subshell, force=True)
                 text = await session.process.eval_silent(
                     expression, subshell_id=subshell, timeout=budget * 3 + 10, decode=False
                 )
