@@ -49,11 +49,10 @@ def restore_cells(rows: int, sleep_s: float) -> list[tuple[str, str]]:
 
 
 async def _flush(eng: Any, kernel_id: str) -> None:
-    from ipykeep.checkpoints.state import MODULE
-    from ipykeep.staleness import probes
+    from ipykeep.kernel.inkernel import CHECKPOINT
 
     entry = eng.kernels[kernel_id]
-    await entry.process.eval_silent(probes.call_expr(MODULE, "flush", 600), timeout=700)
+    await entry.process.eval_silent(CHECKPOINT.call("flush", 600), timeout=700)
 
 
 async def _restore_vs_rerun(ctx: RunContext) -> list[Metric]:
@@ -149,10 +148,9 @@ async def _restore_vs_rerun(ctx: RunContext) -> list[Metric]:
 async def _frozen_s(eng: Any, kernel_id: str) -> float:
     """Seconds the next cells were held copying what the writer had not read yet (a cell that
     starts while the previous cell's values are still being written copies the rest first)."""
-    from ipykeep.checkpoints.state import MODULE
-    from ipykeep.staleness import probes
+    from ipykeep.kernel.inkernel import CHECKPOINT
 
-    status = await eng.kernels[kernel_id].process.eval_silent(probes.call_expr(MODULE, "status"))
+    status = await eng.kernels[kernel_id].process.eval_silent(CHECKPOINT.call("status"))
     return float(status.get("frozen_s", 0.0))
 
 

@@ -38,18 +38,9 @@ from ipykeep.api.spec import Bindings, bind
 from ipykeep.checkpoints import cost, planning, remote
 from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import restore_lost
-from ipykeep.checkpoints.state import (
-    BLOB_MODULE,
-    FLUSH_ON_CLOSE_S,
-    HIDDEN,
-    LOAD_MODULE,
-    MODULE,
-    KernelCheckpoints,
-    call_loader,
-)
+from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
 from ipykeep.checkpoints.state import call as _call
 from ipykeep.checkpoints.state import human as _human
-from ipykeep.checkpoints.state import inkernel_source as _source
 from ipykeep.checkpoints.store import (
     CheckpointError,
     CheckpointStore,
@@ -60,6 +51,7 @@ from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
+from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_BLOB, CHECKPOINT_LOAD
 from ipykeep.project.notebook import Cell, NotebookSnapshot
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import Observed
@@ -102,9 +94,7 @@ class CheckpointService(SessionObserver):
         try:
             _ = self.store.key  # created (0600) before the kernel reads it
             root = remote.remote_root(session, self.store)
-            await session.process.install_helper(BLOB_MODULE, _source("blobfmt.py"))
-            await session.process.install_helper(MODULE, _source())
-            await session.process.install_helper(LOAD_MODULE, _source("loading.py"))
+            await session.process.install(CHECKPOINT_BLOB, CHECKPOINT, CHECKPOINT_LOAD)
             # an SSH kernel's key travels in this request only (see ``remote``)
             reply = await session.process.eval_silent(
                 remote.configure_call(self.store, root, limits, session.config)

@@ -1,23 +1,17 @@
-"""Shared by the checkpoint service's modules: the in-kernel module's name and source, how to
-call it, and what the service keeps per kernel."""
+"""Shared by the checkpoint service's modules: how to call the in-kernel writer and loader, and
+what the service keeps per kernel."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from ipykeep.api.checkpoints import CellCheckpointInfo, RestoreReport
 from ipykeep.checkpoints.cost import CheapCell
 from ipykeep.engine.session import CellRun
-from ipykeep.staleness import probes
+from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_LOAD
 
-MODULE = "_ipykeep_ckpt"
-#: the blob format and its authentication, installed before ``MODULE`` (which uses it)
-BLOB_MODULE = "_ipykeep_ckpt_blob"
-#: the loader (authenticate, unpickle), installed after ``MODULE`` (whose configuration it reads)
-LOAD_MODULE = "_ipykeep_ckpt_load"
 HIDDEN = ("<numpy.random>", "<random>")
 SMALL_VALUE = 1 << 20
 #: seconds a closing kernel waits for its checkpoint writer
@@ -32,16 +26,14 @@ def human(n: int) -> str:
     return f"{n} B"
 
 
-def inkernel_source(file: str = "snapshot.py") -> str:
-    return resources.files(__package__).joinpath("_inkernel").joinpath(file).read_text("utf-8")
-
-
 def call(function: str, *args: Any) -> str:
-    return probes.call_expr(MODULE, function, *args)
+    """An expression calling the in-kernel writer (``_inkernel/snapshot.py``)."""
+    return CHECKPOINT.call(function, *args)
 
 
 def call_loader(function: str, *args: Any) -> str:
-    return probes.call_expr(LOAD_MODULE, function, *args)
+    """An expression calling the in-kernel loader (``_inkernel/loading.py``)."""
+    return CHECKPOINT_LOAD.call(function, *args)
 
 
 @dataclass

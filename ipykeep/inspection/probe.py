@@ -2,11 +2,11 @@
 
 Protocol, for the engine:
 
-1. Once per kernel (and again after a restart), evaluate :func:`install_expression` silently
-   through ``user_expressions``. It executes the in-kernel source into a fresh module stored as
-   ``sys.modules[MODULE_NAME]`` (keeping summarizers registered in an older copy) and evaluates
-   to the protocol version. It is an expression, so no name is bound in the user's globals; it
-   does nothing when the same source is already installed.
+1. Once per kernel (and again after a restart), install the in-kernel module, declared as
+   ``ipykeep.kernel.inkernel.INSPECT``, silently through ``user_expressions``. The install
+   executes its source into a fresh module stored as ``sys.modules[INSPECT.name]`` (keeping
+   summarizers registered in an older copy). It is an expression, so no name is bound in the
+   user's globals; it does nothing when the same source is already installed.
 2. Evaluate :func:`inspect_expression` or :func:`namespace_expression` the same way
    (``silent=True, store_history=False``, code ``""``), take the ``user_expressions`` entry of
    the reply and pass it to :func:`decode_user_expression`, then to :func:`parse_inspect_reply`
@@ -19,43 +19,20 @@ from __future__ import annotations
 
 import ast
 import json
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from ipykeep.api.summaries import NamespaceListing, Summary
 from ipykeep.inspection.errors import BadPathError, InspectionError, UnknownVariableError
-from ipykeep.kernel import inkernel
+from ipykeep.kernel.inkernel import INSPECT, PROTOCOL_ATTR
 
-MODULE_NAME = "_ipykeep_inspect"
-#: Must equal PROTOCOL_VERSION in _inkernel/summarize.py (checked by a test).
-PROTOCOL_VERSION = 1
-_SOURCE_PATH = Path(__file__).parent / "_inkernel" / "summarize.py"
 _NOT_INSTALLED = "not_installed"
-
-
-@cache
-def module_source() -> str:
-    """The in-kernel module's source text (standard library only)."""
-    return _SOURCE_PATH.read_text(encoding="utf-8")
-
-
-def source_digest() -> str:
-    return inkernel.source_digest(module_source())
-
-
-def install_expression() -> str:
-    """An expression that installs the in-kernel module (if needed) and yields its protocol."""
-    return inkernel.install_expression(
-        MODULE_NAME, module_source(), adopt="_adopt", result="PROTOCOL_VERSION"
-    )
 
 
 def _call(function: str, args: str) -> str:
     # Yields a recognisable JSON answer, not a KeyError, when the module is missing or stale.
     missing = json.dumps(
         {
-            "protocol": PROTOCOL_VERSION,
+            "protocol": INSPECT.protocol,
             "ok": False,
             "error": {
                 "code": _NOT_INSTALLED,
@@ -65,8 +42,8 @@ def _call(function: str, args: str) -> str:
     )
     return (
         f"(lambda m: m.{function}({args}) "
-        f"if getattr(m, 'PROTOCOL_VERSION', None) == {PROTOCOL_VERSION} else {missing!r})"
-        f"(__import__('sys').modules.get({MODULE_NAME!r}))"
+        f"if getattr(m, {PROTOCOL_ATTR!r}, None) == {INSPECT.protocol} else {missing!r})"
+        f"(__import__('sys').modules.get({INSPECT.name!r}))"
     )
 
 
@@ -90,8 +67,9 @@ def decode_user_expression(entry: dict[str, Any]) -> str:
     """The JSON text from one ``user_expressions`` reply entry (``{"status", "data"}``)."""
     if entry.get("status") != "ok":
         raise InspectionError(
-            f"inspection call failed in the kernel: {entry.get('ename', '?')}: {entry.get('evalue', '')}",
-            hint="re-install the inspection module (install_expression) and retry",
+            "inspection call failed in the kernel: "
+            f"{entry.get('ename', '?')}: {entry.get('evalue', '')}",
+            hint="re-install the inspection module and retry",
         )
     text = entry.get("data", {}).get("text/plain")
     if not isinstance(text, str):
@@ -122,11 +100,11 @@ def _payload(json_text: str) -> dict[str, Any]:
         ) from None
     if not isinstance(payload, dict):
         raise InspectionError("inspection reply is not a JSON object", hint="retry the inspection")
-    if payload.get("protocol") != PROTOCOL_VERSION:
+    if payload.get("protocol") != INSPECT.protocol:
         raise InspectionError(
             f"inspection protocol mismatch: kernel speaks {payload.get('protocol')!r}, "
-            f"ipykeep expects {PROTOCOL_VERSION}",
-            hint="re-install the inspection module (install_expression)",
+            f"ipykeep expects {INSPECT.protocol}",
+            hint="re-install the inspection module",
         )
     if payload.get("ok"):
         return payload
@@ -149,7 +127,7 @@ def _payload(json_text: str) -> dict[str, Any]:
     if code == _NOT_INSTALLED:
         raise InspectionError(
             message,
-            hint="install it with install_expression() and retry",
+            hint="install it and retry",
             details={"reason": _NOT_INSTALLED},
         )
     raise InspectionError(
@@ -158,7 +136,8 @@ def _payload(json_text: str) -> dict[str, Any]:
 
 
 def parse_inspect_reply(json_text: str) -> Summary:
-    """The summary, or the error it carries (UnknownVariableError with close matches, BadPathError)."""
+    """The summary, or the error it carries (UnknownVariableError with close matches,
+    BadPathError)."""
     return Summary.model_validate(_payload(json_text)["summary"])
 
 

@@ -18,16 +18,16 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ipykeep.inspection.probe import MODULE_NAME, install_expression
+from ipykeep.kernel.inkernel import INSPECT, install_expression
 
 
 def inkernel_module() -> types.ModuleType:
     """The in-kernel module of this process, installed from ipykeep's copy when missing."""
-    module = sys.modules.get(MODULE_NAME)
+    module = sys.modules.get(INSPECT.name)
     if module is not None and hasattr(module, "summarizer"):
         return module  # the engine's copy, even from another ipykeep version: register into it
-    eval(install_expression(), {})  # the same install the engine sends
-    return sys.modules[MODULE_NAME]
+    eval(install_expression(INSPECT), {})  # the same install the engine sends
+    return sys.modules[INSPECT.name]
 
 
 def summarizer(
@@ -39,4 +39,6 @@ def summarizer(
     dict goes into the summary's ``custom`` field (a ``"kind"`` key sets the summary's kind);
     returning None passes to the next summarizer.
     """
-    return inkernel_module().summarizer(match, name)
+    register: Callable[[Callable[..., Any]], Callable[..., Any]]
+    register = inkernel_module().summarizer(match, name)
+    return register

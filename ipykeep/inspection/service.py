@@ -19,6 +19,7 @@ from ipykeep.api.summaries import NamespaceListing, Summary
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.inspection import probe
+from ipykeep.kernel.inkernel import INSPECT
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -34,7 +35,7 @@ class InspectionService(SessionObserver):
         self._cell_of = defining_cells
 
     async def kernel_started(self, session: KernelSession) -> None:
-        await session.process.eval_silent(probe.install_expression(), decode=False)
+        await session.process.install(INSPECT)
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         await self.kernel_started(session)
@@ -54,9 +55,7 @@ class InspectionService(SessionObserver):
                 expression, subshell_id=subshell, timeout=budget * 3 + 10, decode=False
             )
             if probe.needs_install(text):
-                await session.process.eval_silent(
-                    probe.install_expression(), subshell_id=subshell, decode=False
-                )
+                await session.process.install(INSPECT, subshell_id=subshell, force=True)
                 text = await session.process.eval_silent(
                     expression, subshell_id=subshell, timeout=budget * 3 + 10, decode=False
                 )

@@ -27,16 +27,14 @@ from ipykeep.api.errors import (
 from ipykeep.kernel import probe_bundle
 from ipykeep.kernel.channels import route_replies
 from ipykeep.kernel.execution import Execution
-from ipykeep.kernel.inkernel import install_expression
+from ipykeep.kernel.inkernel import KERNEL_SETUP, InKernelModule, install_expression, install_order
 from ipykeep.kernel.providers import KernelProvider, LaunchSpec, local_provider
 from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.kernel.subshells import SubshellPool
 
 log = logging.getLogger("ipykeep.kernel")
 
-KERNEL_SETUP_MODULE = "_ipykeep_kernel"
-KERNEL_SETUP = (Path(__file__).parent / "_inkernel" / "kernel_setup.py").read_text()
-WARM_TRACEBACKS = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].warm_tracebacks()'
+WARM_TRACEBACKS = KERNEL_SETUP.call("warm_tracebacks")
 
 #: Seconds of iopub silence after the reply before a missing idle status is assumed lost.
 IOPUB_QUIET = 3.0
@@ -50,7 +48,6 @@ REPLY_GRACE = 0.5
 SUBSHELL_START_TIMEOUT = 15.0
 #: Seconds to wait for a re-established link to carry the kernel's output again.
 LINK_PROBE_TIMEOUT = 20.0
-UNTRACED = f'__import__("sys").modules[{KERNEL_SETUP_MODULE!r}].run_untraced({{code!r}})'
 
 
 class KernelProcess:
@@ -114,7 +111,7 @@ class KernelProcess:
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
         try:
-            await self.install_helper(KERNEL_SETUP_MODULE, KERNEL_SETUP, timeout=timeout)
+            await self.install(KERNEL_SETUP, timeout=timeout)
             if self.provider.kernel_cwd is not None:
                 # A gateway starts kernels in its own directory; the in-kernel chdir makes
                 # relative paths in the notebook mean the same as they would locally.
@@ -133,7 +130,8 @@ class KernelProcess:
         ):
             raise KernelStartError(
                 f'the kernel at {self.location} does not run ipyflow, and dataflow is "ipyflow"',
-                hint='set gateway_kernel_name to a kernel spec running `python -m ipyflow.kernel`, or dataflow = "static"',
+                hint="set gateway_kernel_name to a kernel spec running "
+                '`python -m ipyflow.kernel`, or dataflow = "static"',
             )
 
     async def _chdir(self, path: str) -> None:
@@ -142,7 +140,8 @@ class KernelProcess:
         except KernelDiedError as exc:
             raise KernelStartError(
                 f"the kernel at {self.location} cannot work in {path}: {exc}",
-                hint="create the directory where the kernel runs, or set `kernel_cwd` to a directory that exists there",
+                hint="create the directory where the kernel runs, "
+                "or set `kernel_cwd` to a directory that exists there",
             ) from None
 
     async def _stop_tasks(self) -> None:
@@ -291,7 +290,8 @@ class KernelProcess:
             lost = self.provider.lost_reason
             raise KernelDiedError(
                 f"kernel {self.name} is not running" + (f": {lost}" if lost else ""),
-                hint="restart it (`ipykeep restart` / the restart_kernel tool) once it is reachable again"
+                hint="restart it (`ipykeep restart` / the restart_kernel tool) "
+                "once it is reachable again"
                 if lost
                 else "start it again with `ipykeep start`",
             )
@@ -344,7 +344,7 @@ class KernelProcess:
             # Empty silent code with the work in a user expression: ipyflow passes empty and
             # silent requests straight to IPython, and user expressions are plain evals (IPython's
             # AST transformers, where ipyflow instruments code, are not applied to them).
-            code, expressions = "", {"ipykeep_untraced": UNTRACED.format(code=ex.code)}
+            code, expressions = "", {"ipykeep_untraced": KERNEL_SETUP.call("run_untraced", ex.code)}
         else:
             code, expressions = ex.code, probe_bundle.bundle(ex.expressions)
         await self._link_ready.wait()
@@ -398,7 +398,8 @@ class KernelProcess:
                 except asyncio.TimeoutError:
                     self._replies.pop(msg_id, None)
                     log.warning(
-                        "%s: no execute_reply for %s (subshell: %s) after idle; finished from iopub",
+                        "%s: no execute_reply for %s (subshell: %s) after idle; "
+                        "finished from iopub",
                         self.name,
                         ex.handle,
                         ex.subshell,
@@ -413,11 +414,13 @@ class KernelProcess:
             if timeout and elapsed >= timeout:
                 raise ExecutionTimeoutError(
                     f"{ex.handle} did not finish within {timeout:g} s",
-                    hint="it was interrupted; raise cell_timeout in the configuration if it needs longer",
+                    hint="it was interrupted; "
+                    "raise cell_timeout in the configuration if it needs longer",
                 )
             if watch_start and not ex.acknowledged and elapsed >= SUBSHELL_START_TIMEOUT:
                 raise ExecutionLostError(
-                    f"{ex.handle} was never started by the kernel (no reply or status within {SUBSHELL_START_TIMEOUT:g} s)",
+                    f"{ex.handle} was never started by the kernel "
+                    f"(no reply or status within {SUBSHELL_START_TIMEOUT:g} s)",
                     hint="run it again; the kernel and its variables are unharmed",
                 )
             step = 1.0 if timeout is None else max(0.01, min(1.0, timeout - elapsed))
@@ -484,13 +487,15 @@ class KernelProcess:
         content = msg["content"]
         if content.get("status") != "ok":
             raise KernelDiedError(
-                f"helper code failed in {self.name}: {content.get('ename')}: {content.get('evalue')}",
+                f"helper code failed in {self.name}: "
+                f"{content.get('ename')}: {content.get('evalue')}",
                 hint="this is a bug in ipykeep's in-kernel helpers; please report it",
             )
         result = content.get("user_expressions", {}).get("r", {})
         if result.get("status") != "ok":
             raise KernelDiedError(
-                f"helper expression failed in {self.name}: {result.get('ename')}: {result.get('evalue')}",
+                f"helper expression failed in {self.name}: "
+                f"{result.get('ename')}: {result.get('evalue')}",
                 details={"traceback": result.get("traceback", [])[-3:]},
             )
         text = ast.literal_eval(result["data"]["text/plain"])
@@ -501,20 +506,26 @@ class KernelProcess:
         if self.alive:
             await self.eval_silent(WARM_TRACEBACKS, decode=False)
 
-    async def install_helper(
+    async def install(
         self,
-        module_name: str,
-        source: str,
-        *,
+        *modules: InKernelModule,
         subshell_id: str | None = None,
         timeout: float = 30.0,
+        force: bool = False,
     ) -> None:
-        """Install stdlib-only helper source as ``sys.modules[module_name]`` (once per process)."""
-        if module_name in self.installed_helpers:
+        """Install in-kernel helpers (and those they require), each once per kernel process.
+
+        ``force`` sends the install even for helpers this process installed, for a caller whose
+        reply says the kernel lost one; the kernel still skips those it holds unchanged.
+        """
+        wanted = [
+            m for m in install_order(modules) if force or m.name not in self.installed_helpers
+        ]
+        if not wanted:
             return
-        expression = install_expression(module_name, source)
+        expression = install_expression(*wanted)
         await self.eval_silent(expression, subshell_id=subshell_id, timeout=timeout, decode=False)
-        self.installed_helpers.add(module_name)
+        self.installed_helpers.update(m.name for m in wanted)
 
     # -- subshells ---------------------------------------------------------------------------
     def _send_control(

@@ -20,11 +20,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ipykeep.kernel.inkernel import KERNEL_SETUP
+
 log = logging.getLogger("ipykeep.kernel")
 
 BUNDLE_KEY = "ipykeep_probes"
-#: the in-kernel module holding ``probe_all`` (see core/kernel.py, KERNEL_SETUP_MODULE)
-_SETUP_MODULE = "_ipykeep_kernel"
 
 
 def bundle(expressions: Mapping[str, str]) -> dict[str, str]:
@@ -32,10 +32,9 @@ def bundle(expressions: Mapping[str, str]) -> dict[str, str]:
     if len(expressions) < 2:
         return dict(expressions)
     sources = dict(expressions)
-    return {
-        BUNDLE_KEY: f'__import__("sys").modules[{_SETUP_MODULE!r}]'
-        f".probe_all({sources!r}, globals(), locals())"
-    }
+    # the user's namespaces are passed as expressions, so this is not ``KERNEL_SETUP.call``
+    probe_all = f'__import__("sys").modules[{KERNEL_SETUP.name!r}].probe_all'
+    return {BUNDLE_KEY: f"{probe_all}({sources!r}, globals(), locals())"}
 
 
 def split(sent: Mapping[str, str], results: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,30 +15,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ipykeep.kernel.inkernel import IPYFLOW
 from ipykeep.staleness.analysis_model import is_kernel_name
 from ipykeep.staleness.errors import ProbeError
 from ipykeep.staleness.models import DynamicCellInfo
-from ipykeep.staleness.probes import call_expr, check_protocol, probe_source
+from ipykeep.staleness.probes import check_protocol
 
-MODULE_NAME = "_ipykeep_ipyflow"
 _BUILTINS = frozenset(dir(builtins))
-PROTOCOL = 1
 
 #: names ipyflow may report as used that belong to the kernel, not to the notebook
 _KERNEL_NAMES = frozenset({"get_ipython", "In", "Out", "exit", "quit", "display"})
 
 
-def probe_source_text() -> str:
-    return probe_source("ipyflow_probe.py")
-
-
 def cell_expr(cell_id: str) -> str:
     """Expression returning what ipyflow recorded for the latest run of ``cell_id``."""
-    return call_expr(MODULE_NAME, "cell", cell_id)
+    return IPYFLOW.call("cell", cell_id)
 
 
 def snapshot_expr() -> str:
-    return call_expr(MODULE_NAME, "snapshot")
+    return IPYFLOW.call("snapshot")
 
 
 def tracing_expr(enabled: bool) -> str:
@@ -97,7 +92,7 @@ def _cell_info(record: Mapping[str, Any]) -> DynamicCellInfo:
 
 def parse_cell(payload: Mapping[str, Any]) -> DynamicCellInfo | None:
     """The decoded reply of ``cell(id)``: None when ipyflow is off or never saw the cell."""
-    check_protocol(payload, PROTOCOL, "ipyflow")
+    check_protocol(payload, IPYFLOW.protocol, "ipyflow")
     if not payload.get("available"):
         return None
     record = payload.get("cell")
@@ -106,7 +101,7 @@ def parse_cell(payload: Mapping[str, Any]) -> DynamicCellInfo | None:
 
 def parse_snapshot(payload: Mapping[str, Any]) -> IpyflowSnapshot:
     """The decoded reply of ``snapshot()``."""
-    check_protocol(payload, PROTOCOL, "ipyflow")
+    check_protocol(payload, IPYFLOW.protocol, "ipyflow")
     if not payload.get("available"):
         return IpyflowSnapshot(False, {}, {}, {})
     records = payload.get("cells", [])

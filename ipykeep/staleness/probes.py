@@ -1,9 +1,9 @@
-"""Host side of the in-kernel probes: their sources, how to install and call them, and how to
-read their replies.
+"""Host side of the staleness probes: the calls sent into kernels and how to read the replies.
 
-A probe is a module from ``_inkernel/`` sent as source text. The engine installs it once per
-kernel with ``ipykeep.kernel.inkernel.install_expression(name, source)`` (silent, no history), then evaluates the
-expressions built here as ``user_expressions`` of silent executions. A reply's
+A probe is a module from ``_inkernel/``, declared in the in-kernel registry
+(``ipykeep.kernel.inkernel``: ``FILETRACK``, ``STATEMON`` and the helpers it requires), which
+installs it once per kernel (silent, no history). The engine then evaluates the expressions
+built here as ``user_expressions`` of silent executions. A reply's
 ``user_expressions[key]["data"]["text/plain"]`` is the repr of the JSON string the probe
 returned; ``decode_expression_value`` turns it back into Python data.
 """
@@ -13,32 +13,12 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterable, Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
+from ipykeep.kernel.inkernel import FILETRACK, STATEMON
 from ipykeep.staleness.analysis_model import is_kernel_name
 from ipykeep.staleness.errors import ProbeError
 from ipykeep.staleness.models import FileStamp, Observed
-
-FILETRACK_MODULE = "_ipykeep_filetrack"
-FILETRACK_PROTOCOL = 1
-
-
-@cache
-def probe_source(filename: str) -> str:
-    """The text of ``_inkernel/<filename>``."""
-    return resources.files(__package__).joinpath("_inkernel").joinpath(filename).read_text("utf-8")
-
-
-def filetrack_source() -> str:
-    return probe_source("filetrack.py")
-
-
-def call_expr(module_name: str, function: str, *args: Any) -> str:
-    """An expression calling ``function(*args)`` of an installed probe module."""
-    rendered = ", ".join(repr(a) for a in args)
-    return f'__import__("sys").modules[{module_name!r}].{function}({rendered})'
 
 
 def decode_expression_value(entry: Mapping[str, Any]) -> Any:
@@ -74,85 +54,62 @@ def check_protocol(payload: Mapping[str, Any], expected: int, what: str) -> None
 
 
 def filetrack_install_expr(root: str) -> str:
-    return call_expr(FILETRACK_MODULE, "install", root)
+    return FILETRACK.call("install", root)
 
 
 def filetrack_begin_expr() -> str:
-    return call_expr(FILETRACK_MODULE, "begin")
+    return FILETRACK.call("begin")
 
 
 def filetrack_end_expr() -> str:
-    return call_expr(FILETRACK_MODULE, "end")
+    return FILETRACK.call("end")
 
 
 def filetrack_collect_expr() -> str:
     """Files touched since the last collect, collection going on (see ``filetrack.collect``)."""
-    return call_expr(FILETRACK_MODULE, "collect")
+    return FILETRACK.call("collect")
 
 
 def parse_filetrack_end(payload: Mapping[str, Any]) -> tuple[FileStamp, ...]:
     """The files a cell read, from the decoded reply of ``end()``."""
-    check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
+    check_protocol(payload, FILETRACK.protocol, "file tracking")
     files: Iterable[Mapping[str, Any]] = payload.get("files", [])
     return tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in files)
 
 
 def parse_filetrack_written(payload: Mapping[str, Any]) -> tuple[str, ...]:
     """The paths a cell opened for writing, from the decoded reply of ``end()``."""
-    check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
+    check_protocol(payload, FILETRACK.protocol, "file tracking")
     return tuple(str(p) for p in payload.get("written", []))
 
 
 def filetrack_stat_expr(paths: Iterable[str]) -> str:
     """Stamps of ``paths`` as the kernel sees them (see ``filetrack.stat_many``)."""
-    return call_expr(FILETRACK_MODULE, "stat_many", list(paths))
+    return FILETRACK.call("stat_many", list(paths))
 
 
 def parse_filetrack_stamps(payload: Mapping[str, Any]) -> tuple[FileStamp, ...]:
     """The stamps of ``stat_many``, in the order asked (missing files have no mtime)."""
-    check_protocol(payload, FILETRACK_PROTOCOL, "file tracking")
+    check_protocol(payload, FILETRACK.protocol, "file tracking")
     stamps: Iterable[Mapping[str, Any]] = payload.get("stamps", [])
     return tuple(FileStamp(str(f["path"]), f.get("mtime_ns"), f.get("size")) for f in stamps)
 
 
 # ----------------------------------------------------------------------------- statemon
 
-STATEMON_MODULE = "_ipykeep_statemon"
-STATEMON_PROTOCOL = 1
-
-
-def statemon_source() -> str:
-    return probe_source("statemon.py")
-
-
-#: installed before statemon, which mixes its numpy/pandas hashes into its fingerprinter
-DATAHASH_MODULE = "_ipykeep_datahash"
-
-
-def datahash_source() -> str:
-    return probe_source("datahash.py")
-
-
-#: installed before statemon: tells it which big values the code since its last look could reach
-REACH_MODULE = "_ipykeep_reach"
-
-
-def reach_source() -> str:
-    return probe_source("reach.py")
-
 
 def statemon_install_expr() -> str:
-    return call_expr(STATEMON_MODULE, "install")
+    return STATEMON.call("install")
 
 
 def statemon_collect_expr() -> str:
     """What the last execution did to the namespace (see ``statemon.collect``)."""
-    return call_expr(STATEMON_MODULE, "collect")
+    return STATEMON.call("collect")
 
 
 def parse_statemon(payload: Mapping[str, Any]) -> Observed | None:
     """Runtime evidence from the decoded reply of ``collect()``; None when there is none."""
-    check_protocol(payload, STATEMON_PROTOCOL, "namespace observation")
+    check_protocol(payload, STATEMON.protocol, "namespace observation")
     if not payload.get("available") or payload.get("truncated"):
         return None  # a partial diff would pass for proof that the rest did not change
 

@@ -30,6 +30,7 @@ from ipykeep.api.staleness import PlanProgress, WatchResult
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
+from ipykeep.kernel.inkernel import DATAHASH, FILETRACK, IPYFLOW, REACH, STATEMON
 from ipykeep.project.notebook import Cell, NotebookSnapshot, content_hash, read_notebook
 from ipykeep.staleness import (
     FileStamp,
@@ -111,19 +112,15 @@ class StalenessService(SessionObserver):
 
     async def _install_probes(self, session: KernelSession) -> None:
         proc = session.process
-        await proc.install_helper(probes.FILETRACK_MODULE, probes.filetrack_source())
+        await proc.install(FILETRACK)
         # a remote kernel's files live under its own working directory, not this project's
         root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
         await proc.eval_silent(probes.filetrack_install_expr(root))
         await proc.eval_silent(probes.filetrack_begin_expr())
-        await proc.install_helper(probes.REACH_MODULE, probes.reach_source())
-        await proc.install_helper(probes.DATAHASH_MODULE, probes.datahash_source())
-        await proc.install_helper(probes.STATEMON_MODULE, probes.statemon_source())
+        await proc.install(REACH, DATAHASH, STATEMON)
         await proc.eval_silent(probes.statemon_install_expr())
         if proc.dataflow == "ipyflow":
-            await proc.install_helper(
-                ipyflow_adapter.MODULE_NAME, ipyflow_adapter.probe_source_text()
-            )
+            await proc.install(IPYFLOW)
 
     # -- observer events ---------------------------------------------------------------------
     async def kernel_started(self, session: KernelSession) -> None:

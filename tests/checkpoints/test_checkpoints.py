@@ -15,14 +15,13 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.checkpoints.state import MODULE
 from ipykeep.checkpoints.store import TamperedCheckpointError
 from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
 from ipykeep.inspection.service import InspectionService
+from ipykeep.kernel.inkernel import CHECKPOINT
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
-from ipykeep.staleness import probes
 from tests.checkpoints.kernel_loss import sigkill
 from tests.staleness.test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
@@ -87,7 +86,7 @@ async def make(engine: Engine, name: str) -> Nb:
 
 async def flush(nb: Nb) -> None:
     entry = nb.engine.kernels[nb.kernel_id]
-    assert await entry.process.eval_silent(probes.call_expr(MODULE, "flush", 30), timeout=40)
+    assert await entry.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
 
 
 def cell_runs(nb: Nb) -> list[str]:

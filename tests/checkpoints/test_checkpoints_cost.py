@@ -13,12 +13,11 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.checkpoints.state import MODULE
 from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
+from ipykeep.kernel.inkernel import CHECKPOINT
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
-from ipykeep.staleness import probes
 from ipykeep.staleness.state import staleness_of
 from tests.checkpoints.kernel_loss import sigkill
 from tests.staleness.test_staleness_acceptance import Nb, kinds
@@ -61,7 +60,7 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
     nb.write_cells(CELLS)
     await nb.start()
     session = engine.kernels[nb.kernel_id]
-    assert await session.process.eval_silent(probes.call_expr(MODULE, "flush", 30), timeout=40)
+    assert await session.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
     listing = await service(engine).checkpoints(kernel_id=nb.kernel_id)
     by_id = {c.cell_id: c for c in listing.cells}
     assert {c for c, info in by_id.items() if info.cheap} == {"prep", "label", "half1"}
@@ -90,7 +89,7 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
         assert kinds(await nb.plan()) == {}
         await nb.scratch(_values_helper())
         await nb.assert_fresh(*EXPRS)  # base holds the 99 the restored cell appended
-        assert await session.process.eval_silent(probes.call_expr(MODULE, "flush", 30), timeout=40)
+        assert await session.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
     await nb.close()
 
 

@@ -15,12 +15,11 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.checkpoints.state import MODULE
 from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
+from ipykeep.kernel.inkernel import CHECKPOINT
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
-from ipykeep.staleness import probes
 from tests.checkpoints.kernel_loss import sigkill
 from tests.staleness.test_staleness_acceptance import MODES, kinds
 from tests.staleness.test_staleness_thirdparty import (
@@ -66,7 +65,7 @@ async def test_statsmodels_notebook_restored_after_a_kill_equals_a_fresh_run(
     await nb.start()
     try:
         session = engine.kernels[nb.kernel_id]
-        assert await session.process.eval_silent(probes.call_expr(MODULE, "flush", 60), timeout=70)
+        assert await session.process.eval_silent(CHECKPOINT.call("flush", 60), timeout=70)
         await sigkill(session)
         rec = await engine.create_kernel(notebook=str(nb.path))  # `ipykeep start` again
         assert rec.kernel_id == nb.kernel_id

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from ipykeep.inspection import probe
+from ipykeep.kernel.inkernel import INSPECT
 
 
 def load_inkernel() -> types.ModuleType:
-    module = types.ModuleType(probe.MODULE_NAME)
-    exec(compile(probe.module_source(), "<ipykeep-inspect>", "exec"), module.__dict__)
+    module = types.ModuleType(INSPECT.name)
+    exec(compile(INSPECT.source, "<ipykeep-inspect>", "exec"), module.__dict__)
     return module
 
 
@@ -27,15 +27,15 @@ def ik() -> types.ModuleType:
 @pytest.fixture
 def installed(ik: types.ModuleType) -> Iterator[types.ModuleType]:
     """The fresh copy installed as sys.modules["_ipykeep_inspect"], removed afterwards."""
-    previous = sys.modules.get(probe.MODULE_NAME)
-    sys.modules[probe.MODULE_NAME] = ik
+    previous = sys.modules.get(INSPECT.name)
+    sys.modules[INSPECT.name] = ik
     try:
         yield ik
     finally:
         if previous is None:
-            sys.modules.pop(probe.MODULE_NAME, None)
+            sys.modules.pop(INSPECT.name, None)
         else:
-            sys.modules[probe.MODULE_NAME] = previous
+            sys.modules[INSPECT.name] = previous
 
 
 def _summary_dict(ik: types.ModuleType, expr: str, ns: dict, **kw) -> dict:

@@ -8,8 +8,7 @@ import textwrap
 
 import pandas as pd
 
-from ipykeep.inspection import probe
-from ipykeep.kernel.inkernel import DIGEST_ATTR
+from ipykeep.kernel.inkernel import DIGEST_ATTR, INSPECT
 
 
 class Model:
@@ -104,12 +103,12 @@ def test_package_decorator_registers_into_the_inkernel_registry(installed, summa
 
 
 def test_package_decorator_installs_the_module_when_missing(monkeypatch):
-    monkeypatch.delitem(sys.modules, probe.MODULE_NAME, raising=False)
+    monkeypatch.delitem(sys.modules, INSPECT.name, raising=False)
     from ipykeep.inspection import summarizer
 
     summarizer(match=complex, name="cplx")(lambda c: {"re": c.real})
-    module = sys.modules[probe.MODULE_NAME]
-    assert getattr(module, DIGEST_ATTR) == probe.source_digest()
+    module = sys.modules[INSPECT.name]
+    assert getattr(module, DIGEST_ATTR) == INSPECT.digest
     payload = json.loads(module.inspect_json("c", 2.0, [], {}, ns={"c": 1 + 2j}))
     assert payload["summary"]["custom"] == {"re": 1.0}
-    sys.modules.pop(probe.MODULE_NAME)
+    sys.modules.pop(INSPECT.name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.inspection import probe
+from ipykeep.kernel.inkernel import INSPECT, install_expression
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
@@ -96,10 +98,9 @@ async def kernel(tmp_path_factory) -> AsyncIterator[Kernel]:
     k.kc.start_channels()
     try:
         await k.kc.wait_for_ready(timeout=60)
-        installed = await k.execute("", silent=True, expressions={"v": probe.install_expression()})
-        assert installed["user_expressions"]["v"]["data"]["text/plain"] == str(
-            probe.PROTOCOL_VERSION
-        )
+        installed = await k.execute("", silent=True, expressions={"v": install_expression(INSPECT)})
+        text = installed["user_expressions"]["v"]["data"]["text/plain"]
+        assert json.loads(ast.literal_eval(text)) == {INSPECT.name: INSPECT.protocol}
         yield k
     finally:
         k.kc.stop_channels()

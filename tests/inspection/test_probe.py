@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import builtins
+import json
 import sys
 import types
 
@@ -12,14 +14,14 @@ from ipykeep.api.summaries import NamespaceEntry, NamespaceListing, Summary
 from ipykeep.client.summaries import render_namespace, render_summary
 from ipykeep.inspection import probe
 from ipykeep.inspection.errors import InspectionError
-from ipykeep.kernel.inkernel import DIGEST_ATTR
+from ipykeep.kernel.inkernel import DIGEST_ATTR, INSPECT, install_expression
 
 
 @pytest.fixture
 def clean_module(monkeypatch):
-    monkeypatch.delitem(sys.modules, probe.MODULE_NAME, raising=False)
+    monkeypatch.delitem(sys.modules, INSPECT.name, raising=False)
     yield
-    sys.modules.pop(probe.MODULE_NAME, None)
+    sys.modules.pop(INSPECT.name, None)
 
 
 def _user_expression(expr: str, user_ns: dict) -> dict:
@@ -39,12 +41,14 @@ def test_install_then_inspect_leaves_user_globals_untouched(clean_module, monkey
     assert probe.needs_install(missing)
     with pytest.raises(InspectionError):
         probe.parse_inspect_reply(missing)
-    version = _user_expression(probe.install_expression(), user_ns)
-    assert version["data"]["text/plain"] == str(probe.PROTOCOL_VERSION)
-    module = sys.modules[probe.MODULE_NAME]
+    version = _user_expression(install_expression(INSPECT), user_ns)
+    assert json.loads(ast.literal_eval(version["data"]["text/plain"])) == {
+        INSPECT.name: INSPECT.protocol
+    }
+    module = sys.modules[INSPECT.name]
     # A second install with the same source keeps the module (and its registry).
-    _user_expression(probe.install_expression(), user_ns)
-    assert sys.modules[probe.MODULE_NAME] is module
+    _user_expression(install_expression(INSPECT), user_ns)
+    assert sys.modules[INSPECT.name] is module
     text = probe.decode_user_expression(
         _user_expression(probe.inspect_expression("x", 2.0, [], {"x": "c1"}), user_ns)
     )
@@ -60,11 +64,11 @@ def test_install_then_inspect_leaves_user_globals_untouched(clean_module, monkey
 
 def test_reinstall_of_changed_source_keeps_registrations(clean_module, monkeypatch):
     user_ns: dict = {}
-    _user_expression(probe.install_expression(), user_ns)
-    sys.modules[probe.MODULE_NAME].summarizer(match=int, name="kept")(lambda v: {"k": 1})
-    setattr(sys.modules[probe.MODULE_NAME], DIGEST_ATTR, "an older copy")
-    _user_expression(probe.install_expression(), user_ns)
-    labels = [e.label for e in sys.modules[probe.MODULE_NAME]._USER_SUMMARIZERS]
+    _user_expression(install_expression(INSPECT), user_ns)
+    sys.modules[INSPECT.name].summarizer(match=int, name="kept")(lambda v: {"k": 1})
+    setattr(sys.modules[INSPECT.name], DIGEST_ATTR, "an older copy")
+    _user_expression(install_expression(INSPECT), user_ns)
+    labels = [e.label for e in sys.modules[INSPECT.name]._USER_SUMMARIZERS]
     assert labels == ["kept"]
 
 

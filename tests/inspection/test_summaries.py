@@ -12,16 +12,16 @@ import pandas as pd
 import pytest
 
 from ipykeep.api.summaries import Summary
-from ipykeep.inspection import probe
+from ipykeep.kernel.inkernel import INSPECT
 
 
 def test_protocol_and_module_name_match_the_probe(ik):
-    assert ik.PROTOCOL_VERSION == probe.PROTOCOL_VERSION
-    assert ik.MODULE_NAME == probe.MODULE_NAME
+    assert INSPECT.protocol == ik.PROTOCOL_VERSION
+    assert INSPECT.name == ik.MODULE_NAME
 
 
 def test_source_imports_only_the_standard_library():
-    tree = ast.parse(probe.module_source())
+    tree = ast.parse(INSPECT.source)
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

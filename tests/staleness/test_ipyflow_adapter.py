@@ -17,7 +17,7 @@ import pytest
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
-from ipykeep.kernel.inkernel import install_expression
+from ipykeep.kernel.inkernel import FILETRACK, IPYFLOW, InKernelModule, install_expression
 from ipykeep.staleness import ipyflow as ipyflow_adapter
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import FileStamp, NotebookCell
@@ -78,8 +78,8 @@ class Kernel:
         assert content["status"] == "ok", content
         return probes.decode_expression_value(content["user_expressions"]["r"])
 
-    async def install(self, name: str, source: str) -> None:
-        content = await self.execute(install_expression(name, source), silent=True)
+    async def install(self, *modules: InKernelModule) -> None:
+        content = await self.execute(install_expression(*modules), silent=True)
         assert content["status"] == "ok", content
 
 
@@ -103,8 +103,7 @@ async def kernel(workdir: Path) -> Any:
     k = Kernel(km)
     k.kc.start_channels()
     await k.kc.wait_for_ready(timeout=60)
-    await k.install(probes.FILETRACK_MODULE, probes.filetrack_source())
-    await k.install(ipyflow_adapter.MODULE_NAME, ipyflow_adapter.probe_source_text())
+    await k.install(FILETRACK, IPYFLOW)
     await k.probe(probes.filetrack_install_expr(str(workdir)))
     try:
         yield k

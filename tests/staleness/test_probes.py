@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from ipykeep.kernel.inkernel import install_expression
+from ipykeep.kernel.inkernel import FILETRACK, source_install_expression
 from ipykeep.staleness import probes
 
 
 @pytest.fixture(scope="module")
 def filetrack():
     name = "_ipykeep_filetrack_test"
-    eval(install_expression(name, probes.filetrack_source()), {})
+    eval(source_install_expression(name, FILETRACK.source), {})
     yield sys.modules[name]
     sys.modules.pop(name, None)
 
@@ -60,7 +60,7 @@ def test_filetrack_reports_pandas_reads(filetrack, tmp_path: Path) -> None:
 
 def test_reinstall_keeps_one_hook(tmp_path: Path) -> None:
     for _ in range(2):
-        eval(install_expression("_ipykeep_filetrack_again", probes.filetrack_source()), {})
+        eval(source_install_expression("_ipykeep_filetrack_again", FILETRACK.source), {})
     mod = sys.modules.pop("_ipykeep_filetrack_again")
     mod.install(str(tmp_path))
     assert sys.__dict__["_ipykeep_filetrack_state"]["hooked"] is True

@@ -23,8 +23,7 @@ np = pytest.importorskip("numpy")
 pd = pytest.importorskip("pandas")
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
-from ipykeep.kernel.inkernel import install_expression  # noqa: E402
-from ipykeep.staleness import probes  # noqa: E402
+from ipykeep.kernel.inkernel import DATAHASH, REACH, STATEMON, install_expression  # noqa: E402
 
 N = 200_000  # above the probe's exact-hash size: these values are sampled and cached
 
@@ -44,12 +43,10 @@ class Shell:
 @pytest.fixture(scope="module")
 def modules():
     # installed the way the engine installs them into a kernel
-    eval(install_expression(probes.REACH_MODULE, probes.reach_source()), {})
-    eval(install_expression(probes.DATAHASH_MODULE, probes.datahash_source()), {})
-    eval(install_expression(probes.STATEMON_MODULE, probes.statemon_source()), {})
-    yield sys.modules[probes.REACH_MODULE], sys.modules[probes.STATEMON_MODULE]
+    eval(install_expression(REACH, DATAHASH, STATEMON), {})
+    yield sys.modules[REACH.name], sys.modules[STATEMON.name]
     # later tests in this process must not find these modules or a running IPython shell
-    for name in (probes.REACH_MODULE, probes.DATAHASH_MODULE, probes.STATEMON_MODULE):
+    for name in (REACH.name, DATAHASH.name, STATEMON.name):
         sys.modules.pop(name, None)
     sys.__dict__.pop("_ipykeep_statemon_state", None)
     sys.__dict__.pop("_ipykeep_reach_state", None)

@@ -25,15 +25,9 @@ SCRIPT = textwrap.dedent(
     """
     import json, sys
     from IPython.core.interactiveshell import InteractiveShell
-    from ipykeep.kernel.inkernel import install_expression
-    from ipykeep.staleness import probes
-    for module, source in [
-        (probes.REACH_MODULE, probes.reach_source()),
-        (probes.DATAHASH_MODULE, probes.datahash_source()),
-        (probes.STATEMON_MODULE, probes.statemon_source()),
-    ]:
-        eval(install_expression(module, source), {})
-    statemon = sys.modules[probes.STATEMON_MODULE]
+    from ipykeep.kernel.inkernel import DATAHASH, REACH, STATEMON, install_expression
+    eval(install_expression(REACH, DATAHASH, STATEMON), {})
+    statemon = sys.modules[STATEMON.name]
     ip = InteractiveShell.instance()
     ip.run_cell("import numpy as np, random", store_history=False)
     statemon.install()

@@ -28,6 +28,8 @@ import threading
 import time
 from typing import Any
 
+#: the calls this module answers (``FORMAT`` versions the blobs themselves)
+PROTOCOL_VERSION = 1
 FORMAT = 2
 MAGIC = b"IPKCKPT2"
 #: magics of earlier formats: such blobs are not loaded (their cells re-run), nor quarantined

@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 
+#: the writer's protocol, which this module's replies carry: the two change together
+PROTOCOL_VERSION = 2
 _fmt = sys.modules["_ipykeep_ckpt_blob"]
 _snap = sys.modules["_ipykeep_ckpt"]
 _BLOB_ID = re.compile(r"^[0-9a-f]{64}$")

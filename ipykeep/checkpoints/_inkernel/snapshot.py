@@ -32,7 +32,9 @@ import threading
 import time
 from typing import Any
 
-PROTOCOL = 2
+PROTOCOL_VERSION = 2
+#: the spelling this module's replies and the loader's use
+PROTOCOL = PROTOCOL_VERSION
 _fmt = sys.modules["_ipykeep_ckpt_blob"]
 MAGIC = _fmt.MAGIC
 # hidden state the staleness tracker treats as a value (see statemon): saved and restored too

@@ -6,6 +6,7 @@ kernel's numpy and pandas when the notebook imported them (None otherwise); ``se
 and ``self._sample`` come from ``_Fp``.
 """
 
+PROTOCOL_VERSION = 1
 MAX_ITEMS = 64
 MAX_BYTES = 1 << 16
 SAMPLE = 2048

@@ -37,6 +37,7 @@ import threading
 import types
 from typing import Any
 
+PROTOCOL_VERSION = 1
 BUDGET = 5000
 FULL_EVERY = 50
 _STATE_KEY = "_ipykeep_reach_state"
