@@ -19,11 +19,11 @@ from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from tests.conftest import make_project
 
+pytestmark = pytest.mark.kernel
+
 BREAK_OFF_MAIN = """
 import threading
 from ipyflow.tracing.output_recorder import OutputRecorder
-
-pytestmark = pytest.mark.kernel
 _done = OutputRecorder.done_capturing_output
 def _off_main_fails(self):
     if threading.current_thread() is not threading.main_thread():
