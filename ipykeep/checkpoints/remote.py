@@ -106,7 +106,8 @@ async def take(session: KernelSession, store: CheckpointStore, st: KernelCheckpo
     await asyncio.to_thread(deliver, store, st, manifests)
 
 
-#: seconds a background fetch waits for the kernel's writer (what is later comes with the next reply)
+#: seconds a background fetch waits for the kernel's writer (what is later comes with the next
+#: reply)
 SETTLE_S = 5.0
 
 

@@ -63,7 +63,8 @@ def render_batch(batch: BatchResult) -> str:
             parts.append(f"outputs not written: {batch.write.error}")
         for cid in batch.write.skipped_edited:
             parts.append(
-                f"cell {cid} was edited on disk while it ran: kept the new source, no output written"
+                f"cell {cid} was edited on disk while it ran: kept the new source, "
+                "no output written"
             )
         for rep in batch.write.repairs:
             parts.append(f"notebook repaired: {rep}")
@@ -143,7 +144,8 @@ def render_plan(result: dict[str, Any]) -> str:
     cost = result.get("cost") or {}
     if result.get("fresh_run"):
         lines.append(
-            f"restarted the kernel and ran every code cell (the plan had {len(stale)} stale cell(s))"
+            "restarted the kernel and ran every code cell "
+            f"(the plan had {len(stale)} stale cell(s))"
         )
     elif not stale and not blocked:
         lines.append("nothing is stale: every cell matches a fresh run of the notebook")
@@ -193,7 +195,8 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
     lines = [line]
     if cost.get("fresh_is_cheaper"):
         lines.append(
-            "running this plan would take longer than restarting the kernel and running every cell, which "
-            "gives the same state: `ipykeep run-stale --execute --fresh` (variables made only by scratch code are lost)"
+            "running this plan would take longer than restarting the kernel and running every "
+            "cell, which gives the same state: `ipykeep run-stale --execute --fresh` "
+            "(variables made only by scratch code are lost)"
         )
     return lines

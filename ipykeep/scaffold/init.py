@@ -18,7 +18,8 @@ Project scope (the default) writes, at the project root:
   ``.gitignore``.
 
 User scope writes the hosts' user-level files instead (``~/.claude.json``,
-``~/.claude/settings.json``, ``~/.claude/skills/ipykeep/SKILL.md``, ``~/.codex/config.toml``, ``~/.codex/AGENTS.md``,
+``~/.claude/settings.json``, ``~/.claude/skills/ipykeep/SKILL.md``, ``~/.codex/config.toml``,
+``~/.codex/AGENTS.md``,
 ``~/.cursor/mcp.json``) and no project files.
 
 Every existing file is parsed first and a malformed one stops the run before anything is written.

@@ -59,7 +59,7 @@ def combine(blob_key, length, tags):
     return hmac.new(blob_key, body, hashlib.sha256).hexdigest()
 
 
-def blob_id(key, parts):
+def blob_id(key: bytes, parts: Any) -> str:
     """The id of the bytes ``parts`` joined (one thread, streaming: the writer's side)."""
     chunk_key, blob_key = subkeys(key)
     tags: list = []
@@ -110,7 +110,10 @@ def outdated(data):
     old = OLD_MAGICS.get(bytes(memoryview(data)[: len(MAGIC)]))
     if old is None:
         return None
-    return f"outdated: written in checkpoint format {old} by an earlier ipykeep (now {FORMAT}); its cell re-runs"
+    return (
+        f"outdated: written in checkpoint format {old} by an earlier ipykeep (now {FORMAT}); "
+        "its cell re-runs"
+    )
 
 
 def _cpus():

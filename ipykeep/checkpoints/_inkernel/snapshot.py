@@ -338,7 +338,8 @@ def snapshot(meta_json, names):
             buf = _pickle(obj, limit + 1, started + _cfg["budget"])
         except _TooSlow:
             failed[name] = (
-                f"skipped: pickling it took longer than the snapshot time budget ({_cfg['budget']:g} s)"
+                "skipped: pickling it took longer than the snapshot time budget "
+                f"({_cfg['budget']:g} s)"
             )
             continue
         except _TooLarge:

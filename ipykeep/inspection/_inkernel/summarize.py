@@ -1207,7 +1207,8 @@ def parse_path(expr: str) -> list:
         else:
             raise _PathError(
                 "bad_expression",
-                f"{expr!r} is not a variable path: only names, attributes and [constant] keys are allowed",
+                f"{expr!r} is not a variable path: "
+                "only names, attributes and [constant] keys are allowed",
             )
     steps.reverse()
     return steps
@@ -1320,7 +1321,9 @@ def inspect_json(
                         "type": "?",
                         "kind": "object",
                         "degraded": True,
-                        "degraded_reason": f"time budget of {budget_s:g}s ran out while resolving {expr!r}",
+                        "degraded_reason": (
+                            f"time budget of {budget_s:g}s ran out while resolving {expr!r}"
+                        ),
                     },
                 }
             )

@@ -8,8 +8,9 @@ iteration and pandas readers that list) are inputs too; they are stamped by thei
 (``listing_stamp``), so a file added to a data directory makes the lister stale while the
 notebook's own saves do not. Listings done by the import system are not the cell's. Writes are
 outputs, not inputs: they are reported apart (``written``), so a cell reading a
-file that a re-running cell above rewrites can be re-run after it. The hook stays installed for the life of the
-process (audit hooks cannot be removed), so it does almost nothing while no cell is tracked.
+file that a re-running cell above rewrites can be re-run after it. The hook stays installed
+for the life of the process (audit hooks cannot be removed), so it does almost nothing while
+no cell is tracked.
 Standard library only; every public function returns a JSON string.
 """
 
@@ -32,10 +33,10 @@ _state.setdefault("dirs", {})
 _LIST_EVENTS = ("os.listdir", "os.scandir")
 
 
-def listing_stamp(path):
+def listing_stamp(path: str) -> "tuple[int, int]":
     """(a hash of the sorted entry names, their count) for a directory; hidden files, notebooks
     and temporary files are left out so saving a notebook does not change it. The host stamps
-    local directories with this same function (``core/staleness_service.py`` imports it)."""
+    local directories with this same function (``staleness/service.py`` imports it)."""
     import hashlib
 
     names = sorted(

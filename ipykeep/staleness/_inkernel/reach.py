@@ -19,10 +19,10 @@ ran: code that reaches globals by name (``globals()``, ``exec``, ``get_ipython``
 magic and shell escape —, ``sys``, ``gc``, ``inspect``, ``__main__``…), a reached object graph
 larger than ``BUDGET`` or the namespace itself (a generator's frame), a module or function
 loaded from outside the installed libraries (a local module keeps state of its own), threads
-started since install other than the kernel's own and ipykeep's (``ipykeep-*``: they only read), open comms (widget callbacks run outside
-cells), code run on another thread (subshells), user expressions that are not ipykeep's
-probes, or ipyflow's tracer; and when statemon says the walks would cost more than they spare
-(``worth_walking``).
+started since install other than the kernel's own and ipykeep's (``ipykeep-*``: they only
+read), open comms (widget callbacks run outside cells), code run on another thread
+(subshells), user expressions that are not ipykeep's probes, or ipyflow's tracer; and when
+statemon says the walks would cost more than they spare (``worth_walking``).
 
 What it does not see: installed libraries' own module state. A big array or frame that a
 library keeps a reference to and changes in a later call that names neither the value nor an
