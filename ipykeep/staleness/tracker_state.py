@@ -1,5 +1,4 @@
-"""The records the staleness tracker keeps (runs, writes, plan drafts) and the state every part
-of the planner reads. Split from ``tracker`` for size; ``StalenessTracker`` is the only API."""
+"""The staleness tracker's data: the record of one kernel's runs and writes, and plan drafts."""
 
 from __future__ import annotations
 
@@ -8,9 +7,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from ipykeep.staleness.analysis import FunctionInfo
+from ipykeep.staleness.analysis_model import FunctionInfo
 from ipykeep.staleness.graph import Graph
-from ipykeep.staleness.hashing import source_hash
 from ipykeep.staleness.models import (
     REASON_ORDER,
     DynamicCellInfo,
@@ -40,7 +38,7 @@ _CAUSE_WORDS = {
 
 
 @dataclass(frozen=True)
-class _Write:
+class NameWrite:
     """One write of a name in the kernel: by a notebook cell's run, or by scratch code."""
 
     origin: Origin
@@ -55,7 +53,9 @@ class _Write:
 
 
 @dataclass(frozen=True)
-class _Run:
+class RunRecord:
+    """A notebook cell's last run: what it ran, on which inputs, and what it left."""
+
     cell_id: str
     seq: int
     version: int
@@ -65,7 +65,7 @@ class _Run:
     outcome: Outcome
     files: Mapping[str, FileStamp]
     #: for each name read: the write it saw (None when nothing had written it)
-    reads: Mapping[str, _Write | None]
+    reads: Mapping[str, NameWrite | None]
     dynamic: DynamicCellInfo | None
     #: files the run wrote (or names as written by a call), as ``stat`` names them
     written: frozenset[str] = frozenset()
@@ -81,24 +81,28 @@ class _Run:
         return self.versions.get(name, self.version)
 
 
-@lru_cache(maxsize=4096)
-def writer_label(origin: str) -> str:
-    """Who changed a value outside the notebook's cells, as reasons name it."""
-    return "scratch code" if origin == "scratch" else "the browser"
+@dataclass
+class TrackerState:
+    """What the tracker knows of one kernel: the events write it, the plan passes read it."""
 
-
-def _hash(source: str) -> str:
-    return source_hash(source)
-
-
-def _same_stamp(a: FileStamp | None, b: FileStamp | None) -> bool:
-    a_key = (a.mtime_ns, a.size) if a is not None else (None, None)
-    b_key = (b.mtime_ns, b.size) if b is not None else (None, None)
-    return a_key == b_key
+    #: counts the runs (notebook cells and scratch code) in the order they happened
+    seq: int = 0
+    #: counts kernel restarts: a run from an earlier epoch left nothing in the kernel
+    epoch: int = 0
+    #: cell id -> its last run
+    runs: dict[str, RunRecord] = field(default_factory=dict)
+    #: name -> the kernel's latest write of it
+    writers: dict[str, NameWrite] = field(default_factory=dict)
+    #: functions the kernel holds, by name, for what their calls read and mutate
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    #: files registered as inputs of the notebook -> their stamp when registered
+    watched: dict[str, FileStamp] = field(default_factory=dict)
+    #: (name, digest) of a hidden state (``<numpy.random>``) -> the version standing for it
+    state_versions: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass
-class _Draft:
+class CellDraft:
     """Reasons collected for one cell while a plan is computed."""
 
     reasons: list[Reason] = field(default_factory=list)
@@ -116,40 +120,41 @@ class _Draft:
         """Whether re-running gives its names new values (restoring gives the same ones)."""
         return bool(self.kinds() - {"restores", "missing_producer"})
 
-
-class TrackerState:
-    """The tracker's record of one kernel; the plan rules (``tracker_reasons``,
-    ``tracker_restore``) read it, the events (``tracker``) write it."""
-
-    def __init__(self) -> None:
-        self._seq = 0
-        self._epoch = 0
-        self._runs: dict[str, _Run] = {}
-        self._writers: dict[str, _Write] = {}
-        self._functions: dict[str, FunctionInfo] = {}
-        self._watched: dict[str, FileStamp | None] = {}
-        #: digest of a hidden state (``<numpy.random>``) -> the version standing for it
-        self._state_versions: dict[tuple[str, str], int] = {}
-
-    def _label(self, graph: Graph, cell_id: str | None) -> str:
-        if cell_id is not None and cell_id in graph.by_id:
-            return f"cell {graph.by_id[cell_id].cell.index}"
-        return "a deleted cell"
-
-    def _cause(self, draft: _Draft) -> str:
-        kinds = draft.kinds()
+    def cause(self) -> str:
+        """The cell's state as a dependent's ``upstream`` message names it."""
+        kinds = self.kinds()
         for kind in REASON_ORDER:
             if kind in kinds and kind in _CAUSE_WORDS:
                 return _CAUSE_WORDS[kind]
         return "stale"
 
 
-def _canonical(stat: StatFn, path: str) -> str:
+@lru_cache(maxsize=4096)
+def writer_label(origin: str) -> str:
+    """Who changed a value outside the notebook's cells, as reasons name it."""
+    return "scratch code" if origin == "scratch" else "the browser"
+
+
+def cell_label(graph: Graph, cell_id: str | None) -> str:
+    """A cell as reasons name it: by its position in the notebook now."""
+    if cell_id is not None and cell_id in graph.by_id:
+        return f"cell {graph.by_id[cell_id].cell.index}"
+    return "a deleted cell"
+
+
+def same_stamp(a: FileStamp | None, b: FileStamp | None) -> bool:
+    a_key = (a.mtime_ns, a.size) if a is not None else (None, None)
+    b_key = (b.mtime_ns, b.size) if b is not None else (None, None)
+    return a_key == b_key
+
+
+def canonical_path(stat: StatFn, path: str) -> str:
     """``path`` as ``stat`` names it when the file exists (the literal otherwise)."""
     stamp = stat(path)
     return stamp.path if stamp is not None else path
 
 
-def _mentions(source: str, path: str) -> bool:
+def mentions(source: str, path: str) -> bool:
+    """Whether ``source`` names the file at ``path`` (by its path or its base name)."""
     base = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     return path in source or (bool(base) and base in source)
