@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 CellType = Literal["code", "markdown", "raw"]
 Outcome = Literal["ok", "failed", "interrupted"]
-CellState = Literal["ok", "failed", "stale", "never_run"]
+CellVerdict = Literal["ok", "failed", "stale", "never_run"]
 
 ReasonKind = Literal[
     "never_run",

@@ -39,7 +39,7 @@ from typing import Literal
 from ipykeep.staleness import tracker_events, tracker_reasons, tracker_restore
 from ipykeep.staleness.graph import build_graph
 from ipykeep.staleness.models import (
-    CellState,
+    CellVerdict,
     DynamicCellInfo,
     FileStamp,
     NotebookCell,
@@ -142,11 +142,11 @@ class StalenessTracker:
         tracker_restore.propagate(state, graph, drafts, writers_by_path)
         return tracker_restore.assemble(graph, drafts)
 
-    def cell_states(self, cells: Sequence[NotebookCell], stat: StatFn) -> dict[str, CellState]:
+    def cell_states(self, cells: Sequence[NotebookCell], stat: StatFn) -> dict[str, CellVerdict]:
         """Per code cell: ``never_run``, ``stale``, ``failed`` (stale as it failed) or ``ok``."""
         plan = self.plan(cells, stat)
         planned = {e.cell_id: e for e in plan.stale + plan.blocked}
-        out: dict[str, CellState] = {}
+        out: dict[str, CellVerdict] = {}
         for cell in cells:
             if cell.cell_type != "code":
                 continue
