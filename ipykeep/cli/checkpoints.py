@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-
-import typer
+from pathlib import Path
+from typing import Any
 
 from ipykeep.api import names
-from ipykeep.api.errors import IpykeepError
-from ipykeep.checkpoints import store as _store  # noqa: F401  (registers the checkpoint error codes for RPC replies)
-from ipykeep.cli.fast import abs_path
-from ipykeep.cli.options import fail, json_option, notebook_option
+
+# Imported for its side effect: it registers the checkpoint error codes that RPC replies carry.
+from ipykeep.checkpoints import store as _store  # noqa: F401
+from ipykeep.cli.output import abs_path, echo
 from ipykeep.client.connection import connect
 
 
@@ -18,28 +18,25 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.1f} KB"
 
 
-def _call(method: str, **params: object) -> dict:
-    from pathlib import Path
-
-    try:
-        return connect(Path.cwd()).call(method, **params)
-    except IpykeepError as exc:
-        raise fail(exc) from None
+def _call(method: str, **params: object) -> dict[str, Any]:
+    result: dict[str, Any] = connect(Path.cwd()).call(method, **params)
+    return result
 
 
-NotebookOpt = notebook_option()
-JsonOpt = json_option()
+def _compact(res: dict[str, Any]) -> str:
+    return json.dumps(res, separators=(",", ":"))
 
 
-def render_listing(res: dict) -> str:
+def render_listing(res: dict[str, Any]) -> str:
     if not res.get("enabled"):
         return f"checkpoints are off in {res['kernel_id']}: {res.get('reason') or 'not set up'}"
     lines = [f"kernel {res['kernel_id']}: checkpoint store {_mb(res.get('store_bytes', 0))}"]
     for c in res.get("cells", []):
         state = "restorable" if c["restorable"] else "NOT restorable"
         why = "; ".join(f"{n}: {w}" for n, w in sorted(c.get("failed", {}).items()))
+        values = ", ".join(c.get("values", []))
         lines.append(
-            f"  cell {c['index']} ({c['cell_id']}): {state}, {_mb(c.get('bytes', 0))} {', '.join(c.get('values', []))}"
+            f"  cell {c['index']} ({c['cell_id']}): {state}, {_mb(c.get('bytes', 0))} {values}"
             + (f" — {why}" if why else "")
         )
     for n in res.get("named", []):
@@ -47,50 +44,43 @@ def render_listing(res: dict) -> str:
     last = res.get("last_restore")
     if last:
         lines.append(
-            f"  last restore: {len(last.get('restored', []))} cell(s) restored in {last.get('restore_s', 0):.2f} s, "
+            f"  last restore: {len(last.get('restored', []))} cell(s) restored in "
+            f"{last.get('restore_s', 0):.2f} s, "
             f"{len(last.get('rerun', []))} re-run, {last.get('saved_s', 0):.2f} s saved"
         )
     return "\n".join(lines)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def checkpoint(
-        name: str | None = typer.Argument(None, help="Checkpoint name (default: a timestamp)."),
-        notebook: str | None = NotebookOpt,
-        as_json: bool = JsonOpt,
-    ) -> None:
-        """Save every variable of the kernel under NAME, to roll back to with `ipykeep restore NAME`."""
-        res = _call(names.CHECKPOINT, name=name, notebook=abs_path(notebook))
-        if as_json:
-            typer.echo(json.dumps(res, separators=(",", ":")))
-            return
-        typer.echo(
-            f"checkpoint {res['name']}: {len(res.get('values', []))} value(s), {_mb(res.get('bytes', 0))} in {res.get('seconds', 0):.2f} s"
-        )
-        for n, why in sorted((res.get("failed") or {}).items()):
-            typer.echo(f"  not saved: {n}: {why}")
+def checkpoint(name: str | None, notebook: str | None, as_json: bool) -> int:
+    res = _call(names.CHECKPOINT, name=name, notebook=abs_path(notebook))
+    if as_json:
+        echo(_compact(res))
+        return 0
+    echo(
+        f"checkpoint {res['name']}: {len(res.get('values', []))} value(s), "
+        f"{_mb(res.get('bytes', 0))} in {res.get('seconds', 0):.2f} s"
+    )
+    for n, why in sorted((res.get("failed") or {}).items()):
+        echo(f"  not saved: {n}: {why}")
+    return 0
 
-    @app.command()
-    def restore(
-        name: str = typer.Argument(..., help="A checkpoint made with `ipykeep checkpoint NAME`."),
-        notebook: str | None = NotebookOpt,
-        as_json: bool = JsonOpt,
-    ) -> None:
-        """Roll the kernel's variables back to checkpoint NAME (variables made since are deleted)."""
-        res = _call(names.RESTORE, name=name, notebook=abs_path(notebook))
-        if as_json:
-            typer.echo(json.dumps(res, separators=(",", ":")))
-            return
-        typer.echo(
-            f"restored {len(res.get('restored', []))} value(s) from {res['name']} in {res.get('seconds', 0):.2f} s"
-            + (f"; deleted {', '.join(res['deleted'])}" if res.get("deleted") else "")
-        )
-        for n, why in sorted((res.get("not_rolled_back") or {}).items()):
-            typer.echo(f"  not rolled back: {n}: {why}")
 
-    @app.command()
-    def checkpoints(notebook: str | None = NotebookOpt, as_json: bool = JsonOpt) -> None:
-        """What is checkpointed for the kernel's notebook (per cell and named), and its size."""
-        res = _call(names.CHECKPOINTS, notebook=abs_path(notebook))
-        typer.echo(json.dumps(res, separators=(",", ":")) if as_json else render_listing(res))
+def restore(name: str, notebook: str | None, as_json: bool) -> int:
+    res = _call(names.RESTORE, name=name, notebook=abs_path(notebook))
+    if as_json:
+        echo(_compact(res))
+        return 0
+    echo(
+        f"restored {len(res.get('restored', []))} value(s) from {res['name']} "
+        f"in {res.get('seconds', 0):.2f} s"
+        + (f"; deleted {', '.join(res['deleted'])}" if res.get("deleted") else "")
+    )
+    for n, why in sorted((res.get("not_rolled_back") or {}).items()):
+        echo(f"  not rolled back: {n}: {why}")
+    return 0
+
+
+def checkpoints(notebook: str | None, as_json: bool) -> int:
+    res = _call(names.CHECKPOINTS, notebook=abs_path(notebook))
+    echo(_compact(res) if as_json else render_listing(res))
+    return 0

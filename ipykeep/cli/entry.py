@@ -1,24 +1,20 @@
-"""The ``ipykeep`` console script: ``mcp-serve`` and the hot CLI commands start without typer.
-
-Agent hosts time the MCP handshake from process start; see ``mcp_server/launch.py``.
-"""
+"""The ``ipykeep`` console script: the hot commands without typer, everything else through it."""
 
 from __future__ import annotations
 
 import sys
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from ipykeep._startup import trim_imports
 
-    trim_imports()
-    from ipykeep.mcp_server.launch import fast_main
+    trim_imports()  # before nbformat is imported (see _startup)
+    from ipykeep.cli.fast import normalize_argv, run
 
-    code = fast_main(sys.argv[1:])
+    args = normalize_argv(sys.argv[1:] if argv is None else argv)
+    code = run(args)
     if code is not None:
         sys.exit(code)
-    from ipykeep.cli.fast import (
-        main as cli_main,  # the hot commands without typer; the rest go on to it
-    )
+    from ipykeep.cli.app import main as full_main
 
-    cli_main()
+    full_main(args)

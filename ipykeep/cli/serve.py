@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import typer
-
 from ipykeep.api import names
-from ipykeep.api.errors import IpykeepError, UsageError
+from ipykeep.api.errors import UsageError
 from ipykeep.api.records import KernelRecord
-from ipykeep.cli.fast import abs_path
-from ipykeep.cli.options import fail, json_option, notebook_argument, notebook_option, pick_notebook
+from ipykeep.cli.output import abs_path, echo, emit_json
 from ipykeep.client.connection import connect
 
 
@@ -28,59 +25,30 @@ def parse_captions(items: list[str]) -> dict[str, str]:
     return out
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def serve(
-        notebook: str | None = notebook_argument(),
-        notebook_opt: str | None = notebook_option(),
-        stop: bool = typer.Option(
-            False, "--stop", help="Detach the kernel from the Jupyter server instead."
-        ),
-        as_json: bool = json_option(),
-    ) -> None:
-        """Open the running kernel in JupyterLab / VS Code: prints the server URL with its token."""
-        try:
-            notebook = pick_notebook(notebook, notebook_opt)
-            client = connect(Path.cwd())
-            rec = KernelRecord.model_validate(
-                client.call(names.UNSERVE if stop else names.SERVE, notebook=abs_path(notebook))
-            )
-        except IpykeepError as exc:
-            raise fail(exc) from None
-        if as_json:
-            typer.echo(
-                json.dumps(rec.model_dump(mode="json", exclude_none=True), separators=(",", ":"))
-            )
-        elif stop:
-            typer.echo(f"{rec.kernel_id} is no longer served")
-        else:
-            typer.echo(f"{rec.kernel_id} ({rec.notebook or 'scratch'}) is served at:")
-            typer.echo(rec.served_url or "")
+def serve(notebook: str | None, stop: bool, as_json: bool) -> int:
+    client = connect(Path.cwd())
+    rec = KernelRecord.model_validate(
+        client.call(names.UNSERVE if stop else names.SERVE, notebook=abs_path(notebook))
+    )
+    if as_json:
+        emit_json(rec)
+    elif stop:
+        echo(f"{rec.kernel_id} is no longer served")
+    else:
+        echo(f"{rec.kernel_id} ({rec.notebook or 'scratch'}) is served at:")
+        echo(rec.served_url or "")
+    return 0
 
-    @app.command()
-    def publish(
-        notebook: str | None = notebook_argument(),
-        notebook_opt: str | None = notebook_option(),
-        cell: list[str] = typer.Option(
-            [], "--cell", help="Highlight a cell: ID=CAPTION (repeatable)."
-        ),
-        tunnel: bool = typer.Option(
-            False, "--tunnel", help="Also expose it through a cloudflared quick tunnel."
-        ),
-        as_json: bool = json_option(),
-    ) -> None:
-        """A live, token-protected view of the kernel's notebook with captioned cells."""
-        try:
-            notebook = pick_notebook(notebook, notebook_opt)
-            captions = parse_captions(cell)
-            client = connect(Path.cwd())
-            res = client.call(
-                names.PUBLISH, notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel
-            )
-        except IpykeepError as exc:
-            raise fail(exc) from None
-        if as_json:
-            typer.echo(json.dumps(res, separators=(",", ":")))
-        else:
-            typer.echo(f"{res['kernel_id']} published:")
-            typer.echo(res["url"])
+
+def publish(notebook: str | None, cell: list[str], tunnel: bool, as_json: bool) -> int:
+    captions = parse_captions(cell)
+    client = connect(Path.cwd())
+    res = client.call(
+        names.PUBLISH, notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel
+    )
+    if as_json:
+        echo(json.dumps(res, separators=(",", ":")))
+    else:
+        echo(f"{res['kernel_id']} published:")
+        echo(res["url"])
+    return 0

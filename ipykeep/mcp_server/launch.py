@@ -3,14 +3,13 @@
 Claude Code starts its first request before a slow server is ready and Codex exposes the tools
 only from its second request, so ``ipykeep mcp-serve`` imports only what the handshake needs:
 the SDK, the tool catalog and the configuration. The daemon client, the result renderers and
-the notebook library load on the first tool call. :func:`fast_main` is the entry point's path
-for ``mcp-serve`` (argparse, not the full typer CLI); ``--help`` and anything it does not
-recognise go to the full CLI.
+the notebook library load on the first tool call. The CLI's command table declares the
+``mcp-serve`` options; its standard-library parser builds :class:`ServeOptions` and calls
+:func:`serve` without loading typer.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from dataclasses import dataclass
@@ -46,8 +45,8 @@ def serve(opts: ServeOptions) -> int:
         if opts.project is not None and "${" in str(opts.project):
             raise UsageError(
                 f"--project {opts.project} was not expanded by the host",
-                hint="use a host that expands ${workspaceFolder} (Cursor does),"
-                " or write the project's path",
+                hint="use a host that expands ${workspaceFolder} (Cursor does), "
+                "or write the project's path",
             )
         project_dir = (opts.project or Path.cwd()).expanduser().resolve()
         if not project_dir.is_dir():
@@ -86,37 +85,3 @@ def serve(opts: ServeOptions) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
-
-
-class _Refused(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _Refused(message)
-
-
-def parse(argv: list[str]) -> ServeOptions | None:
-    """``mcp-serve`` options, or None when the full CLI should handle ``argv`` (help, typos)."""
-    p = _Parser(add_help=False)
-    p.add_argument("--transport", default="stdio")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--connection-file", type=Path)
-    p.add_argument("--project", type=Path)
-    try:
-        ns = p.parse_args(argv)
-    except _Refused:
-        return None
-    return ServeOptions(ns.transport, ns.host, ns.port, ns.connection_file, ns.project)
-
-
-def fast_main(argv: list[str]) -> int | None:
-    """Serve when ``argv`` is ``mcp-serve [options]``; None to let the full CLI run instead."""
-    if not argv or argv[0] != "mcp-serve":
-        return None
-    opts = parse(argv[1:])
-    if opts is None:
-        return None
-    return serve(opts)

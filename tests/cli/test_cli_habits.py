@@ -13,7 +13,7 @@ import typer
 
 import ipykeep
 from ipykeep.cli import fast as cli_fast
-from ipykeep.cli.options import BIND_HELP
+from ipykeep.cli.commands import BIND_HELP, NOTEBOOK_HELP
 from tests.conftest import cli_env, make_project, run_cli
 
 PATHS = {"fast": cli_env(), "typer": cli_env(IPYKEEP_CLI_FULL="1")}
@@ -72,12 +72,9 @@ def test_shell_completion_script_and_completions(project: Path) -> None:
 
 
 def _commands() -> dict[str, Any]:
-    from ipykeep.cli.app import app
-    from ipykeep.cli.extensions import register_all
+    from ipykeep.cli.app import build_app
 
-    if not any(c.name == "serve" for c in app.registered_commands):
-        register_all(app)
-    group = typer.main.get_command(app)
+    group = typer.main.get_command(build_app())
     return dict(group.commands)  # type: ignore[attr-defined]
 
 
@@ -98,7 +95,7 @@ def test_the_notebook_argument_is_spelled_the_same_everywhere() -> None:
             if p.name in ("notebook", "notebook_opt")
         }
         allowed = {
-            cli_fast.NOTEBOOK_HELP,
+            NOTEBOOK_HELP,
             BIND_HELP,
             "Notebook to bind by default (written to ipykeep.toml).",
         }
@@ -122,3 +119,64 @@ def test_the_notebook_argument_is_spelled_the_same_everywhere() -> None:
     assert expected <= set(
         with_notebook
     )  # commands added later are held to the same spelling above
+
+
+def test_the_cli_modules_import_one_way() -> None:
+    """Entry point -> parsers -> table -> vocabulary; handlers import neither parser nor table."""
+    import ast
+
+    cli = Path(ipykeep.__file__).parent / "cli"
+    allowed = {
+        "entry": {"fast", "app"},
+        "fast": {"commands", "declare", "output"},
+        "app": {"commands", "declare", "output"},
+        "commands": {"declare"},
+        "declare": set(),
+        "output": set(),
+    }
+    handlers = {"hot", "kernels", "checkpoints", "serve", "scaffold", "mcp"}
+    assert {p.stem for p in cli.glob("*.py")} - {"__init__"} == set(allowed) | handlers
+    for path in cli.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "ipykeep.cli":
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "ipykeep.cli."
+            ):
+                imported.add((node.module or "").rsplit(".", 1)[-1])
+        assert imported <= allowed.get(path.stem, {"output"}), (path.stem, imported)
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_is_one_line_on_a_terminal_and_one_line_per_change_in_a_log(tty: bool) -> None:
+    from ipykeep.client.progress import ProgressLine, follow
+
+    stream = _Stream(tty)
+    states = iter([0, 1, 1, 2, 3])
+    last = follow(
+        lambda: next(states),
+        lambda n: None if n == 3 else f"{n}/3 cells",
+        lambda n: n == 3,
+        ProgressLine(stream=stream),  # type: ignore[arg-type]
+    )
+    assert last == 3
+    if tty:
+        assert stream.text == "".join("\r" + f"{n}/3 cells".ljust(78) for n in range(3))
+    else:
+        assert stream.text == "0/3 cells\n1/3 cells\n2/3 cells\n"

@@ -1,4 +1,5 @@
-"""``mcp-serve``'s fast path: options, the full CLI for anything else, refused unexpanded paths."""
+"""``mcp-serve``'s fast path: options from the CLI's table, the full CLI for anything else,
+refused unexpanded paths."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ipykeep.mcp_server.launch import ServeOptions, parse
+from ipykeep.cli import fast
+from ipykeep.cli.commands import BY_NAME
+from ipykeep.cli.mcp import serve_options
+from ipykeep.mcp_server.launch import ServeOptions
+
+
+def parse(argv: list[str]) -> ServeOptions | None:
+    values = fast.parse(BY_NAME["mcp-serve"], argv)
+    return None if values is None else serve_options(**values)
 
 
 def test_parse_mcp_serve_options() -> None:
@@ -16,6 +25,10 @@ def test_parse_mcp_serve_options() -> None:
     )
     assert parse(["--help"]) is None  # the full CLI prints its help
     assert parse(["--bogus"]) is None  # …and its own error
+    assert parse(["--port", "nine"]) is None  # …and its "Invalid value"
+    assert parse(["--port=9", "--connection-file", "c.json"]) == ServeOptions(
+        port=9, connection_file=Path("c.json")
+    )
 
 
 def test_help_goes_to_the_full_cli(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Fixtures for init/doctor tests: a temp project, a temp HOME, and a small CLI app."""
+"""Fixtures for init/doctor tests: a temp project, a temp HOME, and the CLI app."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ipykeep.cli.scaffold import register
+from ipykeep.cli.app import build_app
 
 NOTEBOOK = {"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
@@ -45,9 +45,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-    return app
+    return build_app()
 
 
 @pytest.fixture

@@ -1,0 +1,360 @@
+"""The ``ipykeep`` command table: every command, its options, their rules and its handler.
+
+Exit codes (also in the README): 0 success; 1 a cell failed; 2 usage or configuration error;
+3 no daemon running (or it refused the request); 4 notebook missing or invalid; 5 unknown cell
+or variable; 6 unknown kernel; 7 kernel failed to start or died; 8 timed out; 9 kernel busy.
+"""
+
+from __future__ import annotations
+
+from ipykeep.cli.declare import Command, EitherWay, Param, Requires
+
+APP_HELP = "A persistent, dataflow-aware Jupyter kernel bound to your notebook."
+#: What the notebook argument means wherever it names the kernel to use.
+NOTEBOOK_HELP = "Notebook whose kernel to use (optional with one kernel)."
+#: For ``start``, where the notebook is the one to bind rather than a kernel to use.
+BIND_HELP = "Notebook to bind (default: `notebook` from ipykeep.toml)."
+#: For ``init``, which writes the notebook into the project's configuration.
+INIT_NOTEBOOK_HELP = "Notebook to bind by default (written to ipykeep.toml)."
+
+VERSION_FLAGS = ("--version", "-V")
+#: Flags every command that prints takes, accepted before the command's name too.
+GLOBAL_FLAGS = ("--json",)
+#: The options of ``ipykeep`` itself, before any command.
+ROOT_PARAMS = (
+    Param("version", "Print ipykeep's version and exit.", VERSION_FLAGS, "bool", False),
+    Param(
+        "as_json",
+        "Same as --json after the command: print compact JSON.",
+        GLOBAL_FLAGS,
+        "bool",
+        False,
+    ),
+)
+
+
+def json_flag(help: str = "Print compact JSON.") -> Param:
+    return Param("as_json", help, GLOBAL_FLAGS, "bool", False)
+
+
+def notebook_option(
+    help: str = NOTEBOOK_HELP, *, dest: str = "notebook", type: str = "str"
+) -> Param:
+    return Param(dest, help, ("--notebook", "-n"), type, metavar="NOTEBOOK")
+
+
+def flag(dest: str, name: str, help: str) -> Param:
+    return Param(dest, help, (name,), "bool", False)
+
+
+def notebook_either_way(help: str = NOTEBOOK_HELP, *, type: str = "str") -> tuple[Param, Param]:
+    """``[NOTEBOOK]`` and ``-n, --notebook NOTEBOOK``: the notebook given either way."""
+    argument = Param("notebook", help, type=type, show_default=False)
+    return argument, notebook_option(help, dest="notebook_opt", type=type)
+
+
+NOTEBOOK_ONCE = EitherWay("notebook", "notebook_opt", "--notebook", "notebook")
+
+_HOT = "ipykeep.cli.hot"
+_KERNELS = "ipykeep.cli.kernels"
+_CHECKPOINTS = "ipykeep.cli.checkpoints"
+_SERVE = "ipykeep.cli.serve"
+_SCAFFOLD = "ipykeep.cli.scaffold"
+
+_RUN_STALE_HELP = """Which cells must re-run after edits, and why; --execute re-runs exactly those.
+
+Each planned cell shows its last measured duration and the plan its total; when the plan
+would take longer than restarting and running every cell, the output says so and
+--execute --fresh does that instead. Progress goes to stderr while a plan runs.
+Plan mode exits 0 whatever it finds; --execute exits 0 when every cell succeeded, 1 when
+one failed (its dependents are skipped and reported; independent cells still run)."""
+
+_LAUNCHER_HELP = (
+    "How hosts start the server: path (`ipykeep` on PATH), venv (.venv/bin/ipykeep), "
+    "uvx (uvx --from SOURCE ipykeep), command (--command)."
+)
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "start",
+        "Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up.",
+        f"{_KERNELS}:start",
+        (
+            *notebook_either_way(BIND_HELP),
+            flag("no_warm", "--no-warm", "Do not run the notebook's cells now."),
+            flag(
+                "no_write_outputs", "--no-write-outputs", "Never write outputs into the notebook."
+            ),
+            Param("python", "Python that runs the kernel.", ("--python",)),
+            Param("dataflow", "'static' (default) or 'ipyflow'.", ("--dataflow",)),
+            flag("serve", "--serve", "Also serve the kernel to JupyterLab / VS Code."),
+            Param(
+                "gateway",
+                "Run the kernel on this Jupyter server / gateway URL "
+                "(token: $JUPYTER_GATEWAY_AUTH_TOKEN).",
+                ("--gateway",),
+            ),
+            json_flag(),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "stop",
+        "Stop one notebook's kernel, or everything; returns once the processes are gone.",
+        f"{_KERNELS}:stop",
+        (
+            *notebook_either_way(),
+            flag("all_", "--all", "Stop every kernel and the daemon."),
+            json_flag(),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "status",
+        "Kernels, their notebooks and per-cell state (one notebook's, when given).",
+        f"{_HOT}:status",
+        (*notebook_either_way(), json_flag()),
+        (NOTEBOOK_ONCE,),
+        hot=True,
+    ),
+    Command(
+        "run",
+        "Run notebook cells, in the order given, with their source on disk now.",
+        f"{_HOT}:run",
+        (
+            Param(
+                "cells",
+                "Cell ids or 0-based indexes among all cells.",
+                required=True,
+                multiple=True,
+            ),
+            notebook_option(),
+            json_flag(),
+        ),
+        hot=True,
+    ),
+    Command(
+        "restart",
+        "Restart the notebook's kernel (dead or alive): same kernel id, fresh state.",
+        f"{_KERNELS}:restart",
+        (*notebook_either_way(), json_flag()),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "exec",
+        "Run scratch code in the kernel; print its output; non-zero exit on error.",
+        f"{_HOT}:exec_",
+        (
+            Param(
+                "code",
+                "Python code to run in the notebook's kernel ('-' reads stdin).",
+                required=True,
+            ),
+            notebook_option(),
+            json_flag(),
+        ),
+        hot=True,
+    ),
+    Command(
+        "interrupt",
+        "Interrupt what the kernel is running (kill and restart it if it ignores SIGINT).",
+        f"{_HOT}:interrupt",
+        (*notebook_either_way(), json_flag()),
+        (NOTEBOOK_ONCE,),
+        hot=True,
+    ),
+    Command(
+        "run-stale",
+        _RUN_STALE_HELP,
+        f"{_HOT}:run_stale",
+        (
+            *notebook_either_way(),
+            flag("execute", "--execute", "Run the plan (default: only show it)."),
+            flag(
+                "fresh",
+                "--fresh",
+                "With --execute: restart the kernel and run every cell instead "
+                "(same state, from scratch).",
+            ),
+            json_flag(),
+        ),
+        (
+            NOTEBOOK_ONCE,
+            Requires(
+                "fresh",
+                "execute",
+                "--fresh restarts the kernel and runs every cell: it needs --execute",
+                "ipykeep run-stale --execute --fresh",
+            ),
+        ),
+        hot=True,
+    ),
+    Command(
+        "watch",
+        "Register PATH as an input of the notebook: its changes make the cells that use it stale.",
+        f"{_KERNELS}:watch",
+        (
+            Param("path", "A file the notebook depends on that detection missed.", required=True),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
+        "inspect",
+        "A typed, bounded summary of a live variable.",
+        f"{_KERNELS}:inspect",
+        (
+            Param(
+                "name", 'A variable, or a safe path like model.coef_ or df["col"].', required=True
+            ),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
+        "namespace",
+        "Every user variable in the kernel with type, shape, memory and defining cell.",
+        f"{_KERNELS}:namespace",
+        (notebook_option(), json_flag()),
+    ),
+    Command(
+        "mcp-serve",
+        "Serve ipykeep's tools over MCP (stdio, or streamable HTTP with a bearer token).",
+        "ipykeep.cli.mcp:mcp_serve",
+        (
+            Param(
+                "transport",
+                "'stdio' (default) or 'http' (streamable HTTP).",
+                ("--transport",),
+                default="stdio",
+            ),
+            Param(
+                "host",
+                "HTTP: address to listen on (loopback unless IPYKEEP_MCP_TOKEN is set).",
+                ("--host",),
+                default="127.0.0.1",
+            ),
+            Param(
+                "port",
+                "HTTP: port; 0 picks a free one (the URL is printed on stderr).",
+                ("--port",),
+                "int",
+                0,
+            ),
+            Param(
+                "connection_file",
+                "HTTP: write {url, headers} here (0600) once the server accepts requests.",
+                ("--connection-file",),
+                "path",
+            ),
+            Param(
+                "project",
+                "Project directory whose daemon to use (default: cwd). "
+                "Hosts that may start the server elsewhere (Cursor) pass it.",
+                ("--project",),
+                "path",
+            ),
+        ),
+        # Hosts time the MCP handshake from process start: parsed without typer.
+        hot=True,
+    ),
+    Command(
+        "serve",
+        "Open the running kernel in JupyterLab / VS Code: prints the server URL with its token.",
+        f"{_SERVE}:serve",
+        (
+            *notebook_either_way(),
+            flag("stop", "--stop", "Detach the kernel from the Jupyter server instead."),
+            json_flag(),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "publish",
+        "A live, token-protected view of the kernel's notebook with captioned cells.",
+        f"{_SERVE}:publish",
+        (
+            *notebook_either_way(),
+            Param(
+                "cell",
+                "Highlight a cell: ID=CAPTION (repeatable).",
+                ("--cell",),
+                default=[],
+                multiple=True,
+            ),
+            flag("tunnel", "--tunnel", "Also expose it through a cloudflared quick tunnel."),
+            json_flag(),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "init",
+        "Register ipykeep with Claude Code, Codex and Cursor, and set up this project.",
+        f"{_SCAFFOLD}:init",
+        (
+            *notebook_either_way(INIT_NOTEBOOK_HELP, type="path"),
+            Param(
+                "provider",
+                "Host to configure; repeat for several. Default: all.",
+                ("--provider", "-p"),
+                "ipykeep.scaffold.init:Provider",
+                multiple=True,
+            ),
+            Param(
+                "scope",
+                "project: files in this project; user: the hosts' user-level files.",
+                ("--scope",),
+                "ipykeep.scaffold.init:Scope",
+                "project",
+            ),
+            flag("replace", "--replace", "Overwrite an existing, different ipykeep entry."),
+            flag("dry_run", "--dry-run", "Print a diff of every change; write nothing."),
+            Param(
+                "launcher",
+                _LAUNCHER_HELP,
+                ("--launcher",),
+                "ipykeep.scaffold.launcher:LauncherKind",
+                "path",
+            ),
+            Param("uvx_from", "ipykeep's source for --launcher uvx.", ("--uvx-from",)),
+            Param("command", "Command line for --launcher command.", ("--command",)),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "doctor",
+        "Check the installation, the configuration, the kernel's Python, the daemon "
+        "and host configs.",
+        f"{_SCAFFOLD}:doctor",
+        (json_flag("Print the checks as JSON."),),
+    ),
+    Command(
+        "checkpoint",
+        "Save every variable of the kernel under NAME, "
+        "to roll back to with `ipykeep restore NAME`.",
+        f"{_CHECKPOINTS}:checkpoint",
+        (
+            Param("name", "Checkpoint name (default: a timestamp)."),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
+        "restore",
+        "Roll the kernel's variables back to checkpoint NAME (variables made since are deleted).",
+        f"{_CHECKPOINTS}:restore",
+        (
+            Param("name", "A checkpoint made with `ipykeep checkpoint NAME`.", required=True),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
+        "checkpoints",
+        "What is checkpointed for the kernel's notebook (per cell and named), and its size.",
+        f"{_CHECKPOINTS}:checkpoints",
+        (notebook_option(), json_flag()),
+    ),
+)
+
+BY_NAME = {command.name: command for command in COMMANDS}
