@@ -47,7 +47,7 @@ from ipykeep.staleness._inkernel.filetrack import (
 )
 from ipykeep.staleness.errors import StalenessError
 from ipykeep.staleness.state import staleness_of
-from ipykeep.staleness.tracker_model import StatFn
+from ipykeep.staleness.tracker_state import StatFn
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
