@@ -318,6 +318,12 @@ COMMANDS: tuple[Command, ...] = (
             ),
             Param("uvx_from", "ipykeep's source for --launcher uvx.", ("--uvx-from",)),
             Param("command", "Command line for --launcher command.", ("--command",)),
+            flag(
+                "allow_all",
+                "--allow-all",
+                "Claude Code: allow every ipykeep tool, code-running ones too "
+                "(default: only the read-only tools).",
+            ),
         ),
         (NOTEBOOK_ONCE,),
     ),

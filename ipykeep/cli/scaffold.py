@@ -57,6 +57,7 @@ def init(
     launcher: LauncherKind,
     uvx_from: str | None,
     command: str | None,
+    allow_all: bool,
 ) -> int:
     cwd = Path.cwd()
     root = find_project_root(cwd)
@@ -67,6 +68,7 @@ def init(
         scope=scope,
         replace=replace,
         launcher=resolve_launcher(launcher, uvx_from=uvx_from, command=command),
+        allow_all=allow_all,
     )
     plan = run_init(options, dry_run=dry_run)
     if dry_run:

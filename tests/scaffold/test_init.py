@@ -401,3 +401,14 @@ def test_claude_approval_merges_into_existing_settings(app, runner, project: Pat
         '{\n  "permissions": {"allow": ["Bash(ls)"]},\n'
         '  "enabledMcpjsonServers": ["other", "ipykeep"]\n}\n'
     )
+
+
+def test_allow_all_flag_allows_every_tool_in_claude_code(app, runner, project: Path) -> None:
+    plain = runner.invoke(app, ["init", "--provider", "claude_code"])
+    assert plain.exit_code == 0, plain.output
+    rules = json.loads((project / ".claude/settings.json").read_text())["permissions"]["allow"]
+    assert "mcp__ipykeep" not in rules and "mcp__ipykeep__inspect" in rules
+    every = runner.invoke(app, ["init", "--provider", "claude_code", "--allow-all"])
+    assert every.exit_code == 0, every.output
+    rules = json.loads((project / ".claude/settings.json").read_text())["permissions"]["allow"]
+    assert "mcp__ipykeep" in rules
