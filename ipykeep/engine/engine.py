@@ -2,11 +2,11 @@
 
 Every public coroutine here that the daemon lists is reachable over RPC under the same name
 with the same keyword arguments, and returns a typed record. Kernel ids (``k1``…) and
-execution handles (``c1``…) are never reused in a project (see ``core.counters``).
+execution handles (``c1``…) are never reused in a project (see ``engine/counters.py``).
 
 Scheduling, per kernel: notebook cells and stale plans take the main shell in order (one batch
-at a time, under the scheduler's ``main_lock``, see ``core.batch``); scratch code runs on the
-main shell when it is free and on a subshell when it is not (``core.scratch``).
+at a time, under the scheduler's ``main_lock``, see ``engine/batch.py``); scratch code runs on the
+main shell when it is free and on a subshell when it is not (``engine/scratch.py``).
 
 Collaborators (staleness, inspection, serving, checkpoints) are ``SessionObserver``s attached
 once, in order, by the composition root (``ipykeep.daemon.composition``).
@@ -382,7 +382,7 @@ class Engine:
         wait_for_write: bool = True,
     ) -> BatchResult:
         """Run notebook cells (ids or 0-based indexes) in order, with their source on disk now;
-        ``wait_for_write=False``: reply before the outputs are written (``core.writeback``)."""
+        ``wait_for_write=False``: reply before the outputs are written (``engine/writeback.py``)."""
         session = self.live(kernel_id, notebook)
         if session.notebook is None:
             raise UsageError(
@@ -412,7 +412,7 @@ class Engine:
         skip_if: batch.SkipIf | None = None,
         wait_for_write: bool = True,
     ) -> BatchResult:
-        """Run cells of ``snap`` on the main shell in order (see ``core.batch``)."""
+        """Run cells of ``snap`` on the main shell in order (see ``engine/batch.py``)."""
         return await batch.run_batch(
             self,
             session,

@@ -86,11 +86,11 @@ class HostingState:
 
 @dataclass
 class WriteBackState:
-    """Outputs waiting to be merged into the notebook (``core.writeback``): the latest of each
+    """Outputs waiting to be merged into the notebook (``engine/writeback.py``): the latest of each
     cell, a timer that writes them within ``write_delay_ms``, and the lock that keeps writes of
     one notebook in order."""
 
-    #: cell id -> CellOutputs (``core.notebook``); a newer run of a cell replaces its entry
+    #: cell id -> CellOutputs (``project/notebook.py``); a newer run of a cell replaces its entry
     pending: dict[str, Any] = field(default_factory=dict)
     timer: asyncio.Task[Any] | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -1,6 +1,6 @@
 """Writing a batch's outputs into the notebook: coalesced, and off the reply path when asked.
 
-The write itself (``core.notebook.write_outputs``: re-read, merge by cell id, validate, fsync,
+The write itself (``project.notebook.write_outputs``: re-read, merge by cell id, validate, fsync,
 rename under the directory lock) costs several milliseconds, most of it the ``fsync``; paid
 before every reply it was most of ipykeep's fixed cost per cell. So a batch *queues* its
 outputs here, and they are written:

@@ -48,7 +48,7 @@ def write_temp_beside(
     """A temporary file in ``path``'s directory holding ``data``, with its final mode; returns its
     path.
 
-    For callers that must do more than rename it (``core.notebook`` checks the target under a
+    For callers that must do more than rename it (``project/notebook.py`` checks the target under a
     lock first); they own the file from here and must rename or unlink it.
     """
     path = os.fspath(path)

@@ -39,7 +39,7 @@ class Config:
     #: Write outputs back into the notebook after each batch.
     write_outputs: bool = True
     #: Milliseconds within which outputs a reply did not wait for are written (one write for
-    #: every batch in that window; see ``core.writeback``). A crash loses at most that window.
+    #: every batch in that window; see ``engine/writeback.py``). A crash loses at most that window.
     write_delay_ms: int = 200
     #: Bytes of output recorded per execution before the rest is dropped with a note.
     output_cap_bytes: int = 2_000_000

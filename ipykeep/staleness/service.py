@@ -305,7 +305,7 @@ class StalenessService(SessionObserver):
         restarted and every code cell runs top to bottom instead, as warm-up does. The result
         carries each planned cell's last measured duration and the plan's estimated cost
         against that fresh run. ``wait_for_write=False`` replies before the outputs are in the
-        notebook file (``core.writeback``).
+        notebook file (``engine/writeback.py``).
         """
         if fresh and not execute:
             raise UsageError(

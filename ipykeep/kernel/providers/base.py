@@ -60,7 +60,7 @@ class KernelProvider(Protocol):
 
     kind: ProviderKind
     #: The kernel sees another filesystem than ipykeep (gateway, ssh): files are stat'ed and
-    #: watched through the kernel (``core/remote_stat.py``), never on this machine.
+    #: watched through the kernel (``staleness/remote_stat.py``), never on this machine.
     remote: bool
     #: Where the kernel runs, for messages ("local", "gateway https://…", "ssh://user@host/path").
     location: str
