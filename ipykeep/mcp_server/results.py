@@ -5,7 +5,7 @@ when it is present (else the text), plus image blocks; Codex sends ``structuredC
 when it is present, dropping text *and* images, else the text and images. So:
 
 - A result without inlined images carries both channels, each self-sufficient: ``content`` is
-  one text block rendered with ``core.render`` (the same text the CLI prints, bounded output and
+  one text block rendered by ``client/render.py`` (the text the CLI prints, bounded output and
   its head/tail marker kept as is); ``structuredContent`` holds the record's fields *and* what
   the model must read (the bounded ``output``, the bounded traceback, plan entries with their
   reasons, cell listings). Each stays within the byte budget on its own.
