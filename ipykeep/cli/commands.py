@@ -151,6 +151,24 @@ COMMANDS: tuple[Command, ...] = (
                 required=True,
             ),
             notebook_option(),
+            flag(
+                "no_wait",
+                "--no-wait",
+                "Return at once with the execution's handle if it still runs "
+                "(then `ipykeep read HANDLE`).",
+            ),
+            json_flag(),
+        ),
+        hot=True,
+    ),
+    Command(
+        "read",
+        "Print what an execution printed since the last read, and its state.",
+        f"{_HOT}:read",
+        (
+            Param("handle", "The execution's handle, e.g. c12.", required=True),
+            notebook_option(),
+            flag("wait", "--wait", "Follow it until it finishes."),
             json_flag(),
         ),
         hot=True,

@@ -1,4 +1,5 @@
-"""The commands agents call in a loop: ``exec``, ``status``, ``run``, ``run-stale``, ``interrupt``.
+"""The commands agents call in a loop: ``exec``, ``read``, ``status``, ``run``, ``run-stale``,
+``interrupt``.
 
 Loading typer, pydantic and nbformat took ~15x a bare interpreter's start-up, paid on every call
 by agents that drive ipykeep from a shell, so these bodies use the standard library only and
@@ -36,10 +37,42 @@ def status(notebook: str | None, as_json: bool) -> int:
     return 0
 
 
-def exec_(code: str, notebook: str | None, as_json: bool) -> int:
+#: The CLI's own output cursor: ``read`` goes on where ``exec --no-wait`` or the last read left off.
+CLI_READER = "cli"
+#: Milliseconds one ``read --wait`` call waits before it prints what came and asks again.
+READ_SLICE_MS = 10_000
+
+
+def exec_(code: str, notebook: str | None, no_wait: bool, as_json: bool) -> int:
     if code == "-":
         code = sys.stdin.read()
-    rec = _client().call(names.EXECUTE, code=code, notebook=abs_path(notebook))
+    params: dict[str, Any] = {"code": code, "notebook": abs_path(notebook)}
+    if no_wait:
+        params |= {"yield_time_ms": 0, "reader": CLI_READER}
+    rec = _client().call(names.EXECUTE, **params)
+    return _print_execution(rec, as_json)
+
+
+def read(handle: str, notebook: str | None, wait: bool, as_json: bool) -> int:
+    client = _client()
+    while True:
+        rec = client.call(
+            names.READ_EXECUTION,
+            handle=handle,
+            notebook=abs_path(notebook),
+            yield_time_ms=READ_SLICE_MS if wait else 0,
+            reader=CLI_READER,
+        )
+        code = _print_execution(rec, as_json)
+        if not wait or rec.get("state") not in _UNFINISHED:
+            return code
+
+
+_UNFINISHED = ("queued", "running")
+
+
+def _print_execution(rec: dict[str, Any], as_json: bool) -> int:
+    """Print one execution record as ``exec`` does; 0 when it ran (or still runs) cleanly."""
     if as_json:
         emit_json(rec)
     else:
@@ -54,7 +87,10 @@ def exec_(code: str, notebook: str | None, as_json: bool) -> int:
         error = rec.get("error")
         if error:
             echo(error.get("traceback") or f"{error['ename']}: {error['evalue']}", err=True)
-    return 0 if rec.get("state") == "ok" else 1
+        if rec.get("state") in _UNFINISHED:
+            handle = rec["handle"]
+            echo(f"{handle} is {rec['state']}: `ipykeep read {handle}` shows what it printed since")
+    return 0 if rec.get("state") in ("ok", *_UNFINISHED) else 1
 
 
 def run(cells: list[str], notebook: str | None, as_json: bool) -> int:

@@ -100,6 +100,25 @@ def test_raising_exec_reports_error_and_kernel_stays_usable(example):
     assert run_cli("exec", "print(len(clean) > 0)", cwd=root).stdout.strip() == "True"
 
 
+def test_exec_no_wait_returns_the_handle_and_read_follows_it(example):
+    root, *_ = example
+    slow = "import time\nfor i in range(3):\n    print('tick', i, flush=True); time.sleep(0.7)"
+    started = run_cli("exec", "--no-wait", slow, "--json", cwd=root)
+    assert started.returncode == 0, started.stderr
+    rec = json.loads(started.stdout)
+    assert rec["state"] in ("queued", "running"), rec
+    handle = rec["handle"]
+    text = run_cli("exec", "--no-wait", "1 + 1", cwd=root)
+    assert text.returncode == 0
+    followed = run_cli("read", handle, "--wait", cwd=root)
+    assert followed.returncode == 0, followed.stderr
+    assert "tick 2" in followed.stdout
+    again = json.loads(run_cli("read", handle, "--json", cwd=root).stdout)
+    assert again["state"] == "ok" and again["output"]["text"] == ""  # nothing new since
+    missing = run_cli("read", "c99999", cwd=root)
+    assert missing.returncode == 5 and "hint:" in missing.stderr
+
+
 def test_run_writes_outputs_and_keeps_a_concurrent_edit(example):
     root, *_ = example
     path = root / "01_eda.ipynb"
