@@ -10,7 +10,7 @@ from ipykeep.api import names
 
 # Imported for its side effect: it registers the checkpoint error codes that RPC replies carry.
 from ipykeep.checkpoints import store as _store  # noqa: F401
-from ipykeep.cli.output import abs_path, echo
+from ipykeep.cli.output import echo, kernel_target
 from ipykeep.client.connection import connect
 
 
@@ -52,7 +52,7 @@ def render_listing(res: dict[str, Any]) -> str:
 
 
 def checkpoint(name: str | None, notebook: str | None, as_json: bool) -> int:
-    res = _call(names.CHECKPOINT, name=name, notebook=abs_path(notebook))
+    res = _call(names.CHECKPOINT, name=name, **kernel_target(notebook))
     if as_json:
         echo(_compact(res))
         return 0
@@ -66,7 +66,7 @@ def checkpoint(name: str | None, notebook: str | None, as_json: bool) -> int:
 
 
 def restore(name: str, notebook: str | None, as_json: bool) -> int:
-    res = _call(names.RESTORE, name=name, notebook=abs_path(notebook))
+    res = _call(names.RESTORE, name=name, **kernel_target(notebook))
     if as_json:
         echo(_compact(res))
         return 0
@@ -81,6 +81,6 @@ def restore(name: str, notebook: str | None, as_json: bool) -> int:
 
 
 def checkpoints(notebook: str | None, as_json: bool) -> int:
-    res = _call(names.CHECKPOINTS, notebook=abs_path(notebook))
+    res = _call(names.CHECKPOINTS, **kernel_target(notebook))
     echo(_compact(res) if as_json else render_listing(res))
     return 0

@@ -11,7 +11,7 @@ from ipykeep.cli.declare import Command, EitherWay, Param, Requires
 
 APP_HELP = "A persistent, dataflow-aware Jupyter kernel bound to your notebook."
 #: What the notebook argument means wherever it names the kernel to use.
-NOTEBOOK_HELP = "Notebook whose kernel to use (optional with one kernel)."
+NOTEBOOK_HELP = "Notebook whose kernel to use, or a kernel id like k1 (optional with one kernel)."
 #: For ``start``, where the notebook is the one to bind rather than a kernel to use.
 BIND_HELP = "Notebook to bind (default: `notebook` from ipykeep.toml)."
 #: For ``init``, which writes the notebook into the project's configuration.
@@ -38,19 +38,23 @@ def json_flag(help: str = "Print compact JSON.") -> Param:
 
 
 def notebook_option(
-    help: str = NOTEBOOK_HELP, *, dest: str = "notebook", type: str = "str"
+    help: str = NOTEBOOK_HELP, *, dest: str = "notebook", type: str = "str", kernel: bool = True
 ) -> Param:
-    return Param(dest, help, ("--notebook", "-n"), type, metavar="NOTEBOOK")
+    """``-n, --notebook`` (and, where a running kernel is meant, ``-k, --kernel``: one option)."""
+    flags = ("--notebook", "-n", "--kernel", "-k") if kernel else ("--notebook", "-n")
+    return Param(dest, help, flags, type, metavar="NOTEBOOK")
 
 
 def flag(dest: str, name: str, help: str) -> Param:
     return Param(dest, help, (name,), "bool", False)
 
 
-def notebook_either_way(help: str = NOTEBOOK_HELP, *, type: str = "str") -> tuple[Param, Param]:
+def notebook_either_way(
+    help: str = NOTEBOOK_HELP, *, type: str = "str", kernel: bool = True
+) -> tuple[Param, Param]:
     """``[NOTEBOOK]`` and ``-n, --notebook NOTEBOOK``: the notebook given either way."""
     argument = Param("notebook", help, type=type, show_default=False)
-    return argument, notebook_option(help, dest="notebook_opt", type=type)
+    return argument, notebook_option(help, dest="notebook_opt", type=type, kernel=kernel)
 
 
 NOTEBOOK_ONCE = EitherWay("notebook", "notebook_opt", "--notebook", "notebook")
@@ -80,7 +84,7 @@ COMMANDS: tuple[Command, ...] = (
         "Start (or reuse) the project's daemon and a kernel bound to NOTEBOOK, warmed up.",
         f"{_KERNELS}:start",
         (
-            *notebook_either_way(BIND_HELP),
+            *notebook_either_way(BIND_HELP, kernel=False),
             flag("no_warm", "--no-warm", "Do not run the notebook's cells now."),
             flag(
                 "no_write_outputs", "--no-write-outputs", "Never write outputs into the notebook."
@@ -310,7 +314,7 @@ COMMANDS: tuple[Command, ...] = (
         "Register ipykeep with Claude Code, Codex and Cursor, and set up this project.",
         f"{_SCAFFOLD}:init",
         (
-            *notebook_either_way(INIT_NOTEBOOK_HELP, type="path"),
+            *notebook_either_way(INIT_NOTEBOOK_HELP, type="path", kernel=False),
             Param(
                 "provider",
                 "Host to configure; repeat for several. Default: all.",

@@ -17,7 +17,7 @@ from typing import Any
 
 from ipykeep.api import names
 from ipykeep.api.errors import IpykeepError
-from ipykeep.cli.output import abs_path, echo, emit_json
+from ipykeep.cli.output import echo, emit_json, kernel_target
 from ipykeep.client.connection import DaemonClient, connect
 
 
@@ -29,7 +29,7 @@ def status(notebook: str | None, as_json: bool) -> int:
     from ipykeep.client.render import render_status
     from ipykeep.client.views import view
 
-    st = _client().call(names.STATUS, notebook=abs_path(notebook))
+    st = _client().call(names.STATUS, **kernel_target(notebook))
     if as_json:
         emit_json(st)
     else:
@@ -46,7 +46,7 @@ READ_SLICE_MS = 10_000
 def exec_(code: str, notebook: str | None, no_wait: bool, as_json: bool) -> int:
     if code == "-":
         code = sys.stdin.read()
-    params: dict[str, Any] = {"code": code, "notebook": abs_path(notebook)}
+    params: dict[str, Any] = {"code": code, **kernel_target(notebook)}
     if no_wait:
         params |= {"yield_time_ms": 0, "reader": CLI_READER}
     rec = _client().call(names.EXECUTE, **params)
@@ -59,7 +59,7 @@ def read(handle: str, notebook: str | None, wait: bool, as_json: bool) -> int:
         rec = client.call(
             names.READ_EXECUTION,
             handle=handle,
-            notebook=abs_path(notebook),
+            **kernel_target(notebook),
             yield_time_ms=READ_SLICE_MS if wait else 0,
             reader=CLI_READER,
         )
@@ -97,7 +97,7 @@ def run(cells: list[str], notebook: str | None, as_json: bool) -> int:
     from ipykeep.client.render import render_batch
     from ipykeep.client.views import view
 
-    batch = _client().call(names.RUN_CELLS, cells=list(cells), notebook=abs_path(notebook))
+    batch = _client().call(names.RUN_CELLS, cells=list(cells), **kernel_target(notebook))
     if as_json:
         emit_json(batch)
     else:
@@ -133,7 +133,7 @@ def interrupt(notebook: str | None, as_json: bool) -> int:
     from ipykeep.client.render import render_interrupt
     from ipykeep.client.views import view
 
-    res = _client().call(names.INTERRUPT, notebook=abs_path(notebook))
+    res = _client().call(names.INTERRUPT, **kernel_target(notebook))
     if as_json:
         emit_json(res)
     else:
@@ -145,8 +145,8 @@ def run_stale(notebook: str | None, execute: bool, fresh: bool, as_json: bool) -
     from ipykeep.client.render import render_plan
 
     client = _client()
-    path = abs_path(notebook)
-    params: dict[str, Any] = {"notebook": path, "execute": execute}
+    target = kernel_target(notebook)
+    params: dict[str, Any] = {**target, "execute": execute}
     if fresh:
         params["fresh"] = True
     if execute and not as_json:
@@ -154,7 +154,7 @@ def run_stale(notebook: str | None, execute: bool, fresh: bool, as_json: bool) -
 
         def plan_progress() -> Any:
             try:
-                return client.call(names.PLAN_PROGRESS, notebook=path)
+                return client.call(names.PLAN_PROGRESS, **target)
             except IpykeepError:
                 return None
 

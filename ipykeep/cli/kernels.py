@@ -14,7 +14,7 @@ from ipykeep.api.kernels import NoParams, StatusParams, WaitWarmParams
 from ipykeep.api.records import KernelRecord
 from ipykeep.api.spec import KernelParams
 from ipykeep.api.staleness import WatchFileParams
-from ipykeep.cli.output import abs_path, echo, emit
+from ipykeep.cli.output import abs_path, echo, emit, kernel_target
 from ipykeep.client.connection import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
 from ipykeep.client.progress import ProgressLine, follow
 from ipykeep.client.render import render_kernel
@@ -123,10 +123,18 @@ def stop(notebook: str | None, all_: bool, as_json: bool) -> int:
         )
         return 0
     if notebook:
-        target = next((k for k in status.kernels if k.notebook == abs_path(notebook)), None)
+        named = kernel_target(notebook)
+        target = next(
+            (
+                k
+                for k in status.kernels
+                if k.kernel_id == named.get("kernel_id") or k.notebook == named.get("notebook")
+            ),
+            None,
+        )
         if target is None:
             raise UnknownKernelError(
-                f"no kernel is bound to {abs_path(notebook)}",
+                f"no kernel {notebook!r}: none is bound to {abs_path(notebook)}",
                 hint="`ipykeep status` lists the kernels",
             )
     else:
@@ -164,15 +172,13 @@ def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
 
 
 def restart(notebook: str | None, as_json: bool) -> int:
-    rec = _client().invoke(api.RESTART, KernelParams(notebook=abs_path(notebook)))
+    rec = _client().invoke(api.RESTART, KernelParams(**kernel_target(notebook)))
     emit(as_json, rec, render_kernel(rec))
     return 0
 
 
 def watch(path: str, notebook: str | None, as_json: bool) -> int:
-    params = WatchFileParams(
-        path=str(Path(path).expanduser().resolve()), notebook=abs_path(notebook)
-    )
+    params = WatchFileParams(path=str(Path(path).expanduser().resolve()), **kernel_target(notebook))
     res = _client().invoke(api.WATCH_FILE, params)
     emit(as_json, res, f"watching {res.path}" + ("" if res.exists else " (does not exist yet)"))
     return 0
@@ -181,7 +187,7 @@ def watch(path: str, notebook: str | None, as_json: bool) -> int:
 def inspect(name: str, notebook: str | None, as_json: bool) -> int:
     from ipykeep.client.summaries import render_summary
 
-    summary = _client().invoke(api.INSPECT, InspectParams(name=name, notebook=abs_path(notebook)))
+    summary = _client().invoke(api.INSPECT, InspectParams(name=name, **kernel_target(notebook)))
     echo(summary.compact_json() if as_json else render_summary(summary))
     return 0
 
@@ -189,6 +195,6 @@ def inspect(name: str, notebook: str | None, as_json: bool) -> int:
 def namespace(notebook: str | None, as_json: bool) -> int:
     from ipykeep.client.summaries import render_namespace
 
-    listing = _client().invoke(api.NAMESPACE, KernelParams(notebook=abs_path(notebook)))
+    listing = _client().invoke(api.NAMESPACE, KernelParams(**kernel_target(notebook)))
     echo(listing.compact_json() if as_json else render_namespace(listing))
     return 0

@@ -51,6 +51,18 @@ def abs_path(path: str | None) -> str | None:
     return str(Path(path).expanduser().resolve()) if path else None
 
 
+def kernel_target(arg: str | None) -> dict[str, str | None]:
+    """What a ``NOTEBOOK`` / ``-n`` / ``-k`` argument names, as the daemon's params: a kernel id
+    (``k1``, when no file of that name exists here) or a notebook path (absolute)."""
+    if arg and KERNEL_ID.fullmatch(arg) and not Path(arg).exists():
+        return {"kernel_id": arg}
+    return {"notebook": abs_path(arg)}
+
+
+#: What kernel ids look like (``k1``, ``k12``), as the engine hands them out.
+KERNEL_ID = re.compile(r"k[0-9]+")
+
+
 def version_line() -> str:
     from ipykeep import __version__
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from ipykeep.api import names
 from ipykeep.api.errors import UsageError
 from ipykeep.api.records import KernelRecord
-from ipykeep.cli.output import abs_path, echo, emit_json
+from ipykeep.cli.output import echo, emit_json, kernel_target
 from ipykeep.client.connection import connect
 
 
@@ -28,7 +28,7 @@ def parse_captions(items: list[str]) -> dict[str, str]:
 def serve(notebook: str | None, stop: bool, as_json: bool) -> int:
     client = connect(Path.cwd())
     rec = KernelRecord.model_validate(
-        client.call(names.UNSERVE if stop else names.SERVE, notebook=abs_path(notebook))
+        client.call(names.UNSERVE if stop else names.SERVE, **kernel_target(notebook))
     )
     if as_json:
         emit_json(rec)
@@ -44,7 +44,7 @@ def publish(notebook: str | None, cell: list[str], tunnel: bool, as_json: bool) 
     captions = parse_captions(cell)
     client = connect(Path.cwd())
     res = client.call(
-        names.PUBLISH, notebook=abs_path(notebook), cells=captions or None, tunnel=tunnel
+        names.PUBLISH, **kernel_target(notebook), cells=captions or None, tunnel=tunnel
     )
     if as_json:
         echo(json.dumps(res, separators=(",", ":")))

@@ -119,7 +119,8 @@ class Engine:
             )
         raise UsageError(
             f"{len(live)} kernels are running ({', '.join(map(_describe, live))}); say which",
-            hint="name the notebook (or pass the kernel id)",
+            hint="name the notebook or the kernel id "
+            "(CLI: -n NOTEBOOK or -k k1; MCP: notebook or kernel_id)",
         )
 
     def live(self, kernel_id: str | None, notebook: str | None = None) -> KernelSession:

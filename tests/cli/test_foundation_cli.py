@@ -302,3 +302,27 @@ def test_idle_expiry_closes_the_kernel_and_ids_are_never_reused(tmp_path):
         assert again["kernel_id"] != first
     finally:
         DaemonClient(client.descriptor).call("shutdown")
+
+
+def test_with_two_kernels_the_hint_is_true_and_a_kernel_id_selects_one(tmp_path):
+    root = make_project(tmp_path / "two", example=False)
+    small_notebook(root / "a.ipynb", ["who = 'a'"])
+    small_notebook(root / "b.ipynb", ["who = 'b'"])
+    try:
+        ids = []
+        for name in ("a.ipynb", "b.ipynb"):
+            started = run_cli("start", name, "--json", cwd=root)
+            assert started.returncode == 0, started.stderr
+            ids.append(json.loads(started.stdout)["kernel_id"])
+        ambiguous = run_cli("exec", "who", cwd=root)
+        assert ambiguous.returncode == 2 and "-k" in ambiguous.stderr, ambiguous.stderr
+        by_option = run_cli("exec", "-k", ids[1], "print(who)", cwd=root)
+        assert by_option.returncode == 0 and by_option.stdout.strip() == "b", by_option.stderr
+        by_notebook_option = run_cli("exec", "-n", ids[0], "print(who)", cwd=root)
+        assert by_notebook_option.stdout.strip() == "a", by_notebook_option.stderr
+        status = json.loads(run_cli("status", ids[1], "--json", cwd=root).stdout)
+        assert [k["kernel_id"] for k in status["kernels"]] == [ids[1]]
+        assert run_cli("stop", ids[0], cwd=root).returncode == 0
+        assert run_cli("exec", "-k", ids[0], "1", cwd=root).returncode == 6  # closed, said so
+    finally:
+        stop_daemon(root)
