@@ -87,7 +87,9 @@ def test_the_notebook_argument_is_spelled_the_same_everywhere() -> None:
         with_notebook.append(name)
         option = params["notebook_opt"] if "notebook_opt" in params else params["notebook"]
         assert getattr(option, "param_type_name", "") != "argument", name
-        assert sorted(option.opts) == ["--notebook", "-n"], name
+        binds = name in ("start", "init")  # a notebook to bind, not a running kernel to use
+        spelled = ["--notebook", "-n"] if binds else ["--kernel", "--notebook", "-k", "-n"]
+        assert sorted(option.opts) == spelled, name
         assert option.metavar == "NOTEBOOK", name
         helps = {
             getattr(p, "help", None)
