@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from ipykeep.api.errors import IpykeepError
 from ipykeep.cli.commands import APP_HELP, COMMANDS, ROOT_PARAMS
@@ -84,10 +85,32 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _as_flags(params: Any) -> Any:
+    # click (vendored by typer) shows a flag with a ``<bool>`` placeholder, as if it took a value
+    for param in params:
+        if getattr(param, "is_flag", False) and not param.metavar:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> Any:
+        return _as_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> Any:
+        return _as_flags(super().get_params(ctx))
+
+
 def build_app() -> typer.Typer:
     """The ``ipykeep`` typer app with every command of the table."""
     app = typer.Typer(
-        name="ipykeep", help=APP_HELP, no_args_is_help=True, pretty_exceptions_enable=False
+        name="ipykeep",
+        help=APP_HELP,
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        cls=_Group,
     )
 
     def root(**values: Any) -> None:
@@ -105,7 +128,7 @@ def build_app() -> typer.Typer:
     )
     app.callback()(root)
     for command in COMMANDS:
-        app.command(command.name)(typer_callback(command))
+        app.command(command.name, cls=_Command)(typer_callback(command))
     return app
 
 

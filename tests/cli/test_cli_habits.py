@@ -182,3 +182,17 @@ def test_progress_is_one_line_on_a_terminal_and_one_line_per_change_in_a_log(tty
         assert stream.text == "".join("\r" + f"{n}/3 cells".ljust(78) for n in range(3))
     else:
         assert stream.text == "0/3 cells\n1/3 cells\n2/3 cells\n"
+
+
+def test_flags_show_no_value_placeholder_in_help() -> None:
+    from typer.testing import CliRunner
+
+    from ipykeep.cli.app import build_app
+
+    app, runner = build_app(), CliRunner()
+    for name in [None, *_commands()]:
+        args = ["--help"] if name is None else [name, "--help"]
+        shown = runner.invoke(app, args, env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, (name, shown.output)
+        assert "<bool>" not in shown.output, (name, shown.output)
+        assert "--help" in shown.output
