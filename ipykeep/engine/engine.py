@@ -108,9 +108,12 @@ class Engine:
             for s in live:
                 if s.notebook == path:
                     return s
-            raise UnknownKernelError(
-                f"no kernel is bound to {path}", hint=f"start one with `ipykeep start {notebook}`"
+            hint = (
+                f"start one with `ipykeep start {notebook}`"
+                if path.exists()
+                else "there is no such file: check the name (`ipykeep status` lists the kernels)"
             )
+            raise UnknownKernelError(f"no kernel is bound to {path}", hint=hint)
         if len(live) == 1:
             return live[0]
         if not live:
@@ -496,7 +499,7 @@ class Engine:
         raise UnknownCellError(
             f"no execution {handle!r}{where}",
             hint="execution handles look like c12; "
-            "notebook cells are named by id or index (list_cells)",
+            "notebook cells are named by id or index (list_cells, `ipykeep status`)",
         )
 
     # -- interrupt and restart ---------------------------------------------------------------

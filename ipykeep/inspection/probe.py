@@ -115,7 +115,7 @@ def _payload(json_text: str) -> dict[str, Any]:
         hint = (
             f"did you mean: {', '.join(matches)}?"
             if matches
-            else "list variables with the namespace call"
+            else "list variables with namespace (`ipykeep namespace`)"
         )
         raise UnknownVariableError(
             message, hint=hint, details={"name": error.get("name"), "matches": matches}

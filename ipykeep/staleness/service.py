@@ -496,7 +496,7 @@ class StalenessService(SessionObserver):
             return
         note = (
             f"changed on disk: {', '.join(relevant[:5])}; "
-            f"{len(plan.stale)} cell(s) stale now (run_stale to see why)"
+            f"{len(plan.stale)} cell(s) stale now (run_stale, `ipykeep run-stale`, says why)"
         )
         session.notices = [n for n in session.notices if not n.startswith("changed on disk:")] + [
             note

@@ -119,6 +119,20 @@ def test_exec_no_wait_returns_the_handle_and_read_follows_it(example):
     assert missing.returncode == 5 and "hint:" in missing.stderr
 
 
+def test_a_notebook_that_does_not_exist_is_not_suggested_to_start(example):
+    root, *_ = example
+    res = run_cli("status", "nope.ipynb", cwd=root)
+    assert res.returncode == 6
+    assert "no such file" in res.stderr and "ipykeep start" not in res.stderr, res.stderr
+    other = root / "other.ipynb"
+    other.write_text((root / "01_eda.ipynb").read_text())
+    try:
+        res = run_cli("status", "other.ipynb", cwd=root)
+        assert res.returncode == 6 and "ipykeep start" in res.stderr, res.stderr
+    finally:
+        other.unlink()
+
+
 def test_run_writes_outputs_and_keeps_a_concurrent_edit(example):
     root, *_ = example
     path = root / "01_eda.ipynb"
