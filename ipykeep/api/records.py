@@ -90,6 +90,8 @@ class KernelRecord(Record):
     notices: list[str] | None = None
     #: what is checkpointed for this kernel's cells, and its size (see ``ipykeep checkpoints``)
     checkpoints: str | None = None
+    #: ``create_kernel`` found this kernel already running for the notebook and returned it
+    reused: bool | None = None
 
 
 class WriteResult(Record):

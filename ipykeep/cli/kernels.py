@@ -60,13 +60,16 @@ def start(
     )
     client = ensure_daemon(nb_path.parent)
     rec = client.invoke(api.CREATE_KERNEL, params)
-    rec = _follow_warm(client, rec, quiet=as_json)
+    if not rec.reused:
+        rec = _follow_warm(client, rec, quiet=as_json)
     if serve:
         rec = client.invoke(api.SERVE, KernelParams(kernel_id=rec.kernel_id))
     if as_json:
         emit(True, rec, "")
         return 0
-    failed = rec.warm.failed if rec.warm else []
+    failed = rec.warm.failed if rec.warm and not rec.reused else []
+    if rec.reused:
+        echo(f"{rec.kernel_id} was already running for this notebook: reused it, not warmed again")
     echo(render_kernel(rec))
     if failed:
         echo(f"{len(failed)} cell(s) failed during warm-up: {', '.join(failed)} (the kernel is up)")

@@ -100,7 +100,7 @@ def render_kernel(k: KernelRecord) -> str:
         extra.append(f"{k.stale_count} cell(s) need a run (run-stale)")
     if k.warm is not None and not k.warm.finished:
         extra.append(f"warming: {k.warm.done}/{k.warm.total} cells")
-    elif k.warm is not None:
+    elif k.warm is not None and k.warm.total:  # a restored kernel ran no warm-up cell
         failed = (
             f", {len(k.warm.failed)} failed: {', '.join(k.warm.failed)}" if k.warm.failed else ""
         )

@@ -251,7 +251,8 @@ class Engine:
                         await self.restart_kernel(s, reason="it had died; started again")
                         s.state = "idle"
                         await batch.start_warm(self, s, read_notebook(nb_path), wait)
-                    return self.kernel_record(s)
+                        return self.kernel_record(s)
+                    return self.kernel_record(s).model_copy(update={"reused": True})
             root = self.paths.root.resolve()
             if root not in nb_path.parents:
                 raise UsageError(

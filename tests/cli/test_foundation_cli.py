@@ -133,6 +133,16 @@ def test_a_notebook_that_does_not_exist_is_not_suggested_to_start(example):
         other.unlink()
 
 
+def test_a_second_start_says_it_reused_the_running_kernel(example):
+    root, *_ = example
+    again = run_cli("start", "01_eda.ipynb", cwd=root)
+    assert again.returncode == 0, again.stderr
+    assert "already running for this notebook: reused it" in again.stdout, again.stdout
+    assert "warmed" not in again.stderr
+    rec = json.loads(run_cli("start", "01_eda.ipynb", "--json", cwd=root).stdout)
+    assert rec["reused"] is True
+
+
 def test_run_writes_outputs_and_keeps_a_concurrent_edit(example):
     root, *_ = example
     path = root / "01_eda.ipynb"
