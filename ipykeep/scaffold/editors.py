@@ -45,6 +45,19 @@ READ_ONLY_TOOLS: tuple[str, ...] = (
 CLAUDE_ALL_TOOLS = f"mcp__{SERVER_NAME}"
 
 
+def _require_json(
+    value: object, kind: type[dict[str, Any]] | type[list[Any]], member: str, path: Path
+) -> None:
+    """Refuse a settings file whose ``member`` is there but not a JSON object / array."""
+    if value is not None and not isinstance(value, kind):
+        expected = "a JSON object" if kind is dict else "a JSON array"
+        raise ConfigError(
+            f'{path}: "{member}" must be {expected}, found {type(value).__name__}',
+            hint=f"fix {path} (nothing was written)",
+            details={"file": str(path)},
+        )
+
+
 def claude_allow_rules(*, allow_all: bool) -> list[str]:
     """The ``permissions.allow`` rules init writes: the read-only tools, or every tool."""
     if allow_all:
@@ -96,12 +109,7 @@ def plan_json_servers(
     before = read_text(path)
     data = parse_json_object(before or "", path)
     servers = data.get("mcpServers")
-    if servers is not None and not isinstance(servers, dict):
-        raise ConfigError(
-            f'{path}: "mcpServers" must be a JSON object, found {type(servers).__name__}',
-            hint=f"fix {path} (nothing was written)",
-            details={"file": str(path)},
-        )
+    _require_json(servers, dict, "mcpServers", path)
     existing = (servers or {}).get(SERVER_NAME)
     if existing is not None and entry_matches(existing, launcher):
         return change(path, label, before, before or "", "ipykeep server already configured")
@@ -154,12 +162,7 @@ def plan_claude_approval(path: Path, label: str) -> FileChange:
         isinstance(enabled, list) and SERVER_NAME in enabled
     ):
         return change(path, label, before, before or "", "")
-    if enabled is not None and not isinstance(enabled, list):
-        raise ConfigError(
-            f'{path}: "enabledMcpjsonServers" must be a JSON array, found {type(enabled).__name__}',
-            hint=f"fix {path} (nothing was written)",
-            details={"file": str(path)},
-        )
+    _require_json(enabled, list, "enabledMcpjsonServers", path)
     after = set_top_member(before or "", "enabledMcpjsonServers", [*(enabled or []), SERVER_NAME])
     return change(
         path, label, before, after, "approved the project's ipykeep server for Claude Code"
@@ -176,19 +179,9 @@ def plan_claude_permissions(path: Path, label: str, *, allow_all: bool) -> FileC
     before = read_text(path)
     data = parse_json_object(before or "", path)
     permissions = data.get("permissions")
-    if permissions is not None and not isinstance(permissions, dict):
-        raise ConfigError(
-            f'{path}: "permissions" must be a JSON object, found {type(permissions).__name__}',
-            hint=f"fix {path} (nothing was written)",
-            details={"file": str(path)},
-        )
+    _require_json(permissions, dict, "permissions", path)
     allow = (permissions or {}).get("allow")
-    if allow is not None and not isinstance(allow, list):
-        raise ConfigError(
-            f'{path}: "permissions.allow" must be a JSON array, found {type(allow).__name__}',
-            hint=f"fix {path} (nothing was written)",
-            details={"file": str(path)},
-        )
+    _require_json(allow, list, "permissions.allow", path)
     rules = list(allow or [])
     missing = [] if CLAUDE_ALL_TOOLS in rules else claude_allow_rules(allow_all=allow_all)
     missing = [rule for rule in missing if rule not in rules]
