@@ -41,6 +41,8 @@ def status(notebook: str | None, as_json: bool) -> int:
 CLI_READER = "cli"
 #: Milliseconds one ``read --wait`` call waits before it prints what came and asks again.
 READ_SLICE_MS = 10_000
+#: Execution states that are not over yet.
+_UNFINISHED = ("queued", "running")
 
 
 def exec_(code: str, notebook: str | None, no_wait: bool, as_json: bool) -> int:
@@ -66,9 +68,6 @@ def read(handle: str, notebook: str | None, wait: bool, as_json: bool) -> int:
         code = _print_execution(rec, as_json)
         if not wait or rec.get("state") not in _UNFINISHED:
             return code
-
-
-_UNFINISHED = ("queued", "running")
 
 
 def _print_execution(rec: dict[str, Any], as_json: bool) -> int:
