@@ -312,9 +312,22 @@ class SshProvider:
                                 await kc.get_iopub_msg(timeout=0.2)
                         return
             if self.launcher is None or self.launcher.returncode is not None:
-                raise RuntimeError("the kernel exited before answering")
+                raise RuntimeError(f"the kernel exited before answering{await self._last_words()}")
             if loop.time() > deadline:
                 raise TimeoutError(f"no answer within {timeout:g} s")
+
+    async def _last_words(self) -> str:
+        """The launcher's exit status and the tail of what it wrote, for an error message."""
+        if self.launcher is None:
+            return ""
+        err = b""
+        if self.launcher.stderr is not None:
+            with contextlib.suppress(asyncio.TimeoutError, OSError):
+                err = await asyncio.wait_for(self.launcher.stderr.read(4000), 1)
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        return f" (launcher exit status {self.launcher.returncode}" + (
+            f": {' / '.join(tail)})" if tail else ")"
+        )
 
     async def _launch(self, timeout: float, *, attach: bool = False) -> dict[str, Any]:
         """Start the kernel (or re-attach to it); its connection info, ``{"gone": True}`` when

@@ -52,6 +52,9 @@ class LoopbackSshd:
             "StrictModes no\n"
             "PermitRootLogin prohibit-password\nAllowTcpForwarding local\nGatewayPorts no\n"
             "X11Forwarding no\nPermitTunnel no\nLogLevel ERROR\n"
+            # tests open many multiplexed sessions and kill masters mid-flight: sshd's defaults
+            # (10 sessions a connection, random drops from 10 pending logins) refuse some under load
+            "MaxSessions 100\nMaxStartups 100\n"
         )
         host_pub = (tmp / "host_key.pub").read_text().split()
         (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
