@@ -14,7 +14,7 @@ import websocket
 
 from tests.serve.conftest import Served, run_cli
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 
 def http(

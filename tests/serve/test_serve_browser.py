@@ -16,7 +16,7 @@ import pytest
 from tests.serve.conftest import ARTIFACTS, Served, cli_env, run_cli
 from tests.serve.test_serve_api import http
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.kernel, pytest.mark.browser, pytest.mark.timeout(300)]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

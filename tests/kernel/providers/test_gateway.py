@@ -41,7 +41,7 @@ from tests.kernel.providers.checks import (
 )
 from tests.kernel.providers.gateway_server import Gateway
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,8 @@ from tests.kernel.providers.checks import (
 from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 
 pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.ssh,
     pytest.mark.timeout(120),
     pytest.mark.skipif(
         unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"

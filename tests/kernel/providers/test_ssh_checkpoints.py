@@ -25,6 +25,8 @@ from tests.kernel.providers.checks import free_port, make_engine
 from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 
 pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.ssh,
     pytest.mark.timeout(180),
     pytest.mark.skipif(
         unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"

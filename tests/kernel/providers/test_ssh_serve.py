@@ -25,6 +25,8 @@ from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 from tests.serve.test_serve_api import KernelSocket, http, stdout_of
 
 pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.ssh,
     pytest.mark.timeout(180),
     pytest.mark.skipif(
         unavailable() is not None, reason=f"loopback sshd unavailable: {unavailable()}"
