@@ -517,11 +517,15 @@ class CheckpointService(SessionObserver):
         failed = {n: r for n, r in results.items() if r != "ok"}
         saved = self.state(session).named.get(name)
         unsaved = {**(manifest.get("failed") or {}), **failed}
-        if saved is not None and saved[1] is not None and not unsaved:
-            # Every value is back as it was: so is what the notebook's cells left, even in a
-            # kernel restarted since the checkpoint (its cells are no longer lost to the restart).
+        restarted = saved is not None and saved[0] != session.process.generation
+        # In the same process a value that was not saved is still the one the checkpoint saw (a
+        # rollback leaves it); after a restart it is gone, so every value must have come back.
+        whole = not (unsaved if restarted else failed)
+        if saved is not None and saved[1] is not None and whole:
+            # What the notebook's cells left is back as it was, even in a kernel restarted since
+            # the checkpoint (its cells are no longer lost to the restart).
             tracker = copy.deepcopy(saved[1])
-            if saved[0] != session.process.generation:
+            if restarted:
                 tracker.carried_into(staleness_of(session).tracker.epoch)
             staleness_of(session).tracker = tracker
             session.cell_runs.clear()
