@@ -56,13 +56,15 @@ class RestoreReport(Record):
         ran = sum(float(c.get("run_s", 0)) for c in self.restored)
         head = (
             f"restored {len(self.restored)} cell(s) from checkpoints in {self.restore_s:.2f} s "
-            f"(their runs took {ran:.2f} s; {max(self.saved_s, 0):.2f} s saved)"
+            f"(their runs took {ran:.2f} s: {max(self.saved_s, 0):.2f} s quicker)"
         )
         if self.restored:
             head += ": " + ", ".join(str(c["index"]) for c in self.restored)
         if self.recomputed:
-            head += f"; {len(self.recomputed)} cheap cell(s) re-ran: " + ", ".join(
-                str(c["index"]) for c in self.recomputed
+            # the words of ``client/checkpoint_words.py``: RERUN
+            head += (
+                f"; {len(self.recomputed)} re-run on restore (quicker than loading): "
+                + ", ".join(str(c["index"]) for c in self.recomputed)
             )
         rerun = f"; {len(self.rerun)} cell(s) must re-run"
         if self.rerun:
@@ -92,6 +94,8 @@ class RollbackResult(Record):
     deleted: list[str] = Field(default_factory=list)
     not_rolled_back: dict[str, str] = Field(default_factory=dict)
     seconds: float = 0.0
+    #: after a kernel restart: why the notebook's cells are still planned as lost in it
+    still_lost: str | None = None
 
 
 class CheckpointListing(Record):

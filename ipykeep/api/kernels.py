@@ -22,8 +22,15 @@ class NoParams(Params):
     pass
 
 
+#: Whose view of the kernel's pending notices a record is (None: every pending notice): a
+#: reader is shown each notice once, until an execution takes the kernel's notices.
+_NOTICE_READER = Field(
+    default=None, description="show each pending notice once to this reader (e.g. cli)"
+)
+
+
 class StatusParams(KernelParams):
-    pass
+    reader: str | None = _NOTICE_READER
 
 
 class CreateKernelParams(Params):
@@ -50,6 +57,7 @@ class CreateKernelParams(Params):
 
 class WaitWarmParams(KernelParams):
     timeout: float = Field(default=0.5, ge=0, le=600)
+    reader: str | None = _NOTICE_READER
 
 
 class VersionInfo(Record):

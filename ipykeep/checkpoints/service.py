@@ -40,13 +40,14 @@ from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import restore_lost
 from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
 from ipykeep.checkpoints.state import call as _call
-from ipykeep.checkpoints.state import human as _human
 from ipykeep.checkpoints.store import (
     CheckpointError,
     CheckpointStore,
     TamperedCheckpointError,
     UnknownCheckpointError,
 )
+from ipykeep.client import checkpoint_words
+from ipykeep.client.summaries import human_bytes
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
@@ -116,7 +117,8 @@ class CheckpointService(SessionObserver):
     async def kernel_restarted(self, session: KernelSession) -> None:
         # No restore here: ``restart`` drops the state on purpose. ``start`` of a notebook whose
         # kernel died restarts it and warms it, and warm-up restores (``warm_cells``).
-        self.state(session).named.clear()  # their tracker copies describe the old process
+        # Named checkpoints keep their tracker copies: restoring one whole into the new process
+        # brings back what its cells had left, and the copy is carried into the new epoch.
         await self._install(session)
 
     async def kernel_closing(self, session: KernelSession) -> None:
@@ -149,33 +151,24 @@ class CheckpointService(SessionObserver):
         return [c["cell_id"] for c in report.rerun]
 
     def kernel_summary(self, session: KernelSession) -> str | None:
-        """One line for ``status``: cells checkpointed, restorable, their size."""
+        """One line for ``status``: the cells in each checkpoint state, and their size."""
         st = self.state(session)
         if not st.available:
             return None  # why: `ipykeep checkpoints`
         cells = list(st.cells.values())
         if not cells and st.last_restore is None:
             return None
-        size = sum(c.bytes for c in cells)
-        bad = [str(c.index) for c in cells if not c.restorable]
-        cheap = sorted(c.index for c in cells if c.cheap)
-        text = f"{len(cells) - len(cheap)} cell(s) checkpointed, {_human(size)}"
-        if cheap:
-            text += f"; cheap, re-run on restore: cell(s) {', '.join(map(str, cheap))}"
-        if bad:
-            text += (
-                f"; not restorable: cell(s) {', '.join(sorted(bad, key=int))} "
-                "(they re-run after a restart)"
-            )
+        text = checkpoint_words.summary(cells)
         if st.last_restore is not None:
             text += (
-                f"; at start {len(st.last_restore.restored)} cell(s) were restored "
-                f"({max(st.last_restore.saved_s, 0):.1f} s saved)"
+                f"; at start {len(st.last_restore.restored)} cell(s) were restored from "
+                f"checkpoints ({max(st.last_restore.saved_s, 0):.1f} s quicker than re-running)"
             )
         return text
 
     def namespace_notes(self, session: KernelSession) -> list[str]:
-        """For ``namespace``: each checkpointed variable's size, and what could not be saved."""
+        """For ``namespace``: the status line, each checkpointed variable's size, and what could
+        not be saved."""
         st = self.state(session)
         if not st.available or not st.cells:
             return []
@@ -184,14 +177,14 @@ class CheckpointService(SessionObserver):
         for c in st.cells.values():  # in run order: the latest checkpoint of a name wins
             sizes.update(c.sizes)
             failed += [f"{n} (cell {c.index}: {why})" for n, why in sorted(c.failed.items())]
+        notes = [f"checkpoints: {checkpoint_words.summary(st.cells.values())}"]
         shown = ", ".join(
-            f"{n} {_human(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<")
+            f"{n} {human_bytes(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<")
         )
-        notes = [
-            f"checkpointed: {shown} — {_human(sum(c.bytes for c in st.cells.values()))} in all"
-        ]
+        if shown:
+            notes.append(f"{checkpoint_words.CHECKPOINTED} values: {shown}")
         if failed:
-            notes.append("not checkpointed: " + "; ".join(failed)[:400])
+            notes.append("not saved: " + "; ".join(failed)[:400])
         return notes
 
     async def warm_finished(self, session: KernelSession) -> None:
@@ -523,13 +516,18 @@ class CheckpointService(SessionObserver):
         loaded = sorted(n for n, r in results.items() if r == "ok")
         failed = {n: r for n, r in results.items() if r != "ok"}
         saved = self.state(session).named.get(name)
-        if (
-            saved is not None
-            and saved[0] == session.process.generation
-            and saved[1] is not None
-            and not failed
-        ):
-            staleness_of(session).tracker = copy.deepcopy(saved[1])
+        unsaved = {**(manifest.get("failed") or {}), **failed}
+        restarted = saved is not None and saved[0] != session.process.generation
+        # In the same process a value that was not saved is still the one the checkpoint saw (a
+        # rollback leaves it); after a restart it is gone, so every value must have come back.
+        whole = not (unsaved if restarted else failed)
+        if saved is not None and saved[1] is not None and whole:
+            # What the notebook's cells left is back as it was, even in a kernel restarted since
+            # the checkpoint (its cells are no longer lost to the restart).
+            tracker = copy.deepcopy(saved[1])
+            if restarted:
+                tracker.carried_into(staleness_of(session).tracker.epoch)
+            staleness_of(session).tracker = tracker
             session.cell_runs.clear()
             session.cell_runs.update(saved[2])
         else:
@@ -542,13 +540,25 @@ class CheckpointService(SessionObserver):
                         deleted=frozenset(delete),
                     ),
                 )
+        lost = staleness_of(session).tracker.lost_to_restart()
+        still_lost = None
+        if lost:
+            why = (
+                f"not every value came back ({', '.join(sorted(unsaved)[:5])})"
+                if unsaved
+                else "this daemon has no record of what the cells had run when it was made"
+            )
+            still_lost = (
+                f"{len(lost)} cell(s) stay in the stale plan as lost in the kernel restart: {why}"
+            )
         return RollbackResult(
             kernel_id=session.kernel_id,
             name=name,
             restored=loaded,
             deleted=delete,
-            not_rolled_back={**(manifest.get("failed") or {}), **failed},
+            not_rolled_back=unsaved,
             seconds=round(time.monotonic() - started, 3),
+            still_lost=still_lost,
         )
 
     async def checkpoints(

@@ -18,14 +18,6 @@ SMALL_VALUE = 1 << 20
 FLUSH_ON_CLOSE_S = 15.0
 
 
-def human(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
-
-
 def call(function: str, *args: Any) -> str:
     """An expression calling the in-kernel writer (``_inkernel/snapshot.py``)."""
     return CHECKPOINT.call(function, *args)

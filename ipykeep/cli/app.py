@@ -79,6 +79,14 @@ def typer_callback(command: Command) -> Any:
     return callback
 
 
+def examples_epilog(command: Command) -> str | None:
+    """The command's examples as its help's epilog, one per line as written."""
+    if not command.examples:
+        return None
+    # One line each (kept under 80 columns in the table): the help renderer keeps line breaks.
+    return "Examples:\n" + "\n".join(f"  $ {line}" for line in command.examples)
+
+
 def _show_version(value: bool) -> None:
     if value:
         echo(version_line())
@@ -128,7 +136,9 @@ def build_app() -> typer.Typer:
     )
     app.callback()(root)
     for command in COMMANDS:
-        app.command(command.name, cls=_Command)(typer_callback(command))
+        app.command(command.name, cls=_Command, epilog=examples_epilog(command))(
+            typer_callback(command)
+        )
     return app
 
 

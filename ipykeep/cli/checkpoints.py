@@ -11,11 +11,10 @@ from ipykeep.api import names
 # Imported for its side effect: it registers the checkpoint error codes that RPC replies carry.
 from ipykeep.checkpoints import store as _store  # noqa: F401
 from ipykeep.cli.output import echo, kernel_target
+from ipykeep.client import checkpoint_words
 from ipykeep.client.connection import connect
-
-
-def _mb(n: int) -> str:
-    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.1f} KB"
+from ipykeep.client.summaries import human_bytes
+from ipykeep.client.views import view
 
 
 def _call(method: str, **params: object) -> dict[str, Any]:
@@ -30,23 +29,26 @@ def _compact(res: dict[str, Any]) -> str:
 def render_listing(res: dict[str, Any]) -> str:
     if not res.get("enabled"):
         return f"checkpoints are off in {res['kernel_id']}: {res.get('reason') or 'not set up'}"
-    lines = [f"kernel {res['kernel_id']}: checkpoint store {_mb(res.get('store_bytes', 0))}"]
-    for c in res.get("cells", []):
-        state = "restorable" if c["restorable"] else "NOT restorable"
-        why = "; ".join(f"{n}: {w}" for n, w in sorted(c.get("failed", {}).items()))
-        values = ", ".join(c.get("values", []))
-        lines.append(
-            f"  cell {c['index']} ({c['cell_id']}): {state}, {_mb(c.get('bytes', 0))} {values}"
-            + (f" — {why}" if why else "")
-        )
+    cells = view(res.get("cells", []))
+    lines = [
+        f"kernel {res['kernel_id']}: checkpoint store {human_bytes(res.get('store_bytes', 0))}"
+    ]
+    if cells:
+        lines.append(f"  {checkpoint_words.summary(cells)}")
+    for c in cells:
+        state = checkpoint_words.cell_state(c)
+        if state == checkpoint_words.CHECKPOINTED:
+            state += f", {human_bytes(c.bytes or 0)}: {', '.join(c.values or []) or '-'}"
+        why = "; ".join(f"{n}: {w}" for n, w in sorted((c.failed or {}).items()))
+        lines.append(f"  cell {c.index} ({c.cell_id}): {state}" + (f" — {why}" if why else ""))
     for n in res.get("named", []):
-        lines.append(f"  named {n['name']}: {n['values']} value(s), {_mb(n['bytes'])}")
+        lines.append(f"  named {n['name']}: {n['values']} value(s), {human_bytes(n['bytes'])}")
     last = res.get("last_restore")
     if last:
         lines.append(
             f"  last restore: {len(last.get('restored', []))} cell(s) restored in "
-            f"{last.get('restore_s', 0):.2f} s, "
-            f"{len(last.get('rerun', []))} re-run, {last.get('saved_s', 0):.2f} s saved"
+            f"{last.get('restore_s', 0):.2f} s, {len(last.get('rerun', []))} re-run, "
+            f"{max(last.get('saved_s', 0), 0):.2f} s quicker than re-running them"
         )
     return "\n".join(lines)
 
@@ -58,7 +60,7 @@ def checkpoint(name: str | None, notebook: str | None, as_json: bool) -> int:
         return 0
     echo(
         f"checkpoint {res['name']}: {len(res.get('values', []))} value(s), "
-        f"{_mb(res.get('bytes', 0))} in {res.get('seconds', 0):.2f} s"
+        f"{human_bytes(res.get('bytes', 0))} in {res.get('seconds', 0):.2f} s"
     )
     for n, why in sorted((res.get("failed") or {}).items()):
         echo(f"  not saved: {n}: {why}")
@@ -77,6 +79,8 @@ def restore(name: str, notebook: str | None, as_json: bool) -> int:
     )
     for n, why in sorted((res.get("not_rolled_back") or {}).items()):
         echo(f"  not rolled back: {n}: {why}")
+    if res.get("still_lost"):
+        echo(f"  {res['still_lost']}")
     return 0
 
 

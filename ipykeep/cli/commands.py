@@ -101,6 +101,11 @@ COMMANDS: tuple[Command, ...] = (
             json_flag(),
         ),
         (NOTEBOOK_ONCE,),
+        examples=(
+            "ipykeep start analysis.ipynb             # start, run every cell once",
+            "ipykeep start analysis.ipynb --no-warm   # start it, run nothing yet",
+            "ipykeep start analysis.ipynb --serve     # and serve it to JupyterLab",
+        ),
     ),
     Command(
         "stop",
@@ -112,6 +117,10 @@ COMMANDS: tuple[Command, ...] = (
             json_flag(),
         ),
         (NOTEBOOK_ONCE,),
+        examples=(
+            "ipykeep stop analysis.ipynb              # close that notebook's kernel",
+            "ipykeep stop --all                       # every kernel, and the daemon",
+        ),
     ),
     Command(
         "status",
@@ -120,6 +129,10 @@ COMMANDS: tuple[Command, ...] = (
         (*notebook_either_way(), json_flag()),
         (NOTEBOOK_ONCE,),
         hot=True,
+        examples=(
+            "ipykeep status                           # every kernel, cell by cell",
+            "ipykeep status analysis.ipynb --json     # one notebook, as JSON",
+        ),
     ),
     Command(
         "run",
@@ -136,6 +149,10 @@ COMMANDS: tuple[Command, ...] = (
             json_flag(),
         ),
         hot=True,
+        examples=(
+            "ipykeep run 3 4                          # cells 3 and 4 (0-based)",
+            "ipykeep run load-data -n analysis.ipynb  # a cell by its id",
+        ),
     ),
     Command(
         "restart",
@@ -143,6 +160,7 @@ COMMANDS: tuple[Command, ...] = (
         f"{_KERNELS}:restart",
         (*notebook_either_way(), json_flag()),
         (NOTEBOOK_ONCE,),
+        examples=("ipykeep restart                          # same id, fresh state",),
     ),
     Command(
         "exec",
@@ -164,6 +182,12 @@ COMMANDS: tuple[Command, ...] = (
             json_flag(),
         ),
         hot=True,
+        examples=(
+            "ipykeep exec 'df.describe()'             # scratch code in its kernel",
+            "ipykeep exec - < snippet.py              # code from stdin",
+            "ipykeep exec --no-wait 'train()'         # return the handle at once",
+            "ipykeep exec -k k2 'x'                   # in kernel k2, when several run",
+        ),
     ),
     Command(
         "read",
@@ -176,6 +200,10 @@ COMMANDS: tuple[Command, ...] = (
             json_flag(),
         ),
         hot=True,
+        examples=(
+            "ipykeep read c12                         # what c12 printed since",
+            "ipykeep read c12 --wait                  # follow it to the end",
+        ),
     ),
     Command(
         "interrupt",
@@ -184,6 +212,7 @@ COMMANDS: tuple[Command, ...] = (
         (*notebook_either_way(), json_flag()),
         (NOTEBOOK_ONCE,),
         hot=True,
+        examples=("ipykeep interrupt analysis.ipynb         # stop the running cell",),
     ),
     Command(
         "run-stale",
@@ -210,6 +239,11 @@ COMMANDS: tuple[Command, ...] = (
             ),
         ),
         hot=True,
+        examples=(
+            "ipykeep run-stale                        # what must re-run, and why",
+            "ipykeep run-stale --execute              # run them, in order",
+            "ipykeep run-stale --execute --fresh      # restart, run every cell",
+        ),
     ),
     Command(
         "watch",
@@ -220,6 +254,7 @@ COMMANDS: tuple[Command, ...] = (
             notebook_option(),
             json_flag(),
         ),
+        examples=("ipykeep watch data/prices.csv            # an input detection missed",),
     ),
     Command(
         "inspect",
@@ -232,12 +267,17 @@ COMMANDS: tuple[Command, ...] = (
             notebook_option(),
             json_flag(),
         ),
+        examples=(
+            "ipykeep inspect df                       # columns, dtypes, a few rows",
+            "ipykeep inspect 'df[\"price\"]'            # one column",
+        ),
     ),
     Command(
         "namespace",
         "Every user variable in the kernel with type, shape, memory and defining cell.",
         f"{_KERNELS}:namespace",
         (notebook_option(), json_flag()),
+        examples=("ipykeep namespace -n analysis.ipynb      # every variable, type, cell",),
     ),
     Command(
         "mcp-serve",
@@ -366,6 +406,7 @@ COMMANDS: tuple[Command, ...] = (
             notebook_option(),
             json_flag(),
         ),
+        examples=("ipykeep checkpoint before-cleanup        # save every variable",),
     ),
     Command(
         "restore",
@@ -376,12 +417,14 @@ COMMANDS: tuple[Command, ...] = (
             notebook_option(),
             json_flag(),
         ),
+        examples=("ipykeep restore before-cleanup           # roll the variables back",),
     ),
     Command(
         "checkpoints",
         "What is checkpointed for the kernel's notebook (per cell and named), and its size.",
         f"{_CHECKPOINTS}:checkpoints",
         (notebook_option(), json_flag()),
+        examples=("ipykeep checkpoints                      # what is saved, per cell",),
     ),
 )
 

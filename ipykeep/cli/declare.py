@@ -94,7 +94,7 @@ Rule = Requires | EitherWay
 class Command:
     """A CLI command: its name, help (the first line is the summary), parameters and rules."""
 
-    __slots__ = ("name", "help", "handler", "params", "rules", "hot")
+    __slots__ = ("name", "help", "handler", "params", "rules", "hot", "examples")
 
     def __init__(
         self,
@@ -105,6 +105,7 @@ class Command:
         rules: tuple[Rule, ...] = (),
         *,
         hot: bool = False,
+        examples: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.help = help
@@ -114,6 +115,8 @@ class Command:
         self.rules = rules
         #: parsed by the standard-library fast path too (agents call these in a loop)
         self.hot = hot
+        #: command lines shown under "Examples" in the command's help, each with a ``  # why``
+        self.examples = examples
 
 
 def checked(command: Command, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ipykeep.api import names
 from ipykeep.api.errors import IpykeepError
-from ipykeep.cli.output import echo, emit_json, kernel_target
+from ipykeep.cli.output import CLI_READER, echo, emit_json, kernel_target
 from ipykeep.client.connection import DaemonClient, connect
 
 
@@ -29,7 +29,7 @@ def status(notebook: str | None, as_json: bool) -> int:
     from ipykeep.client.render import render_status
     from ipykeep.client.views import view
 
-    st = _client().call(names.STATUS, **kernel_target(notebook))
+    st = _client().call(names.STATUS, **kernel_target(notebook), reader=CLI_READER)
     if as_json:
         emit_json(st)
     else:
@@ -37,8 +37,6 @@ def status(notebook: str | None, as_json: bool) -> int:
     return 0
 
 
-#: The CLI's own output cursor: ``read`` goes on where ``exec --no-wait`` or the last read left off.
-CLI_READER = "cli"
 #: Milliseconds one ``read --wait`` call waits before it prints what came and asks again.
 READ_SLICE_MS = 10_000
 #: Execution states that are not over yet.

@@ -14,7 +14,7 @@ from ipykeep.api.kernels import NoParams, StatusParams, WaitWarmParams
 from ipykeep.api.records import KernelRecord
 from ipykeep.api.spec import KernelParams
 from ipykeep.api.staleness import WatchFileParams
-from ipykeep.cli.output import abs_path, echo, emit, kernel_target
+from ipykeep.cli.output import CLI_READER, abs_path, echo, emit, kernel_target
 from ipykeep.client.connection import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
 from ipykeep.client.progress import ProgressLine, follow
 from ipykeep.client.render import render_kernel
@@ -98,7 +98,7 @@ def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> Ker
         current = next(states, None)
         if current is not None:
             return current
-        params = WaitWarmParams(kernel_id=rec.kernel_id, timeout=0.5)
+        params = WaitWarmParams(kernel_id=rec.kernel_id, timeout=0.5, reader=CLI_READER)
         return client.invoke(api.WAIT_WARM, params)
 
     rec = follow(poll, warm_line, lambda r: r.warm is None or r.warm.finished, line)

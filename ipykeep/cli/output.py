@@ -10,6 +10,11 @@ from typing import Any
 
 from ipykeep.api.errors import IpykeepError
 
+#: The CLI's reader name on the daemon: its own output cursor (``read`` goes on where
+#: ``exec --no-wait`` or the last read left off) and its own view of pending notices (each is
+#: shown once by ``start`` / ``status``, not on every poll).
+CLI_READER = "cli"
+
 # What click.echo strips when not writing to a terminal.
 _ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
 

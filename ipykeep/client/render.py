@@ -76,10 +76,17 @@ def render_batch(batch: BatchResult) -> str:
         "kernel_died": "; the kernel died",
         "kernel_closed": "; the kernel was closed",
     }.get(batch.stopped or "", "")
-    parts.append(
-        f"{len(batch.results)} ran, {len(failed)} failed, {len(batch.skipped)} skipped{stopped}"
-    )
+    parts.append(batch_tally(len(batch.results), len(failed), len(batch.skipped)) + stopped)
     return "\n".join(parts)
+
+
+def batch_tally(ran: int, failed: int, skipped: int) -> str:
+    """The last line of a batch, in the words of its header: of the cells planned, how many ran
+    (the failed ones among them) and how many were skipped when their turn came."""
+    return (
+        f"{ran} of {ran + skipped} planned cell(s) ran ({failed} failed), "
+        f"{skipped} skipped at run time"
+    )
 
 
 def render_cell_line(c: CellState) -> str:
@@ -150,11 +157,8 @@ def render_plan(result: dict[str, Any]) -> str:
     elif not stale and not blocked:
         lines.append("nothing is stale: every cell matches a fresh run of the notebook")
     else:
-        lines.append(
-            ("ran" if executed else "stale")
-            + f": {len(stale)} cell(s)"
-            + ("" if executed else ", in this order:")
-        )
+        # Executed, the list is what was planned; the batch's last line says what ran of it.
+        lines.append(f"{'planned' if executed else 'stale'}: {len(stale)} cell(s), in this order:")
         for e in stale:
             produces = f"  → {', '.join(e['produces'][:6])}" if e.get("produces") else ""
             took = (

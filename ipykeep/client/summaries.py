@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ipykeep.api.summaries import ColumnSummary, NamespaceListing, Summary
@@ -111,6 +112,34 @@ def render_summary(summary: Summary) -> str:
     return "\n".join(lines)
 
 
+#: How wide a namespace column grows before its text is shortened.
+COLUMN_WIDTH = 40
+#: Where a value may be cut: after any character that is not part of a word.
+_BOUNDARY = re.compile(r"\W")
+
+
+def _fit(text: str, width: int = COLUMN_WIDTH, *, whole: bool = False) -> str:
+    """``text`` on one line, within ``width`` where it can be shortened at a boundary, never
+    inside a word. A dotted name (``pkg.module.Class``) keeps its last parts (``…module.Class``);
+    other text ends at a space or punctuation with ``…``. ``whole``: a single word that does not
+    fit is kept whole (the column widens) rather than cut, as names and types are."""
+    text = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", " ")
+    if len(text) <= width:
+        return text
+    if " " not in text and "." in text:
+        parts = text.split(".")
+        for i in range(1, len(parts)):
+            tail = "…" + ".".join(parts[i:])
+            if len(tail) <= width:
+                return tail
+        return "…" + parts[-1]
+    head = text[: width - 1]
+    cuts = [m.start() for m in _BOUNDARY.finditer(head)]
+    if cuts and cuts[-1] > 0:
+        return head[: cuts[-1]].rstrip() + "…"
+    return text if whole else head + "…"
+
+
 def render_namespace(listing: NamespaceListing) -> str:
     """One aligned row per variable: name, type, shape/length, memory, defining cell."""
     rows = [("name", "type", "shape/len", "memory", "cell")]
@@ -121,10 +150,13 @@ def render_namespace(listing: NamespaceListing) -> str:
         type_text = e.type + (" (degraded)" if e.degraded else "")
         mem = human_bytes(e.memory_bytes) if e.memory_bytes is not None else ""
         rows.append((e.name, type_text, extent, mem, e.cell or ""))
-    widths = [min(max(len(r[i]) for r in rows), 40) for i in range(4)]
+    fitted = [
+        (_fit(r[0], whole=True), _fit(r[1], whole=True), _fit(r[2]), _fit(r[3]), r[4]) for r in rows
+    ]
+    widths = [max(len(r[i]) for r in fitted) for i in range(4)]
     out = []
-    for r in rows:
-        cells = [r[i][:40].ljust(widths[i]) for i in range(4)] + [r[4]]
+    for r in fitted:
+        cells = [r[i].ljust(widths[i]) for i in range(4)] + [r[4]]
         out.append("  ".join(cells).rstrip())
     footer = f"{listing.count} variable(s)"
     if listing.count > len(listing.entries):

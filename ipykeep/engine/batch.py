@@ -217,7 +217,11 @@ async def run_warm(runner: ExecutionRunner, session: KernelSession) -> BatchResu
             cell_ids = await observer.warm_cells(session, snap, cell_ids)
         if session.warm is not None:
             session.warm.total = len(cell_ids)
-        return await run_batch(runner, session, snap, cell_ids, progress=session.warm)
+        result = await run_batch(runner, session, snap, cell_ids, progress=session.warm)
+        # Nobody reads the warm-up's batch result: what it took (the notebook upgraded on its
+        # first write, say) goes back to the kernel, for the record that ends the warm-up.
+        session.notices[:0] = [n for n in result.notices or [] if n not in session.notices]
+        return result
     finally:
         for observer in runner.observers:
             with contextlib.suppress(Exception):

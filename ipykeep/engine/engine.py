@@ -178,7 +178,9 @@ class Engine:
     def cell_states(self, session: KernelSession, snap: NotebookSnapshot) -> list[CellState]:
         return cell_states(session, snap, self.stale_reasons(session, snap))
 
-    def kernel_record(self, session: KernelSession, *, with_cells: bool = False) -> KernelRecord:
+    def kernel_record(
+        self, session: KernelSession, *, with_cells: bool = False, reader: str | None = None
+    ) -> KernelRecord:
         cells = None
         stale_count = None
         # Not while warming, unless cells are asked for: warm-up progress is polled every half
@@ -199,6 +201,7 @@ class Engine:
             cells,
             stale_count,
             next((t for o in self.observers if (t := o.kernel_summary(session))), None),
+            reader,
         )
 
     # -- kernels -----------------------------------------------------------------------------
@@ -211,7 +214,7 @@ class Engine:
         )
 
     async def status(
-        self, notebook: str | None = None, kernel_id: str | None = None
+        self, notebook: str | None = None, kernel_id: str | None = None, reader: str | None = None
     ) -> StatusRecord:
         if notebook or kernel_id:
             sessions = [self.session(kernel_id, notebook)]
@@ -219,7 +222,7 @@ class Engine:
             sessions = [s for s in self.kernels.values() if not s.closed]
         return StatusRecord(
             daemon=await self.ping(),
-            kernels=[self.kernel_record(s, with_cells=True) for s in sessions],
+            kernels=[self.kernel_record(s, with_cells=True, reader=reader) for s in sessions],
         )
 
     async def list_kernels(self) -> list[KernelRecord]:
@@ -300,14 +303,18 @@ class Engine:
         return self.kernel_record(session)
 
     async def wait_warm(
-        self, kernel_id: str | None = None, notebook: str | None = None, timeout: float = 0.5
+        self,
+        kernel_id: str | None = None,
+        notebook: str | None = None,
+        timeout: float = 0.5,
+        reader: str | None = None,
     ) -> KernelRecord:
         """Wait up to ``timeout`` s for warm-up; returns the record with its progress."""
         session = self.session(kernel_id, notebook)
         if session.warm_task is not None and not session.warm_task.done():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(session.warm_task), timeout)
-        return self.kernel_record(session)
+        return self.kernel_record(session, reader=reader)
 
     async def close_kernel(
         self, kernel_id: str | None = None, notebook: str | None = None
@@ -586,7 +593,7 @@ class Engine:
         await session.process.restart()
         session.notices.append(
             f"kernel {session.kernel_id} was restarted ({reason}); all variables are gone — "
-            "run_stale re-runs what is needed"
+            "executing the stale plan re-runs what is needed"
         )
         for observer in self.observers:
             await observer.kernel_restarted(session)

@@ -114,6 +114,8 @@ class KernelSession:
     request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
     scheduler: Scheduler = field(default_factory=Scheduler)
     notices: list[str] = field(default_factory=list)
+    #: reader -> the pending notices its kernel records already showed (see ``peek_notices``)
+    notices_shown: dict[str, set[str]] = field(default_factory=dict)
     warm: WarmProgress | None = None
     warm_task: asyncio.Task[Any] | None = None
     #: content hashes of the notebook as ipykeep wrote it (the watcher ignores those)
@@ -132,7 +134,19 @@ class KernelSession:
         if not self.notices:
             return None
         out, self.notices = self.notices, []
+        # Taken: nothing is pending, so an identical later notice is a new event for everyone.
+        self.notices_shown.clear()
         return out
+
+    def peek_notices(self, reader: str | None = None) -> list[str] | None:
+        """The pending notices, left pending; a ``reader`` gets each one once (a person
+        polling ``status`` is not told the same thing on every call)."""
+        if reader is None:
+            return list(self.notices) or None
+        shown = self.notices_shown.setdefault(reader, set())
+        fresh = [n for n in self.notices if n not in shown]
+        shown.update(fresh)
+        return fresh or None
 
     def notice_once(self, note: str) -> None:
         if note not in self.notices:

@@ -108,6 +108,7 @@ def kernel_record(
     cells: list[CellState] | None,
     stale_count: int | None,
     summary: str | None = None,
+    reader: str | None = None,
 ) -> KernelRecord:
     return KernelRecord(
         kernel_id=session.kernel_id,
@@ -122,7 +123,7 @@ def kernel_record(
         warm=session.warm,
         cells=cells,
         served_url=session.hosting.served_url,
-        notices=list(session.notices) or None,
+        notices=session.peek_notices(reader),
         checkpoints=summary,
     )
 

@@ -74,6 +74,17 @@ class Hints:
     open_world: bool
 
 
+#: Claude Code's ``_meta`` keys on a tool in ``tools/list``: load the tool's schema at session
+#: start instead of behind its tool search, and the result size (characters) above which it
+#: keeps only a short preview of the result, the rest in a file (its own cap is 500,000).
+ALWAYS_LOAD_KEY = "anthropic/alwaysLoad"
+MAX_RESULT_CHARS_KEY = "anthropic/maxResultSizeChars"
+#: What the tools that return outputs or listings declare: ipykeep bounds those results itself
+#: (head + tail, a marker naming the full text), so a host's own cut would only hide the tail
+#: and the marker of a result that a raised ``max_output_chars`` made long.
+BOUNDED_RESULT_CHARS = 500_000
+
+
 #: Only reads ipykeep's state.
 READ = Hints(read_only=True, destructive=False, idempotent=True, open_world=False)
 #: Runs user code: may change anything the code touches.
@@ -99,8 +110,25 @@ class ToolSpec:
     aliases: Mapping[str, AliasChoices] = field(default_factory=dict)
     #: Whether this call may start the daemon (only one that creates a kernel should).
     starts_daemon: bool = False
-    #: Whether the call reports progress while it works (long runs, warm-up).
+    #: Whether the call reports progress while it works (long runs, warm-up, a wait for a cell:
+    #: the one sign of life a host gets before the handle or the result).
     progress: bool = False
+    #: Part of every edit-run-read turn: Claude Code loads it at start rather than after a
+    #: tool search (the others are found when needed; their schemas stay out of the context).
+    always_load: bool = False
+    #: ``BOUNDED_RESULT_CHARS`` for a tool whose result ipykeep bounds (outputs, listings); None
+    #: for a small record, which no host cap reaches.
+    max_result_chars: int | None = None
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """The tool's ``_meta`` in ``tools/list`` (hints for Claude Code; others ignore them)."""
+        meta: dict[str, Any] = {}
+        if self.always_load:
+            meta[ALWAYS_LOAD_KEY] = True
+        if self.max_result_chars is not None:
+            meta[MAX_RESULT_CHARS_KEY] = self.max_result_chars
+        return meta or None
 
     @property
     def read_only(self) -> bool:
@@ -189,8 +217,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         },
         starts_daemon=True,
         progress=True,
+        always_load=True,
     ),
-    ToolSpec("list_kernels", "List kernels", names.LIST_KERNELS, READ),
+    ToolSpec(
+        "list_kernels",
+        "List kernels",
+        names.LIST_KERNELS,
+        READ,
+        max_result_chars=BOUNDED_RESULT_CHARS,
+    ),
     ToolSpec(
         "close_kernel",
         "Close kernel",
@@ -222,6 +257,9 @@ TOOLS: tuple[ToolSpec, ...] = (
                 ),
             ),
         },
+        always_load=True,
+        max_result_chars=BOUNDED_RESULT_CHARS,
+        progress=True,
     ),
     ToolSpec(
         "read_cell",
@@ -238,6 +276,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             ),
         },
         aliases={"handle": _HANDLE_ALIASES},
+        always_load=True,
+        max_result_chars=BOUNDED_RESULT_CHARS,
+        progress=True,
     ),
     ToolSpec(
         "interrupt",
@@ -245,8 +286,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         names.INTERRUPT,
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
         aliases={"handle": _HANDLE_ALIASES},
+        always_load=True,
     ),
-    ToolSpec("list_cells", "List cells", names.LIST_CELLS, READ),
+    ToolSpec(
+        "list_cells",
+        "List cells",
+        names.LIST_CELLS,
+        READ,
+        always_load=True,
+        max_result_chars=BOUNDED_RESULT_CHARS,
+    ),
     ToolSpec(
         "markdown",
         "Add note",
@@ -260,6 +309,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         # A second call finds nothing stale and does nothing more.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
         progress=True,
+        always_load=True,
+        max_result_chars=BOUNDED_RESULT_CHARS,
     ),
     ToolSpec(
         "run_cells",
@@ -277,6 +328,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             ),
         },
         progress=True,
+        always_load=True,
+        max_result_chars=BOUNDED_RESULT_CHARS,
     ),
     ToolSpec(
         "inspect",
@@ -284,8 +337,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         names.INSPECT,
         READ,
         overrides={"name": (str, Field(description="variable or expression, e.g. df or df['a']"))},
+        always_load=True,
+        max_result_chars=BOUNDED_RESULT_CHARS,
     ),
-    ToolSpec("namespace", "List variables", names.NAMESPACE, READ),
+    ToolSpec(
+        "namespace",
+        "List variables",
+        names.NAMESPACE,
+        READ,
+        max_result_chars=BOUNDED_RESULT_CHARS,
+    ),
     ToolSpec(
         "watch_file",
         "Watch file",

@@ -85,6 +85,7 @@ def _tools() -> list[Tool]:
                 idempotent_hint=spec.hints.idempotent,
                 open_world_hint=spec.hints.open_world,
             ),
+            _meta=spec.meta,
         )
         for spec in TOOLS
     ]
@@ -305,7 +306,8 @@ class IpykeepMcp:
     async def _with_progress(
         self, spec: ToolSpec, params: Params, ctx: ServerRequestContext[Any]
     ) -> Any:
-        """Run a batch call while reporting, about once a second, which execution is running.
+        """Run a long call (a batch, or a wait for a cell) while reporting, about once a
+        second, which execution is running.
 
         The batch itself is one daemon call; progress comes from polling ``list_kernels`` on
         the side (cheap, and the daemon serves requests concurrently).

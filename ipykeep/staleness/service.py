@@ -468,35 +468,42 @@ class StalenessService(SessionObserver):
         nb = session.notebook
         if nb is None:
             return
-        relevant = []
+        changed: list[str] = []
         if nb in paths:
             with contextlib.suppress(OSError):
                 if content_hash(nb.read_bytes()) not in session.own_writes:
-                    relevant.append(nb.name)
-        tracked = staleness_of(session).read_dirs
-        relevant += sorted(
-            p.name
-            for p in paths
-            if p != nb
-            and str(p.parent) in tracked
-            and p.suffix != ".ipynb"
-            and not p.name.startswith(".")
-        )
-        self._notice(session, relevant)
+                    changed.append(str(nb))
+        others = paths - {nb}
+        if others:
+            # Only the files this notebook's cells read (or that were registered for it): the
+            # watched directories also hold files of other notebooks, and files nothing reads.
+            try:
+                read = {self._absolute(session, p) for p in self._needed_paths(session)}
+            except IpykeepError:
+                read = set()
+            changed += sorted(str(p) for p in others if str(p) in read)
+        self._notice(session, changed)
 
-    def _notice(self, session: KernelSession, relevant: list[str]) -> None:
-        """Leave a notice on the next result: what changed, how many cells are stale now."""
+    @staticmethod
+    def _absolute(session: KernelSession, path: str) -> str:
+        return os.path.normpath(os.path.join(session.cwd, path))
+
+    def _notice(self, session: KernelSession, changed: list[str]) -> None:
+        """Leave a notice on the next result: what changed, and how many cells are stale because
+        of that change (not the cells that were stale already, for another reason)."""
         nb = session.notebook
-        relevant = [Path(r).name for r in relevant]
-        if nb is None or not relevant:
+        if nb is None or not changed:
             return
         try:
             plan = self.plan(session, read_notebook(nb))
         except IpykeepError:
             return
+        paths = {self._absolute(session, c) for c in changed}
+        caused = stale_because_of(plan, paths, session.cwd, notebook_changed=str(nb) in paths)
+        names = ", ".join(Path(c).name for c in changed[:5])
         note = (
-            f"changed on disk: {', '.join(relevant[:5])}; "
-            f"{len(plan.stale)} cell(s) stale now (run_stale, `ipykeep run-stale`, says why)"
+            f"changed on disk: {names}; {caused} cell(s) stale because of it"
+            " (the stale plan says why)"
         )
         session.notices = [n for n in session.notices if not n.startswith("changed on disk:")] + [
             note
@@ -509,3 +516,36 @@ class StalenessService(SessionObserver):
             bind(staleness_api.PLAN_PROGRESS, self.plan_progress),
             bind(staleness_api.WATCH_FILE, self.watch_file),
         )
+
+
+#: What an edit of the notebook itself makes a cell stale for (its own text, or its position).
+_NOTEBOOK_EDIT_KINDS = frozenset({"source_changed", "never_run", "moved", "missing_producer"})
+#: Reasons that pass staleness on from the cells they name.
+_PASSED_ON_KINDS = frozenset({"upstream", "restores", "state_changed"})
+
+
+def stale_because_of(plan: Plan, paths: set[str], cwd: Path, *, notebook_changed: bool) -> int:
+    """How many cells of ``plan`` are in it because of a change to ``paths`` (absolute; the
+    notebook's own file among them when ``notebook_changed``): directly, or through cells that
+    are. A reason's path is read relative to the kernel's ``cwd``, as the cells read it."""
+    entries = [*plan.stale, *plan.blocked]
+    caused: set[str] = set()
+    grew = True
+    while grew:  # to a fixed point: a ``restores`` reason may name a cell further down
+        grew = False
+        for entry in entries:
+            if entry.cell_id in caused:
+                continue
+            if any(
+                (
+                    r.kind == "file_changed"
+                    and r.path is not None
+                    and os.path.normpath(os.path.join(cwd, r.path)) in paths
+                )
+                or (notebook_changed and r.kind in _NOTEBOOK_EDIT_KINDS)
+                or (r.kind in _PASSED_ON_KINDS and caused.intersection(r.cells))
+                for r in entry.reasons
+            ):
+                caused.add(entry.cell_id)
+                grew = True
+    return len(caused)

@@ -108,6 +108,21 @@ class StalenessTracker:
         """The kernel lost all its state: every earlier run stops counting."""
         tracker_events.kernel_restarted(self.state)
 
+    def carried_into(self, epoch: int) -> None:
+        """Make the runs of this tracker's current epoch count in kernel epoch ``epoch``: the
+        kernel restarted since, and every value those runs left was loaded back into it (a
+        named checkpoint restored whole)."""
+        tracker_events.carried_into(self.state, epoch)
+
+    def lost_to_restart(self) -> list[str]:
+        """The cells whose last run was in an earlier kernel (its values are gone)."""
+        return [cid for cid, run in self.state.runs.items() if run.epoch != self.state.epoch]
+
+    @property
+    def epoch(self) -> int:
+        """How many kernel restarts the tracker has seen."""
+        return self.state.epoch
+
     def watch(self, path: str, stamp: FileStamp | None) -> None:
         """Make ``path`` an input of the notebook (``stamp``: the file now).
 

@@ -131,6 +131,15 @@ def kernel_restarted(state: TrackerState) -> None:
     state.functions.clear()
 
 
+def carried_into(state: TrackerState, epoch: int) -> None:
+    """The runs of ``state``'s epoch count in ``epoch``: their values are in that kernel."""
+    state.runs = {
+        cid: replace(run, epoch=epoch) if run.epoch == state.epoch else run
+        for cid, run in state.runs.items()
+    }
+    state.epoch = epoch
+
+
 def code_effects(
     state: TrackerState,
     source: str,

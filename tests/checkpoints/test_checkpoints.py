@@ -119,10 +119,12 @@ async def test_kernel_killed_restores_fresh_cells(engine: Engine) -> None:
     assert not by_id["gen"].restorable and "cannot be pickled" in by_id["gen"].failed["stream"]
     assert by_id["load"].restorable and "df" in by_id["load"].values and by_id["load"].bytes > 0
     status = engine.kernel_record(engine.kernels[nb.kernel_id]).checkpoints or ""
-    assert "6 cell(s) checkpointed" in status and "not restorable: cell(s) 3" in status
+    assert "5 cell(s) checkpointed" in status, status
+    assert "not restorable (re-runs after a restart): cell 3" in status, status
     notes = (await inspection(engine).namespace(kernel_id=nb.kernel_id)).notes
-    assert any(n.startswith("checkpointed: ") and "df " in n for n in notes), notes
-    assert any("not checkpointed: stream (cell 3: cannot be pickled" in n for n in notes), notes
+    assert notes[0] == f"checkpoints: {status}", notes  # the words of status, in status's order
+    assert any(n.startswith("checkpointed values: ") and "df " in n for n in notes), notes
+    assert any("not saved: stream (cell 3: cannot be pickled" in n for n in notes), notes
     report = await start_after_kill(nb)
     assert report is not None
     assert {c["cell_id"] for c in report.restored} == {"load", "mut", "tot", "base", "use"}

@@ -102,9 +102,10 @@ def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None
         # "other" takes microseconds: cheap, it re-runs instead of being saved
         # (checkpoint_min_cell_s)
         assert "restored 3 cell(s)" in notices and ": 0, 1, 3;" in notices, notices
-        assert "1 cheap cell(s) re-ran: 2" in notices and "0 cell(s) must re-run" in notices, (
-            notices
-        )
+        assert (
+            "1 re-run on restore (quicker than loading): 2" in notices
+            and "0 cell(s) must re-run" in notices
+        ), notices
         nb = Nb(None, root, "static")  # type: ignore[arg-type]
         exprs = ["df.to_dict()", "total", "base"]
         fresh = asyncio.run(nb.fresh_values(*exprs))

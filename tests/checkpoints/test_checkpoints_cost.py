@@ -69,7 +69,8 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
     assert by_id["half2"].recompute_s is not None and by_id["half2"].recompute_s >= 1.0
     status = engine.kernel_record(session).checkpoints or ""
     assert (
-        "3 cell(s) checkpointed" in status and "cheap, re-run on restore: cell(s) 0, 3, 4" in status
+        "3 cell(s) checkpointed" in status
+        and "re-run on restore (quicker than loading): cells 0, 3, 4" in status
     ), status
 
     # twice: the cheap cells' re-runs keep their place in the run order, so a second loss

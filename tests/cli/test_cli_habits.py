@@ -196,3 +196,75 @@ def test_flags_show_no_value_placeholder_in_help() -> None:
         assert shown.exit_code == 0, (name, shown.output)
         assert "<bool>" not in shown.output, (name, shown.output)
         assert "--help" in shown.output
+
+
+#: The commands people use most: each shows examples in its help.
+MAIN_COMMANDS = ("start", "stop", "status", "run", "restart", "exec", "read", "interrupt")
+MAIN_COMMANDS += ("run-stale", "watch", "inspect", "namespace", "checkpoint", "restore")
+
+
+def test_the_main_commands_show_examples_in_their_help() -> None:
+    from typer.testing import CliRunner
+
+    from ipykeep.cli.app import build_app
+    from ipykeep.cli.commands import COMMANDS
+
+    app, runner = build_app(), CliRunner()
+    table = {c.name: c for c in COMMANDS}
+    for name in MAIN_COMMANDS:
+        examples = table[name].examples
+        assert examples, name
+        assert all(e.split("#")[0].split()[:2] == ["ipykeep", name] for e in examples), examples
+        shown = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"}).output
+        assert "Examples:" in shown, (name, shown)
+        for example in examples:  # each on one line, whole, in an 80-column terminal
+            assert f"$ {example}" in shown, (name, example, shown)
+
+
+def _listing(type_name: str, value: str | None = None) -> Any:
+    from ipykeep.api.summaries import NamespaceEntry, NamespaceListing
+
+    entry = NamespaceEntry(name="obj", type=type_name, kind="object", value=value, cell="c1")
+    return NamespaceListing(entries=[entry], count=1)
+
+
+@pytest.mark.parametrize(
+    ("type_name", "shown"),
+    [
+        (
+            "__main__.VeryLongTypeNameForTestingTheColumnWidth",
+            "…VeryLongTypeNameForTestingTheColumnWidth",
+        ),
+        ("pandas.core.frame.DataFrame", "pandas.core.frame.DataFrame"),
+        (
+            "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z",
+            "…g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.z",
+        ),
+        (
+            "ThisIsOneVeryLongClassNameWithoutAnyDotsInItAtAll",
+            "ThisIsOneVeryLongClassNameWithoutAnyDotsInItAtAll",
+        ),
+    ],
+)
+def test_the_namespace_type_column_never_cuts_inside_a_word(type_name: str, shown: str) -> None:
+    from ipykeep.client.summaries import render_namespace
+
+    row = render_namespace(_listing(type_name)).splitlines()[1]
+    assert row.split()[1] == shown, row
+
+
+def test_a_namespace_value_is_cut_at_a_boundary_on_one_line() -> None:
+    from ipykeep.client.summaries import COLUMN_WIDTH, render_namespace
+
+    words = "first line\nsecond line with several more words than fit"
+    lines = render_namespace(_listing("str", words)).splitlines()
+    assert len(lines) == 3, lines  # header, the row, the footer: the newline is escaped
+    header, row = lines[0], lines[1]
+    start = header.index("shape/len")
+    extent = row[start:].split("  ")[0]
+    assert extent.endswith("…") and len(extent) <= COLUMN_WIDTH, extent
+    full = "= " + words.replace("\n", "\\n")  # the value as rendered, on one line
+    kept = extent[:-1]
+    assert full.startswith(kept), (full, kept)
+    after = full[len(kept)] if len(full) > len(kept) else " "
+    assert not (kept[-1].isalnum() and after.isalnum()), (kept, after)  # not inside a word

@@ -176,7 +176,7 @@ def test_run_by_index_and_failing_cell_exit_code(example):
     nbformat.write(nb, path)
     res = run_cli("run", "1", str(len(nb.cells) - 1), cwd=root)
     assert res.returncode == 1
-    assert "RuntimeError" in res.stdout and "2 ran, 1 failed" in res.stdout
+    assert "RuntimeError" in res.stdout and "2 of 2 planned cell(s) ran (1 failed)" in res.stdout
 
 
 def test_bad_cells_give_clear_errors_and_change_nothing(example):

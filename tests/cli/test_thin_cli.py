@@ -151,7 +151,7 @@ def test_plan_carries_durations_and_fresh_run_restarts_and_runs_everything(proje
     assert res.returncode == 0, res.stderr
     assert (
         "restarted the kernel and ran every code cell" in res.stdout
-        and "3 ran, 0 failed" in res.stdout
+        and "3 of 3 planned cell(s) ran (0 failed)" in res.stdout
     )
     assert "running plan on" in res.stderr  # progress while the 0.3 s cell ran
     assert run_cli("exec", "print(slow)", cwd=project).stdout.strip() == "3"

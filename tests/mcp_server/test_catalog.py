@@ -187,3 +187,45 @@ def test_server_module_loads_without_the_daemon_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+#: Claude Code's per-tool hints, as docs/mcp-and-hosts.md tabulates them.
+ALWAYS_LOADED = {
+    "create_kernel",
+    "interrupt",
+    "ipython",
+    "read_cell",
+    "run_cells",
+    "run_stale",
+    "list_cells",
+    "inspect",
+}
+BOUNDED_RESULTS = {
+    "ipython",
+    "read_cell",
+    "run_cells",
+    "run_stale",
+    "list_cells",
+    "inspect",
+    "list_kernels",
+    "namespace",
+}
+
+
+def test_claude_code_hints_reach_the_official_client(tmp_path: Path) -> None:
+    from tests.mcp_server.harness import McpSession, make_project, stdio_params
+
+    session = McpSession(stdio_params(make_project(tmp_path / "proj"))).start()
+    try:
+        listed = session.run(lambda c: c.list_tools())
+    finally:
+        session.close()
+    metas = {t.name: t.meta or {} for t in listed.tools}
+    assert set(metas) == CATALOG
+    for name, meta in metas.items():
+        expected: dict[str, object] = {}
+        if name in ALWAYS_LOADED:
+            expected["anthropic/alwaysLoad"] = True
+        if name in BOUNDED_RESULTS:
+            expected["anthropic/maxResultSizeChars"] = 500_000
+        assert meta == expected, (name, meta)
