@@ -181,7 +181,7 @@ async def run_batch(
         session.notices.append(
             f"kernel {session.kernel_id} died; {len(skipped)} cell(s) did not run — "
             "restart it (`ipykeep restart` / the restart_kernel tool) "
-            "and run_stale re-runs what is needed"
+            "and `ipykeep run-stale --execute` / the run_stale tool re-runs what is needed"
         )
     return BatchResult(
         kernel_id=session.kernel_id,

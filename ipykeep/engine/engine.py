@@ -354,7 +354,7 @@ class Engine:
             f"kernel {session.kernel_id} "
             + (f"is unreachable: {lost}" if lost else "died; its state is gone")
             + " (restart it: `ipykeep restart` / the restart_kernel tool; "
-            "run_stale then re-runs what is needed)"
+            "`ipykeep run-stale --execute` / the run_stale tool then re-runs what is needed)"
         )
         session.state = "dead"
         for observer in self.observers:

@@ -31,7 +31,7 @@ async def submit(
         raise KernelDiedError(
             f"kernel {session.kernel_id} is not running" + (f": {lost}" if lost else ""),
             hint="restart it (`ipykeep restart` / the restart_kernel tool), "
-            "then run_stale re-runs what is needed",
+            "then `ipykeep run-stale --execute` / the run_stale tool re-runs what is needed",
         )
     subshell = None
     if session.scheduler.main_lock.locked():
@@ -40,7 +40,8 @@ async def submit(
             raise KernelBusyError(
                 f"kernel {session.kernel_id} is saturated: "
                 f"{len(session.running())} executions running or queued",
-                hint="wait for running work to finish (read_cell), or interrupt it, then retry",
+                hint="wait for running work to finish (`ipykeep read` / the read_cell tool), "
+                "or interrupt it, then retry",
             )
     ex = runner.new_execution(session, code, "scratch", request_id=request_id)
     if request_id:
