@@ -30,6 +30,7 @@ error into another. The tree (a test pins it)::
     ├── KernelBusyError                       kernel_busy
     ├── RemoteNotSupportedError               not_supported
     ├── MissingExtraError                     missing_extra
+    ├── InstallError                          install_failed
     ├── CheckpointError (checkpoints.store)   checkpoint_error
     │   ├── TamperedCheckpointError           checkpoint_tampered
     │   └── UnknownCheckpointError            unknown_checkpoint
@@ -185,3 +186,11 @@ class RemoteNotSupportedError(IpykeepError):
 class MissingExtraError(IpykeepError):
     code = "missing_extra"
     exit_code = 2
+
+
+class InstallError(IpykeepError):
+    """Installing packages into a kernel's environment failed or was refused; nothing was
+    recorded (the message says why, the installer's log is named in the hint)."""
+
+    code = "install_failed"
+    exit_code = 1

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Final
 
-from ipykeep.api import checkpoints, execution, inspection, kernels, serve, staleness
+from ipykeep.api import checkpoints, environments, execution, inspection, kernels, serve, staleness
 from ipykeep.api.checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
+from ipykeep.api.environments import ADD_PACKAGES
 from ipykeep.api.execution import (
     EXECUTE,
     INTERRUPT,
@@ -37,6 +38,7 @@ from ipykeep.api.spec import Method
 from ipykeep.api.staleness import PLAN_PROGRESS, RUN_STALE, WATCH_FILE
 
 __all__ = [
+    "ADD_PACKAGES",
     "ALL",
     "BY_NAME",
     "CLOSE_KERNEL",
@@ -75,6 +77,7 @@ DECLARING: Final[tuple[ModuleType, ...]] = (
     inspection,
     serve,
     checkpoints,
+    environments,
 )
 
 ALL: Final[tuple[Method[Any, Any], ...]] = tuple(

@@ -41,6 +41,8 @@ PUBLISH: Final = "publish"
 CHECKPOINT: Final = "checkpoint"
 RESTORE: Final = "restore"
 CHECKPOINTS: Final = "checkpoints"
+# environments
+ADD_PACKAGES: Final = "add_packages"
 
 ALL: Final = frozenset(
     {
@@ -71,5 +73,6 @@ ALL: Final = frozenset(
         CHECKPOINT,
         RESTORE,
         CHECKPOINTS,
+        ADD_PACKAGES,
     }
 )

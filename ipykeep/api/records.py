@@ -74,6 +74,24 @@ class WarmProgress(Record):
     finished: bool = False
 
 
+class EnvironmentInfo(Record):
+    """The Python environment a kernel runs in, and which rule chose it (docs/environments.md)."""
+
+    #: setting (python / IPYKEEP_PYTHON / --python), project_venv (.venv/ or venv/ at the root),
+    #: virtual_env ($VIRTUAL_ENV), uv_project (its .venv), conda ($CONDA_PREFIX), ipykeep (the
+    #: interpreter running ipykeep), remote (chosen on the kernel's host or gateway)
+    kind: Literal[
+        "setting", "project_venv", "virtual_env", "uv_project", "conda", "ipykeep", "remote"
+    ]
+    python: str
+    #: the environment's directory (``sys.prefix`` of its interpreter), when known
+    prefix: str | None = None
+    #: why this one, in words ("project .venv at /p/.venv")
+    why: str
+    #: the project is a uv project (``uv.lock``, or ``[tool.uv]`` in pyproject.toml)
+    uv_project: bool = False
+
+
 class KernelRecord(Record):
     kernel_id: str
     pid: int | None = None
@@ -92,6 +110,8 @@ class KernelRecord(Record):
     checkpoints: str | None = None
     #: ``create_kernel`` found this kernel already running for the notebook and returned it
     reused: bool | None = None
+    #: the environment the kernel runs in and why (``docs/environments.md``)
+    environment: EnvironmentInfo | None = None
 
 
 class WriteResult(Record):

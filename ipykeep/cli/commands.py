@@ -257,6 +257,21 @@ COMMANDS: tuple[Command, ...] = (
         examples=("ipykeep watch data/prices.csv            # an input detection missed",),
     ),
     Command(
+        "add",
+        "Install packages into the kernel's own environment, importable without a restart "
+        "(uv when available, else pip).",
+        f"{_KERNELS}:add",
+        (
+            Param(
+                "packages", "Requirements, e.g. six 'iniconfig>=2'.", required=True, multiple=True
+            ),
+            flag("record", "--record", "Also add them to pyproject.toml (uv projects: `uv add`)."),
+            Param("index_url", "Package index to install from.", ("--index-url",)),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
         "inspect",
         "A typed, bounded summary of a live variable.",
         f"{_KERNELS}:inspect",

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from ipykeep.api import methods as api
+from ipykeep.api.environments import AddPackagesParams
 from ipykeep.api.errors import UnknownKernelError, UsageError
 from ipykeep.api.inspection import InspectParams
 from ipykeep.api.kernels import NoParams, StatusParams, WaitWarmParams
@@ -184,6 +185,18 @@ def watch(path: str, notebook: str | None, as_json: bool) -> int:
     params = WatchFileParams(path=str(Path(path).expanduser().resolve()), **kernel_target(notebook))
     res = _client().invoke(api.WATCH_FILE, params)
     emit(as_json, res, f"watching {res.path}" + ("" if res.exists else " (does not exist yet)"))
+    return 0
+
+
+def add(
+    packages: list[str], record: bool, index_url: str | None, notebook: str | None, as_json: bool
+) -> int:
+    params = AddPackagesParams(
+        packages=packages, record=record, index_url=index_url, **kernel_target(notebook)
+    )
+    res = _client().invoke(api.ADD_PACKAGES, params)
+    log = f"\n  installer log: {res.log}" if res.log else ""
+    emit(as_json, res, f"{res.kernel_id} ({res.installer}, {res.python}): {res.message}{log}")
     return 0
 
 

@@ -14,6 +14,7 @@ from ipykeep.api.spec import Bindings
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
+from ipykeep.environments.service import EnvironmentService
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
@@ -47,6 +48,12 @@ OBSERVER_ORDER: tuple[ObserverSlot, ...] = (
     ObserverSlot(
         "serve", "hands a browser's runs on after every record is complete", reads=("staleness",)
     ),
+    ObserverSlot(
+        "environments",
+        "gives kernels import_path and records installs; names the cells that imported an"
+        " upgraded package from the staleness record",
+        reads=("staleness",),
+    ),
 )
 
 
@@ -57,6 +64,7 @@ class Composition:
     checkpoints: CheckpointService
     inspection: InspectionService
     serve: ServeService
+    environments: EnvironmentService
 
     def services(self) -> dict[str, SessionObserver]:
         """The feature services by the names ``OBSERVER_ORDER`` uses."""
@@ -65,6 +73,7 @@ class Composition:
             "checkpoints": self.checkpoints,
             "inspection": self.inspection,
             "serve": self.serve,
+            "environments": self.environments,
         }
 
     def bindings(self) -> Bindings:
@@ -75,18 +84,23 @@ class Composition:
             *self.inspection.bindings(),
             *self.serve.bindings(),
             *self.checkpoints.bindings(),
+            *self.environments.bindings(),
         )
 
 
 def compose(paths: ProjectPaths, config: Config) -> Composition:
     engine = Engine(paths, config)
     staleness = StalenessService(engine)
+    environments = EnvironmentService(engine, importing_cells=staleness.importing_cells)
+    # the engine asks the environments service which environment a local kernel runs in
+    engine.environment_for = environments.environment_for
     composition = Composition(
         engine,
         staleness,
         CheckpointService(engine),
         InspectionService(engine, defining_cells=staleness.defining_cells),
         ServeService(engine),
+        environments,
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))

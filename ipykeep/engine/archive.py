@@ -2,7 +2,7 @@
 
 Layout under ``<project>/.ipykeep/kernels/<kernel_id>/``:
 
-- ``record.jsonl``: one JSON line per finished execution or authored Markdown note (input,
+- ``record.jsonl``: one JSON line per finished execution, authored Markdown note or event (input,
   state, timing, outputs with large payloads replaced by artifact references);
 - ``artifacts/<sha256-prefix>.<ext>``: content-addressed large outputs and images. The same
   bytes are stored once. Artifacts are addressed to agents as ``ipykeep://artifacts/<kid>/<name>``.
@@ -113,6 +113,10 @@ class KernelArchive:
         self._append(entry)
         return entry
 
+    def append_event(self, event: str, **details: Any) -> None:
+        """An event of the kernel's life that is not an execution (a package installed)."""
+        self._append({"type": "event", "event": event, "at": time.time(), **details})
+
     def _append(self, entry: dict[str, Any]) -> None:
         with open(self.record, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry, default=str) + "\n")
@@ -130,6 +134,8 @@ class KernelArchive:
         """The record as an nbformat 4.5 notebook (for viewing a scratch kernel's work)."""
         nb = new_notebook()
         for entry in self.entries():
+            if entry["type"] == "event":  # not a cell: it is in record.jsonl
+                continue
             if entry["type"] == "markdown":
                 nb.cells.append(new_markdown_cell(entry["source"]))
                 continue

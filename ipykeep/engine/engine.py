@@ -19,8 +19,9 @@ import contextlib
 import logging
 import os
 import platform
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ipykeep import __version__
@@ -39,6 +40,7 @@ from ipykeep.api.records import (
     CellsRecord,
     CellState,
     DaemonInfo,
+    EnvironmentInfo,
     ExecutionRecord,
     InterruptResult,
     KernelRecord,
@@ -69,6 +71,18 @@ from ipykeep.project.stored import read_artifact, unknown_kernel_error
 log = logging.getLogger("ipykeep.engine")
 
 
+#: Chooses the environment a local kernel runs in, from its configuration.
+EnvironmentChooser = Callable[[Config], Awaitable[EnvironmentInfo]]
+
+
+async def _setting_or_own(config: Config) -> EnvironmentInfo:
+    if config.python is not None:
+        return EnvironmentInfo(kind="setting", python=config.python, why="the python setting")
+    return EnvironmentInfo(
+        kind="ipykeep", python=sys.executable, prefix=sys.prefix, why="ipykeep's interpreter"
+    )
+
+
 def _describe(s: KernelSession) -> str:
     return f"{s.kernel_id}: {s.notebook.name if s.notebook else 'scratch'}"
 
@@ -76,9 +90,17 @@ def _describe(s: KernelSession) -> str:
 class Engine:
     """Owns every kernel session of one project."""
 
-    def __init__(self, paths: ProjectPaths, config: Config) -> None:
+    def __init__(
+        self,
+        paths: ProjectPaths,
+        config: Config,
+        environment_for: EnvironmentChooser | None = None,
+    ) -> None:
         self.paths = paths
         self.config = config
+        #: which environment a local kernel runs in (the environments service decides; without
+        #: it, the python setting or ipykeep's own interpreter)
+        self.environment_for = environment_for or _setting_or_own
         self.started_at = time.time()
         self.kernels: dict[str, KernelSession] = {}
         self._ids = IdCounters(paths)
@@ -269,10 +291,21 @@ class Engine:
         config = self.config.with_overrides(
             python=python, write_outputs=write_outputs, dataflow=dataflow
         )
-        config = config.with_overrides(python=resolve_python(config.python, self.paths.root))
         if gateway:
             config = config.with_overrides(kernel_provider="gateway", gateway_url=gateway)
         remote = cwd if is_remote_location(cwd) else None
+        if remote or config.kernel_provider != "local":
+            # the host or gateway picks the interpreter (remote_python, the kernel spec)
+            environment = EnvironmentInfo(
+                kind="remote",
+                python=config.remote_python if remote or config.kernel_provider == "ssh" else "",
+                why="chosen where the kernel runs",
+            )
+            python = resolve_python(config.python or sys.executable, self.paths.root)
+        else:
+            environment = await self.environment_for(config)
+            python = resolve_python(environment.python, self.paths.root)
+        config = config.with_overrides(python=python)
         work_dir = resolve_cwd(self.paths, None if remote else cwd, nb_path)
         kernel_id = self._ids.new_kernel_id()
         process = kernel_process(kernel_id, config, work_dir, remote)
@@ -283,6 +316,7 @@ class Engine:
             cwd=work_dir,
             config=config,
             archive=KernelArchive(self.paths.kernel_dir(kernel_id), kernel_id),
+            environment=environment,
         )
         self.kernels[kernel_id] = session
         process.on_death = lambda p, s=session: self._on_death(s)

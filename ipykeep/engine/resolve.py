@@ -4,6 +4,7 @@ unknown kernel ids."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ipykeep.api.errors import RemoteNotSupportedError, UsageError
@@ -51,12 +52,11 @@ def kernel_process(
     kernel_id: str, config: Config, work_dir: Path, remote: str | None
 ) -> KernelProcess:
     """The (not yet started) kernel process, on the provider the config and location name."""
-    launch = LaunchSpec(
-        name=kernel_id, python=config.python, dataflow=config.dataflow, cwd=work_dir
-    )
+    python = config.python or sys.executable  # the engine has resolved it by now
+    launch = LaunchSpec(name=kernel_id, python=python, dataflow=config.dataflow, cwd=work_dir)
     provider = make_provider(launch, config, location=remote)
     return KernelProcess(
-        python=config.python,
+        python=python,
         dataflow=config.dataflow,
         cwd=work_dir,
         name=kernel_id,

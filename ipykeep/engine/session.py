@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from ipykeep.api.records import WarmProgress
+from ipykeep.api.records import EnvironmentInfo, WarmProgress
 from ipykeep.engine.archive import KernelArchive
 from ipykeep.kernel.driver import KernelProcess
 from ipykeep.kernel.execution import Execution
@@ -104,6 +104,8 @@ class KernelSession:
     cwd: Path
     config: Config
     archive: KernelArchive
+    #: the environment the kernel runs in, and which rule chose it
+    environment: EnvironmentInfo | None = None
     created_at: float = field(default_factory=time.time)
     last_activity: float = field(default_factory=time.time)
     state: SessionState = "starting"

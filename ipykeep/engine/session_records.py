@@ -125,6 +125,7 @@ def kernel_record(
         served_url=session.hosting.served_url,
         notices=session.peek_notices(reader),
         checkpoints=summary,
+        environment=session.environment,
     )
 
 

@@ -100,6 +100,8 @@ CHECKPOINT_LOAD = InKernelModule(
     2,
     requires=(CHECKPOINT_BLOB, CHECKPOINT),
 )
+#: installs packages into the kernel's environment; ``import_path`` for local scripts
+ENVTOOLS = InKernelModule("_ipykeep_env", "environments/_inkernel/envtools.py", 1)
 
 #: every helper, in an order that installs each after the helpers it requires
 MODULES: tuple[InKernelModule, ...] = (
@@ -113,6 +115,7 @@ MODULES: tuple[InKernelModule, ...] = (
     CHECKPOINT_BLOB,
     CHECKPOINT,
     CHECKPOINT_LOAD,
+    ENVTOOLS,
 )
 
 

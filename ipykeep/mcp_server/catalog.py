@@ -354,6 +354,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
     ),
     ToolSpec(
+        "add_packages",
+        "Add packages",
+        names.ADD_PACKAGES,
+        # installs from a package index into the kernel's environment (and may edit
+        # pyproject.toml); adding what is installed already changes nothing
+        Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
+    ),
+    ToolSpec(
         "checkpoint",
         "Checkpoint variables",
         names.CHECKPOINT,

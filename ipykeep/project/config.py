@@ -28,7 +28,11 @@ else:  # pragma: no cover - Python 3.10
 @dataclass(frozen=True)
 class Config:
     #: Python interpreter that runs kernels (must have ipykernel, and ipyflow-core for dataflow).
-    python: str = sys.executable
+    #: None: the project's environment, found in the order docs/environments.md gives.
+    python: str | None = None
+    #: Install ipykernel into a discovered environment that lacks it (instead of refusing with
+    #: the command that adds it).
+    install_kernel: bool = False
     #: "static": plain kernels, static analysis + runtime evidence; "ipyflow": adds ipyflow's
     #: tracer.
     #: static is the default: with runtime evidence (namespace diff and fingerprints after every

@@ -30,6 +30,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from ipykeep.api.errors import ConfigError, IpykeepError
+from ipykeep.environments import discovery
 from ipykeep.project.config import Config, load_config
 from ipykeep.scaffold import gates
 from ipykeep.scaffold.editors import (
@@ -161,14 +162,41 @@ print(json.dumps({"version": sys.version.split()[0], "missing": missing}))
 """
 
 
-def check_kernel_python(config: Config, root: Path, timeout: float = 120.0) -> Check:
+def check_environment(config: Config, root: Path) -> tuple[Check, str | None]:
+    """Which environment a local kernel runs in and why, and its interpreter (None: none)."""
+    name = "kernel environment"
+    try:
+        info = discovery.discover(root, config)
+    except IpykeepError as exc:
+        return Check(name, Status.fail, exc.message, exc.hint), None
+    detail = f"{info.why}: {info.prefix or info.python}"
+    if info.kind not in ("setting", "ipykeep") and not discovery.has_ipykernel(info):
+        if config.install_kernel:
+            return Check(
+                name,
+                Status.warn,
+                f"{detail}; ipykernel is installed at first start (install_kernel = true)",
+            ), None
+        return Check(
+            name,
+            Status.fail,
+            f"{detail}; it has no ipykernel",
+            f"run: {discovery.kernel_fix(info)}",
+        ), None
+    return Check(name, Status.ok, detail), info.python
+
+
+def check_kernel_python(
+    config: Config, root: Path, timeout: float = 120.0, python_name: str | None = None
+) -> Check:
     name = "kernel python"
-    python = resolve_command(config.python, root)
+    wanted = python_name or config.python or sys.executable
+    python = resolve_command(wanted, root)
     if python is None:
         return Check(
             name,
             Status.fail,
-            f"{config.python} not found or not executable",
+            f"{wanted} not found or not executable",
             "set python in ipykeep.toml (or IPYKEEP_PYTHON) to an existing interpreter",
         )
     try:
@@ -480,6 +508,11 @@ def run_doctor(root: Path, *, home: Path | None = None) -> DoctorReport:
         checks.append(
             Check("kernel python", Status.warn, "not checked (the configuration is invalid)")
         )
+    elif config.kernel_provider == "local":
+        environment, python = check_environment(config, root)
+        checks.append(environment)
+        if python is not None:
+            checks.append(check_kernel_python(config, root, python_name=python))
     else:
         checks.append(check_kernel_python(config, root))
     checks.append(check_daemon(root))

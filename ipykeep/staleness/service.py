@@ -110,6 +110,17 @@ class StalenessService(SessionObserver):
         """Each name the notebook defines -> the cell that last defined it in this kernel."""
         return staleness_of(session).tracker.last_writers()
 
+    @staticmethod
+    def importing_cells(session: KernelSession, modules: frozenset[str]) -> list[str]:
+        """The cells whose last run in this kernel imported one of ``modules`` (top-level
+        names): they ran with what the kernel held then (a package upgraded since)."""
+        tracker = staleness_of(session).tracker
+        return [
+            cell_id
+            for cell_id in list(tracker.state.runs)
+            if any(m.split(".")[0] in modules for m in tracker.run_imports(cell_id).values())
+        ]
+
     async def _install_probes(self, session: KernelSession) -> None:
         proc = session.process
         await proc.install(FILETRACK)

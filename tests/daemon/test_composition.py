@@ -11,6 +11,7 @@ from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.daemon.composition import OBSERVER_ORDER, compose, compose_for_daemon
 from ipykeep.daemon.server import Daemon
 from ipykeep.engine.observer import SessionObserver
+from ipykeep.environments.service import EnvironmentService
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
@@ -29,12 +30,19 @@ SERVICE_METHODS = {
     "checkpoint": (CheckpointService, "checkpoint"),
     "restore": (CheckpointService, "restore"),
     "checkpoints": (CheckpointService, "checkpoints"),
+    "add_packages": (EnvironmentService, "add_packages"),
 }
 
 
 def test_observers_are_attached_once_in_order(tmp_path: Path) -> None:
     comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
-    assert comp.engine.observers == (comp.staleness, comp.checkpoints, comp.inspection, comp.serve)
+    assert comp.engine.observers == (
+        comp.staleness,
+        comp.checkpoints,
+        comp.inspection,
+        comp.serve,
+        comp.environments,
+    )
     assert all(isinstance(o, SessionObserver) for o in comp.engine.observers)
     with pytest.raises(RuntimeError, match="already attached"):
         comp.engine.attach(SessionObserver())

@@ -27,6 +27,7 @@ CATALOG = {
     "inspect",
     "namespace",
     "watch_file",
+    "add_packages",
     "publish",
     "checkpoint",
     "restore",

@@ -1,0 +1,1 @@
+"""Code sent into kernels as source text (standard library only; never imports ipykeep)."""
