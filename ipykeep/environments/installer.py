@@ -55,15 +55,18 @@ async def install_with(
             "log_dir": str(log_dir),
         }
     )
-    proc = await asyncio.create_subprocess_exec(
-        python,
-        "-c",
-        ENVTOOLS.source,
-        request,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            python,
+            "-c",
+            ENVTOOLS.source,
+            request,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        return {"ok": False, "error": "broken", "message": f"{python} cannot be run ({exc})"}
     out, err = await proc.communicate()
     try:
         result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])

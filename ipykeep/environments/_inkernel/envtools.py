@@ -28,6 +28,7 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 
@@ -79,15 +80,20 @@ def _pth_files():
 
 def refusal():
     """Why this interpreter must not be installed into, or None: a system interpreter (not in
-    a virtual environment or conda) whose site directory is not writable."""
+    a virtual environment or conda) that its distribution manages (PEP 668's
+    ``EXTERNALLY-MANAGED`` marker, as pip honours it) or whose site directory is read-only."""
     in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
     conda = os.path.isdir(os.path.join(sys.prefix, "conda-meta"))
-    target = (
-        next(iter(site.getsitepackages()), sys.prefix)
-        if hasattr(site, "getsitepackages")
-        else sys.prefix
-    )
+    target = sysconfig.get_paths()["purelib"]
+    if not os.path.isdir(target):
+        target = sys.prefix
     if not in_venv and not conda:
+        marker = os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")
+        if os.path.isfile(marker):
+            return "%s is a system interpreter managed by its distribution (%s)" % (
+                sys.executable,
+                marker,
+            )
         if not os.access(target, os.W_OK):
             return "%s is a system interpreter (not a virtual environment) and %s is read-only" % (
                 sys.executable,
@@ -99,7 +105,8 @@ def refusal():
 
 
 def _installer(requirements, index_url):
-    uv = _state.get("uv") or shutil.which("uv")
+    beside = os.path.join(os.path.dirname(sys.executable), "uv")
+    uv = _state.get("uv") or shutil.which("uv") or (beside if os.path.isfile(beside) else None)
     extra = ["--index-url", index_url] if index_url else []
     if uv:
         return "uv", [uv, "pip", "install", "--python", sys.executable] + extra + list(requirements)
