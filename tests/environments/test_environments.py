@@ -6,8 +6,6 @@ every service composed.
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ import nbformat
 import pytest
 import pytest_asyncio
 
-from ipykeep.api.errors import InstallError, KernelStartError, RemoteNotSupportedError
+from ipykeep.api.errors import InstallError, KernelStartError
 from ipykeep.daemon.composition import Composition, compose
 from ipykeep.environments import installer
 from ipykeep.project.config import Config
