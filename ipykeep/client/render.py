@@ -113,6 +113,8 @@ def render_kernel(k: KernelRecord) -> str:
         )
         extra.append(f"warmed {k.warm.done}/{k.warm.total} cells{failed}")
     lines = [head, "  " + "; ".join(extra)]
+    if k.environment is not None and k.environment.kind != "remote":
+        lines.append(f"  environment: {k.environment.why}")
     if k.served_url:
         lines.append(f"  served at:\n{k.served_url}")
     if k.running:
