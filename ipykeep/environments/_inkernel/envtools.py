@@ -313,7 +313,7 @@ def expose():
     """Make ``import_path`` a builtin of the kernel (no name appears in the user's namespace)."""
     import builtins
 
-    builtins.import_path = import_path
+    builtins.__dict__["import_path"] = import_path
     return json.dumps(True)
 
 
