@@ -34,6 +34,9 @@ log = logging.getLogger("ipykeep.environments")
 #: seconds one install may take inside a kernel
 INSTALL_TIMEOUT_S = 900.0
 
+#: why nothing is installed into a gateway kernel (also what its ``import_path`` says)
+GATEWAY_REFUSAL = "the kernel runs behind a Jupyter gateway, whose image owns its environment"
+
 ImportingCells = Callable[[KernelSession, frozenset[str]], list[str]]
 
 
@@ -68,8 +71,9 @@ class EnvironmentService(SessionObserver):
         await proc.install(ENVTOOLS)
         local = proc.provider.kind == "local"
         logs = str(self._log_dir(session)) if local else None
+        refused = GATEWAY_REFUSAL if proc.provider.kind == "gateway" else None
         await proc.eval_silent(
-            ENVTOOLS.call("configure", installer.find_uv() if local else None, logs)
+            ENVTOOLS.call("configure", installer.find_uv() if local else None, logs, refused)
         )
         await proc.eval_silent(ENVTOOLS.call("expose"))
 
@@ -113,8 +117,7 @@ class EnvironmentService(SessionObserver):
         kind = session.process.provider.kind
         if kind == "gateway":
             raise RemoteNotSupportedError(
-                f"kernel {session.kernel_id} runs behind a Jupyter gateway, whose image owns "
-                "its environment: ipykeep does not install into it",
+                f"kernel {session.kernel_id}: {GATEWAY_REFUSAL}; ipykeep does not install into it",
                 hint="add the packages to the gateway's kernel image, or use a local or SSH kernel",
             )
         bad = [p for p in packages if not p.strip() or p.strip().startswith("-")]

@@ -43,13 +43,16 @@ _state = sys.__dict__.setdefault(
 )
 
 _PEP723 = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def configure(uv=None, log_dir=None):
-    """Where uv is (the daemon's, for a local kernel) and where installer logs go."""
+def configure(uv=None, log_dir=None, refused=None):
+    """Where uv is (the daemon's, for a local kernel), where installer logs go, and why this
+    kernel must not be installed into (a gateway's image), if it must not."""
     _state["uv"] = uv
     _state["log_dir"] = log_dir
+    _state["refused"] = refused
     return json.dumps({"prefix": sys.prefix, "python": sys.executable})
 
 
@@ -141,12 +144,13 @@ def _tail(path):
             text = fh.read()
     except OSError:
         return ""
+    text = _ANSI.sub("", text)
     return text if len(text) <= TAIL_CHARS else "…" + text[-TAIL_CHARS:]
 
 
 def install_result(requirements, index_url=None, timeout=600.0):
     """Install ``requirements``; a dict saying what changed, or why it failed."""
-    why = refusal()
+    why = _state.get("refused") or refusal()
     if why:
         return {"ok": False, "error": "refused", "message": why}
     installer, cmd = _installer(requirements, index_url)
@@ -168,7 +172,12 @@ def install_result(requirements, index_url=None, timeout=600.0):
         out.flush()
         try:
             code = subprocess.run(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                env=dict(os.environ, NO_COLOR="1"),  # plain text in the log and in errors
             ).returncode
         except subprocess.TimeoutExpired:
             code = None
