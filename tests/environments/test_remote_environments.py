@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from tests.environments.envs import make_venv, uv
 from tests.environments.test_environments import composed
 from tests.kernel.providers.checks import free_port, make_remote_project
 from tests.kernel.providers.sshd import LoopbackSshd, unavailable
+
+#: the PATH OpenSSH gives a session (its compiled-in default)
+SSHD_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
@@ -68,6 +72,8 @@ async def test_an_ssh_kernel_installs_into_its_environment_on_the_host(ssh_kerne
     assert record.environment is not None and record.environment.kind == "remote"
     res = await comp.environments.add_packages(["tabulate"], kernel_id=kid)
     assert res.python == str(host_env / "bin" / "python")
+    # the host's environment has no uv beside it; sshd's default PATH decides the rest
+    assert res.installer == ("uv" if shutil.which("uv", path=SSHD_DEFAULT_PATH) else "pip")
     assert [c.name for c in res.changed] == ["tabulate"]
     rec = await comp.engine.execute("import tabulate, sys; print(sys.prefix)", kernel_id=kid)
     assert rec.state == "ok" and rec.output.text.strip() == str(host_env), rec
