@@ -19,7 +19,7 @@ from typing import Any
 
 from ipykeep.api import environments as environments_api
 from ipykeep.api.environments import AddPackagesResult, PackageChange
-from ipykeep.api.errors import InstallError, RemoteNotSupportedError
+from ipykeep.api.errors import InstallError, KernelBusyError, RemoteNotSupportedError
 from ipykeep.api.records import EnvironmentInfo
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine.engine import Engine
@@ -132,6 +132,12 @@ class EnvironmentService(SessionObserver):
                 "record=true needs uv to run `uv add`, and uv is not installed",
                 hint="install uv (`pip install uv`), or add without record",
             )
+        if session.scheduler.main_lock.locked():
+            # installing under a running cell would change its environment mid-run
+            raise KernelBusyError(
+                f"kernel {session.kernel_id} is running notebook cells",
+                hint="add the packages when they finish (list_kernels shows what runs)",
+            )
         async with session.scheduler.main_lock:
             raw = await session.process.eval_silent(
                 ENVTOOLS.call("install", packages, index_url, INSTALL_TIMEOUT_S),
@@ -153,18 +159,20 @@ class EnvironmentService(SessionObserver):
             self.importing_cells(session, frozenset(result.get("modules", []))) if restart else []
         )
         recorded = None
-        if record and uv_project:
-            await installer.record_with_uv(
-                self.engine.paths.root, packages, Path(result["log"]), index_url
+        try:
+            if record and uv_project:
+                await installer.record_with_uv(
+                    self.engine.paths.root, packages, Path(result["log"]), index_url
+                )
+                recorded = "pyproject.toml"
+        finally:  # installed is installed, recorded or not: the kernel's record says so
+            session.archive.append_event(
+                "packages_installed",
+                requirements=packages,
+                changed=[c.dump() for c in changed],
+                restart_needed=restart,
+                recorded=recorded,
             )
-            recorded = "pyproject.toml"
-        session.archive.append_event(
-            "packages_installed",
-            requirements=packages,
-            changed=[c.dump() for c in changed],
-            restart_needed=restart,
-            recorded=recorded,
-        )
         if restart:
             session.notices.append(
                 f"{', '.join(restart)} changed version while imported: the kernel holds the old "
