@@ -210,3 +210,21 @@ async def test_a_system_or_broken_interpreter_is_refused_with_the_reason(tmp_pat
     assert "system interpreter" in result["message"]
     broken = await installer.install_with(str(tmp_path / "gone" / "python"), ["six"], tmp_path)
     assert broken["ok"] is False and "cannot be run" in broken["message"]
+
+
+async def test_a_failed_record_leaves_pyproject_as_it_was(venv_kernel) -> None:
+    comp, kid, root = venv_kernel
+    # a [tool.uv] table and no [project]: uv installs, but `uv add` has no project to add to
+    (root / "pyproject.toml").write_text("[tool.uv]\n")
+    before = (root / "pyproject.toml").read_bytes(), (root / "uv.lock").read_bytes()
+    with pytest.raises(InstallError) as err:
+        await comp.environments.add_packages(["colorama"], record=True, kernel_id=kid)
+    assert "installed but could not be recorded" in err.value.message
+    assert ((root / "pyproject.toml").read_bytes(), (root / "uv.lock").read_bytes()) == before
+    assert await out(comp, kid, "import colorama; print('ok')") == "ok"
+    (event,) = [
+        e
+        for e in comp.engine.session(kid).archive.entries()
+        if e["type"] == "event" and "colorama" in e.get("requirements", [])
+    ]
+    assert event["recorded"] is None and [c["name"] for c in event["changed"]] == ["colorama"]

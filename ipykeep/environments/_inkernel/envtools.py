@@ -148,8 +148,9 @@ def _tail(path):
     return text if len(text) <= TAIL_CHARS else "…" + text[-TAIL_CHARS:]
 
 
-def install_result(requirements, index_url=None, timeout=600.0):
-    """Install ``requirements``; a dict saying what changed, or why it failed."""
+def install_result(requirements, index_url=None, timeout=600.0, keep_event=True):
+    """Install ``requirements``; a dict saying what changed, or why it failed. ``keep_event``:
+    keep it for ``take_events`` (the daemon records the installs it asked for itself)."""
     why = _state.get("refused") or refusal()
     if why:
         return {"ok": False, "error": "refused", "message": why}
@@ -207,14 +208,15 @@ def install_result(requirements, index_url=None, timeout=600.0):
         tops = _top_level(c["name"]) if c["after"] else []
         if any(t in sys.modules for t in tops):
             restart.append(c["name"])
-    event = {"at": time.time(), "requirements": list(requirements), "changed": changed}
-    _state["events"].append(event)
+    if keep_event:
+        event = {"at": time.time(), "requirements": list(requirements), "changed": changed}
+        _state["events"].append(event)
     modules = sorted({t for c in changed if c["name"] in restart for t in _top_level(c["name"])})
     return dict(base, ok=True, changed=changed, restart_needed=restart, modules=modules)
 
 
 def install(requirements, index_url=None, timeout=600.0):
-    return json.dumps(install_result(requirements, index_url, timeout))
+    return json.dumps(install_result(requirements, index_url, timeout, keep_event=False))
 
 
 def take_events():
