@@ -46,6 +46,9 @@ FUZZ = settings(
 #: Every declared RPC method (its params from the declaration).
 METHODS = sorted(api.BY_NAME)
 SPAWNING = {"create_kernel", "serve", "unserve", "publish", "close_kernel", "restart", "shutdown"}
+#: Methods that change the kernel's environment (installs from a package index): aimed, like
+#: the spawning ones, at kernels that do not exist.
+INSTALLING = {"add_packages"}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +107,7 @@ def rpc_requests(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
             st.sampled_from(keys) | st.text(max_size=6), json_values | texts, max_size=5
         )
     )
-    if method in SPAWNING:
+    if method in SPAWNING or method in INSTALLING:
         params["kernel_id"] = draw(texts)  # never the live kernel: these fail as unknown kernels
         params["notebook"] = "missing-" + draw(st.text(max_size=10)) + ".ipynb"
         params.pop("cwd", None)
