@@ -28,7 +28,7 @@ class PackageChange(Record):
     name: str
     #: the version installed before (None: it was not installed)
     before: str | None = None
-    #: the version installed now (None: it was removed)
+    #: the version installed after it (None: it was removed)
     after: str | None = None
 
 
