@@ -24,8 +24,17 @@ else:  # pragma: no cover - Python 3.10
     import tomlkit as _toml
 
 
+#: where an environment keeps its packages, relative to its prefix (POSIX, then Windows)
+SITE_PACKAGES = ("lib/python3*/site-packages", "Lib/site-packages")
+
+
 def env_python(prefix: Path) -> Path:
-    return prefix / "bin" / "python"
+    """The interpreter of the environment at ``prefix`` (venv and conda layouts)."""
+    return prefix / "Scripts" / "python.exe" if os.name == "nt" else prefix / "bin" / "python"
+
+
+def _in_site_packages(prefix: Path, package: str) -> bool:
+    return any(any(prefix.glob(f"{site}/{package}/__init__.py")) for site in SITE_PACKAGES)
 
 
 def is_uv_project(root: Path) -> bool:
@@ -107,7 +116,7 @@ def has_ipykernel(info: EnvironmentInfo) -> bool:
     if info.prefix is None:
         return True
     prefix = Path(info.prefix)
-    if any(prefix.glob("lib/python3*/site-packages/ipykernel/__init__.py")):
+    if _in_site_packages(prefix, "ipykernel"):
         return True
     cfg = prefix / "pyvenv.cfg"
     return cfg.is_file() and "include-system-site-packages = true" in cfg.read_text("utf-8")
@@ -118,7 +127,7 @@ def kernel_fix(info: EnvironmentInfo) -> str:
     if info.uv_project and info.kind in ("project_venv", "uv_project"):
         return "uv add --dev ipykernel"
     prefix = Path(info.prefix or Path(info.python).parent.parent)
-    if any(prefix.glob("lib/python3*/site-packages/pip/__init__.py")):
+    if _in_site_packages(prefix, "pip"):
         return f"{info.python} -m pip install ipykernel"
     return f"uv pip install --python {info.python} ipykernel"
 

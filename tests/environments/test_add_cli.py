@@ -10,7 +10,8 @@ import pytest
 from tests.conftest import make_project, run_cli, stop_daemon
 from tests.environments.envs import make_venv
 
-pytestmark = pytest.mark.kernel
+# environments are laid out as on POSIX (bin/python), as discovery expects them
+pytestmark = [pytest.mark.kernel, pytest.mark.posix]
 
 
 def test_add_installs_into_the_kernel_and_says_it_recorded_nowhere(tmp_path) -> None:

@@ -17,7 +17,8 @@ from tests.mcp_server.harness import (
     text_of,
 )
 
-pytestmark = pytest.mark.kernel
+# environments are laid out as on POSIX (bin/python), as discovery expects them
+pytestmark = [pytest.mark.kernel, pytest.mark.posix]
 
 
 def test_add_packages_tool_installs_and_errors_with_the_envelope(tmp_path) -> None:

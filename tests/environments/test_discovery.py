@@ -11,6 +11,9 @@ from ipykeep.api.errors import KernelStartError
 from ipykeep.environments import discovery
 from ipykeep.project.config import Config
 
+# the environments here are laid out as on POSIX (bin/python)
+pytestmark = pytest.mark.posix
+
 
 def fake_env(prefix: Path, *, ipykernel: bool = False, pip: bool = False) -> Path:
     (prefix / "bin").mkdir(parents=True)

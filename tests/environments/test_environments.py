@@ -23,7 +23,8 @@ from ipykeep.scaffold.doctor import Status, run_doctor
 from tests.conftest import make_project
 from tests.environments.envs import make_venv
 
-pytestmark = pytest.mark.kernel
+# environments are laid out as on POSIX (bin/python), as discovery expects them
+pytestmark = [pytest.mark.kernel, pytest.mark.posix]
 
 TOOL = """\
 # /// script

@@ -22,7 +22,7 @@ from tests.kernel.providers.sshd import LoopbackSshd, unavailable
 #: the PATH OpenSSH gives a session (its compiled-in default)
 SSHD_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"
 
-pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.kernel, pytest.mark.ssh, pytest.mark.posix, pytest.mark.timeout(300)]
 
 
 async def test_a_gateway_kernel_is_refused_with_the_reason(tmp_path: Path) -> None:
