@@ -39,6 +39,21 @@ def test_filetrack_records_reads_under_root_only(filetrack, tmp_path: Path, monk
     assert _end(filetrack) == []
 
 
+def test_filetrack_leaves_out_the_kernels_own_environment_inside_the_root(
+    filetrack, tmp_path: Path, monkeypatch
+) -> None:
+    venv = tmp_path / ".venv" / "lib"
+    venv.mkdir(parents=True)
+    (venv / "pkg.py").write_text("x")
+    (tmp_path / "data.txt").write_text("x")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / ".venv"))
+    filetrack.install(str(tmp_path))
+    filetrack.begin()
+    (venv / "pkg.py").read_text()  # what an import or an installer opens in the environment
+    (tmp_path / "data.txt").read_text()
+    assert _end(filetrack) == ["data.txt"]
+
+
 def test_filetrack_not_active_records_nothing(filetrack, tmp_path: Path) -> None:
     filetrack.install(str(tmp_path))
     (tmp_path / "a.txt").write_text("x")

@@ -75,6 +75,8 @@ def _listed(args):
         return
     if os.sep + ".ipykeep" in full or "__pycache__" in full:
         return
+    if (full + os.sep).startswith(_state.get("skip", ())):
+        return
     if len(_state["dirs"]) < MAX_PATHS:
         _state["dirs"][full] = None
 
@@ -105,6 +107,8 @@ def _hook(event, args):
             return
         if "__pycache__" in full or os.sep + ".ipykeep" + os.sep in full:
             return
+        if full.startswith(_state.get("skip", ())):
+            return
         paths = _state["written"] if writes else _state["paths"]
         if len(paths) < MAX_PATHS:
             paths[full] = None
@@ -115,6 +119,11 @@ def _hook(event, args):
 def install(root):
     """Track reads under ``root`` (absolute; resolved against the kernel's cwd)."""
     _state["root"] = os.path.normpath(os.path.join(os.getcwd(), root)) if root else None
+    # A project environment (.venv) inside the root is the kernel's interpreter, not data the
+    # cells read: what an import or an installer opens there is no input of the cell.
+    _state["skip"] = tuple(
+        sorted({os.path.normpath(p) + os.sep for p in (sys.prefix, sys.exec_prefix)})
+    )
     if not _state["hooked"]:
         sys.addaudithook(_hook)
         _state["hooked"] = True
