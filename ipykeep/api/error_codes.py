@@ -46,6 +46,7 @@ REMOTE_UNREACHABLE: Final = "remote_unreachable"
 CHECKPOINT_ERROR: Final = "checkpoint_error"
 CHECKPOINT_TAMPERED: Final = "checkpoint_tampered"
 UNKNOWN_CHECKPOINT: Final = "unknown_checkpoint"
+DEBUG_STATE: Final = "debug_state"
 
 #: code -> "module:Class" of the error that carries it (imported only to rebuild one).
 ERROR_CLASSES: Final[Mapping[str, str]] = {
@@ -75,6 +76,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     CHECKPOINT_ERROR: "ipykeep.checkpoints.store:CheckpointError",
     CHECKPOINT_TAMPERED: "ipykeep.checkpoints.store:TamperedCheckpointError",
     UNKNOWN_CHECKPOINT: "ipykeep.checkpoints.store:UnknownCheckpointError",
+    DEBUG_STATE: "ipykeep.debugger.errors:DebugStateError",
 }
 
 #: Codes any call may get: its arguments are checked, the token too, and bugs happen.

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Final
 
-from ipykeep.api import checkpoints, execution, inspection, kernels, serve, staleness
+from ipykeep.api import checkpoints, debugger, execution, inspection, kernels, serve, staleness
 from ipykeep.api.checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
+from ipykeep.api.debugger import DEBUG
 from ipykeep.api.execution import (
     EXECUTE,
     INTERRUPT,
@@ -41,6 +42,7 @@ __all__ = [
     "BY_NAME",
     "CLOSE_KERNEL",
     "CREATE_KERNEL",
+    "DEBUG",
     "EXECUTE",
     "INSPECT",
     "INTERRUPT",
@@ -75,6 +77,7 @@ DECLARING: Final[tuple[ModuleType, ...]] = (
     inspection,
     serve,
     checkpoints,
+    debugger,
 )
 
 ALL: Final[tuple[Method[Any, Any], ...]] = tuple(

@@ -41,6 +41,8 @@ PUBLISH: Final = "publish"
 CHECKPOINT: Final = "checkpoint"
 RESTORE: Final = "restore"
 CHECKPOINTS: Final = "checkpoints"
+# debugger
+DEBUG: Final = "debug"
 
 ALL: Final = frozenset(
     {
@@ -71,5 +73,6 @@ ALL: Final = frozenset(
         CHECKPOINT,
         RESTORE,
         CHECKPOINTS,
+        DEBUG,
     }
 )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ipykeep.api.spec import Bindings
 from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.debugger.service import DebuggerService
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.inspection.service import InspectionService
@@ -47,6 +48,10 @@ OBSERVER_ORDER: tuple[ObserverSlot, ...] = (
     ObserverSlot(
         "serve", "hands a browser's runs on after every record is complete", reads=("staleness",)
     ),
+    ObserverSlot(
+        "debugger",
+        "follows pauses of the main shell; installs after inspection, whose summarizers it uses",
+    ),
 )
 
 
@@ -57,6 +62,7 @@ class Composition:
     checkpoints: CheckpointService
     inspection: InspectionService
     serve: ServeService
+    debugger: DebuggerService
 
     def services(self) -> dict[str, SessionObserver]:
         """The feature services by the names ``OBSERVER_ORDER`` uses."""
@@ -65,6 +71,7 @@ class Composition:
             "checkpoints": self.checkpoints,
             "inspection": self.inspection,
             "serve": self.serve,
+            "debugger": self.debugger,
         }
 
     def bindings(self) -> Bindings:
@@ -75,6 +82,7 @@ class Composition:
             *self.inspection.bindings(),
             *self.serve.bindings(),
             *self.checkpoints.bindings(),
+            *self.debugger.bindings(),
         )
 
 
@@ -87,6 +95,7 @@ def compose(paths: ProjectPaths, config: Config) -> Composition:
         CheckpointService(engine),
         InspectionService(engine, defining_cells=staleness.defining_cells),
         ServeService(engine),
+        DebuggerService(engine),
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))

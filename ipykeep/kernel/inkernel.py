@@ -101,6 +101,10 @@ CHECKPOINT_LOAD = InKernelModule(
     requires=(CHECKPOINT_BLOB, CHECKPOINT),
 )
 
+#: the debugger (bdb on the main thread, driven from subshells) and the last failure's frames;
+#: it summarises values with ``INSPECT``
+DEBUG = InKernelModule("_ipykeep_debug", "debugger/_inkernel/debug.py", 1, requires=(INSPECT,))
+
 #: every helper, in an order that installs each after the helpers it requires
 MODULES: tuple[InKernelModule, ...] = (
     KERNEL_SETUP,
@@ -113,6 +117,7 @@ MODULES: tuple[InKernelModule, ...] = (
     CHECKPOINT_BLOB,
     CHECKPOINT,
     CHECKPOINT_LOAD,
+    DEBUG,
 )
 
 

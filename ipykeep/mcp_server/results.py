@@ -34,6 +34,7 @@ import anyio
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
 from ipykeep.api.bounding import bound_text
+from ipykeep.api.debugger import DebugResult
 from ipykeep.api.errors import IpykeepError
 from ipykeep.api.records import (
     BatchResult,
@@ -44,6 +45,7 @@ from ipykeep.api.records import (
     InterruptResult,
     KernelRecord,
 )
+from ipykeep.client.debug_view import render_debug
 from ipykeep.client.render import (
     render_batch,
     render_cell_line,
@@ -300,6 +302,9 @@ class ResultBuilder:
         if kind == "interrupt":
             res = InterruptResult.model_validate(raw)
             return self._text(render_interrupt(res), res.model_dump(mode="json", exclude_none=True))
+        if kind == "debug":
+            debug = DebugResult.model_validate(raw)
+            return self._text(self._bounded(render_debug(debug)), debug.dump())
         return self._text(self._bounded(_json(raw)), None)
 
     @staticmethod
