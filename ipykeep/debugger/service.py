@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 RESUME_WAIT_S = 10.0
 #: Seconds a replay waits for the re-run cell to reach the failure.
 REPLAY_WAIT_S = 60.0
+#: A failed cell stale only for these reasons reads the state it started from.
+REPLAYABLE_REASONS = frozenset({"failed", "source_changed"})
 #: Seconds one watcher call waits in the kernel for a change.
 WATCH_WAIT_S = 2.0
 
@@ -346,17 +348,11 @@ class DebuggerService(SessionObserver):
                 f"cell {cell.index} ({cell.cell_id}) did not fail in its last run",
                 hint=f"give the line to stop at: replay {cell.cell_id} LINE",
             )
-        reasons = self.engine.stale_reasons(session, snap) or {}
-        upstream = [c for c in snap.code_cells if c.index < cell.index and c.cell_id in reasons]
-        if upstream:
-            why = "; ".join(
-                f"cell {c.index} ({c.cell_id}): "
-                + ", ".join(str(r.get("kind", r)) for r in reasons[c.cell_id])
-                for c in upstream[:5]
-            )
+        changed = self._inputs_changed(session, snap, cell)
+        if changed:
             raise DebugStateError(
-                f"cannot replay cell {cell.index} from the live state: cells above it are "
-                f"stale ({why}); nothing was run",
+                f"cannot replay cell {cell.index} from the live state: what it reads changed "
+                f"since it started ({'; '.join(changed)}); nothing was run",
                 hint="run the stale cells first (run_stale, which restores checkpointed "
                 "values where it can), then replay; the post-mortem of the last failure is "
                 "still available (`where`)",
@@ -381,6 +377,29 @@ class DebuggerService(SessionObserver):
             result.notes.append("the replay did not pause: the cell no longer reaches that point")
         await self._disarm_if_idle(session)
         return result
+
+    def _inputs_changed(
+        self, session: KernelSession, snap: NotebookSnapshot, cell: Cell
+    ) -> list[str]:
+        """Why the live state is not the one ``cell`` started from (empty: it is).
+
+        By the staleness judge: the cell itself is stale only because it failed (or was
+        edited, and the current source is what replays), and no cell above it must re-run to
+        restore a value that was clobbered since (by the failed run itself, say).
+        """
+        reasons = self.engine.stale_reasons(session, snap) or {}
+        own = [
+            str(r.get("message") or r.get("kind"))
+            for r in reasons.get(cell.cell_id, [])
+            if r.get("kind") not in REPLAYABLE_REASONS
+        ]
+        clobbered = [
+            f"cell {c.index} ({c.cell_id}) must restore a value"
+            for c in snap.code_cells
+            if c.index < cell.index
+            and any(r.get("kind") == "restores" for r in reasons.get(c.cell_id, []))
+        ]
+        return own + clobbered
 
     async def _await_pause(self, session: KernelSession, task: asyncio.Task[Any]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()

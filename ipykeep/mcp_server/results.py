@@ -83,6 +83,8 @@ def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> di
         "state": rec.state,
         "cursor": rec.cursor,
     }
+    if rec.paused:
+        out["paused"] = rec.paused
     if rec.cell_id:
         out["cell_id"] = rec.cell_id
         out["index"] = rec.index
@@ -186,6 +188,8 @@ def _cell_entry(c: CellState) -> dict[str, Any]:
     out: dict[str, Any] = {"cell_id": c.cell_id, "index": c.index, "state": c.state}
     if c.handle:
         out["handle"] = c.handle
+    if c.paused:
+        out["paused"] = c.paused
     if c.first_line:
         out["first_line"] = c.first_line[:80]
     if c.reasons:

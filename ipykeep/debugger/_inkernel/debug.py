@@ -100,7 +100,7 @@ class KernelDebugger(bdb.Bdb):
         self.cell_id = None
         self.cell_file = None
         self.active_lines: set = set()
-        self.seen_call: set = set()
+        self.called: Any = None
         self.cond = threading.Condition()
         self.paused: Any = None  # _Context while the main thread waits
         self.pause_seq = 0
@@ -137,7 +137,7 @@ class KernelDebugger(bdb.Bdb):
                 lines.add(int(replay["line"]))
             self.run_catch = set(replay.get("types") or ())
         self.active_lines = lines
-        self.seen_call = set()
+        self.called = None
         # Continue mode: stop only at breakpoints (stop_here is False for every frame but the
         # sentinel, which never runs a line).
         self._sentinel = sys._getframe()
@@ -150,6 +150,7 @@ class KernelDebugger(bdb.Bdb):
         sys.settrace(self._previous_trace)
         self._previous_trace = None
         self._sentinel = None
+        self.called = None
         self.run_catch = set()
         with self.cond:
             self.running = False
@@ -205,10 +206,16 @@ class KernelDebugger(bdb.Bdb):
             return True
         if frame.f_lineno in self.files.get(frame.f_code.co_filename, ()):
             return True
-        if self._function_match(frame) and id(frame) not in self.seen_call:
-            self.seen_call.add(id(frame))
+        if frame is self.called:  # the first line of a function breakpoint's call
+            self.called = None
             return True
         return False
+
+    def user_call(self, frame, argument_list):
+        # The call event comes right before the function's first line: remember the frame
+        # (a strong reference, so its id cannot be reused by the next call's frame).
+        if self._function_match(frame):
+            self.called = frame
 
     def dispatch_exception(self, frame, arg):
         user_code = not (_is_machinery(frame) or _is_library(frame))
@@ -474,6 +481,8 @@ def _command(op, arg, kind, budget, summarizers, wait_s) -> dict:
         target = arg or {}
         if target.get("cell_id") is not None:
             d.cell_lines.setdefault(target["cell_id"], set()).add(int(target["line"]))
+            if d.running and target["cell_id"] == d.cell_id:
+                d.active_lines.add(int(target["line"]))
         elif target.get("text"):
             d.texts.append(str(target["text"]))
         elif target.get("function"):
@@ -486,6 +495,7 @@ def _command(op, arg, kind, budget, summarizers, wait_s) -> dict:
         d.texts.clear()
         d.functions.clear()
         d.files.clear()
+        d.active_lines = set()  # the running execution's lines go too
         return {}
     if op == "catch":
         d.stop_on_raise = bool(arg)
