@@ -1,5 +1,5 @@
-"""The kernel commands beside the hot ones: ``start``, ``stop``, ``restart``, ``watch``, ``inspect``,
-``namespace`` and ``debug``, through the declared API's typed params and results."""
+"""The kernel commands beside the hot ones: ``start``, ``stop``, ``restart``, ``watch``,
+``inspect``, ``namespace`` and ``debug``, through the declared API's typed params and results."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from ipykeep.api import names
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.daemon.composition import OBSERVER_ORDER, compose, compose_for_daemon
 from ipykeep.daemon.server import Daemon
+from ipykeep.debugger.service import DebuggerService
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
@@ -29,12 +30,19 @@ SERVICE_METHODS = {
     "checkpoint": (CheckpointService, "checkpoint"),
     "restore": (CheckpointService, "restore"),
     "checkpoints": (CheckpointService, "checkpoints"),
+    "debug": (DebuggerService, "debug"),
 }
 
 
 def test_observers_are_attached_once_in_order(tmp_path: Path) -> None:
     comp = compose(ProjectPaths(tmp_path), Config(idle_timeout=0))
-    assert comp.engine.observers == (comp.staleness, comp.checkpoints, comp.inspection, comp.serve)
+    assert comp.engine.observers == (
+        comp.staleness,
+        comp.checkpoints,
+        comp.inspection,
+        comp.serve,
+        comp.debugger,
+    )
     assert all(isinstance(o, SessionObserver) for o in comp.engine.observers)
     with pytest.raises(RuntimeError, match="already attached"):
         comp.engine.attach(SessionObserver())

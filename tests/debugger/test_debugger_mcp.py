@@ -36,7 +36,8 @@ CELLS = {
     "imp": "import time\nimport pandas as pd\nimport helpers",
     "boom": 'local_df = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})\n'
     "result = helpers.scale(local_df, 3)",
-    "loop": 'vals = []\nfor i in range(3):\n    vals.append(helpers.double(i))\nprint("done", vals)',
+    "loop": "vals = []\nfor i in range(3):\n    vals.append(helpers.double(i))\n"
+    'print("done", vals)',
     "wait": "for step in range(600):\n    time.sleep(0.1)",
     "slow": 'with open("marker.txt", "a") as f:\n    f.write("ran\\n")\ntime.sleep(5)\nbase = 10',
     "later": "offset = base + 1\nparts = [offset, 0]\nshare = parts[0] / parts[1]",
