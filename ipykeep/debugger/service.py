@@ -114,6 +114,14 @@ class DebuggerService(SessionObserver):
             state.armed = bool(status["breakpoints"] or status["stop_on_raise"])
             self._follow(session)
         result = self._result(session, command, reply)
+        if kind == "post_mortem" and result.handle != handle:
+            raise DebugStateError(
+                f"the frames of {handle} are gone: a kernel keeps those of its last failure "
+                f"only ({result.handle or 'one that ran outside ipykeep'})",
+                hint=f"debug {result.handle} instead, or replay the failed cell"
+                if result.handle
+                else "replay the failed cell to get its frames back",
+            )
         if parsed.op in commands.RESUMING:
             await self._attach_finished(session, result, handle)
         return result
