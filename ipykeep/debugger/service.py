@@ -382,7 +382,7 @@ class DebuggerService(SessionObserver):
         )
         if result.state != "paused":
             await self._attach_finished(session, result, None)
-            result.notes.append("the replay did not pause: the cell no longer reaches that point")
+            result.notes.append("the replay did not pause: this run did not reach that point")
         await self._disarm_if_idle(session)
         return result
 

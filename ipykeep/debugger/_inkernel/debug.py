@@ -101,6 +101,7 @@ class KernelDebugger(bdb.Bdb):
         self.cell_file = None
         self.active_lines: set = set()
         self.called: Any = None
+        self.last_raised: Any = None
         self.cond = threading.Condition()
         self.paused: Any = None  # _Context while the main thread waits
         self.pause_seq = 0
@@ -151,6 +152,7 @@ class KernelDebugger(bdb.Bdb):
         self._previous_trace = None
         self._sentinel = None
         self.called = None
+        self.last_raised = None
         self.run_catch = set()
         with self.cond:
             self.running = False
@@ -245,6 +247,9 @@ class KernelDebugger(bdb.Bdb):
         if not self.catching(exc_info[0]):
             return
         exc = exc_info[1]
+        if exc is self.last_raised:  # one pause per exception, not one per frame it leaves
+            return
+        self.last_raised = exc
         self._pause(frame, frame.f_lineno, f"raised {type(exc).__name__}: {str(exc)[:120]}")
 
     def _stack(self, frame) -> list:
