@@ -89,13 +89,14 @@ class Composition:
 def compose(paths: ProjectPaths, config: Config) -> Composition:
     engine = Engine(paths, config)
     staleness = StalenessService(engine)
+    checkpoints = CheckpointService(engine)
     composition = Composition(
         engine,
         staleness,
-        CheckpointService(engine),
+        checkpoints,
         InspectionService(engine, defining_cells=staleness.defining_cells),
         ServeService(engine),
-        DebuggerService(engine),
+        DebuggerService(engine, load_before=checkpoints.load_before),
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ipykeep.api import debugger as debugger_api
@@ -42,13 +43,23 @@ RESUME_WAIT_S = 10.0
 REPLAY_WAIT_S = 60.0
 #: A failed cell stale only for these reasons reads the state it started from.
 REPLAYABLE_REASONS = frozenset({"failed", "source_changed"})
+#: Reasons of a cell above that loading checkpointed values undoes (or that follow from it).
+RESTORABLE = frozenset({"restores", "upstream", "state_changed"})
+
+#: Loads names into the live kernel as the cells above a cell left them (checkpoints' part).
+LoadBefore = Callable[
+    [KernelSession, NotebookSnapshot, str, list[str]], Awaitable[tuple[list[str], dict[str, str]]]
+]
 #: Seconds one watcher call waits in the kernel for a change.
 WATCH_WAIT_S = 2.0
 
 
 class DebuggerService(SessionObserver):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, load_before: LoadBefore) -> None:
         self.engine = engine
+        #: checkpoints restore the values a replayed cell started from; handed over by the
+        #: composition root so the debugger imports no other feature
+        self._load_before = load_before
 
     def state(self, session: KernelSession) -> KernelDebug:
         return session.features.of(KernelDebug)
@@ -356,15 +367,27 @@ class DebuggerService(SessionObserver):
                 f"cell {cell.index} ({cell.cell_id}) did not fail in its last run",
                 hint=f"give the line to stop at: replay {cell.cell_id} LINE",
             )
-        changed = self._inputs_changed(session, snap, cell)
-        if changed:
+        unfixable, clobbered = self._inputs_changed(session, snap, cell)
+        if unfixable:
             raise DebugStateError(
-                f"cannot replay cell {cell.index} from the live state: what it reads changed "
-                f"since it started ({'; '.join(changed)}); nothing was run",
-                hint="run the stale cells first (run_stale, which restores checkpointed "
-                "values where it can), then replay; the post-mortem of the last failure is "
-                "still available (`where`)",
+                f"cannot replay cell {cell.index}: the state it started from is gone "
+                f"({'; '.join(unfixable)}); nothing was run",
+                hint="run the stale cells (run_stale), run the cell, then debug its failure; "
+                "the post-mortem of the last failure is still available (`where`)",
             )
+        origin = "the live state (no value it reads changed since it started)"
+        if clobbered:
+            loaded, why = await self._load_before(session, snap, cell.cell_id, sorted(clobbered))
+            if why:
+                done = f"restored {', '.join(loaded)}; " if loaded else ""
+                raise DebugStateError(
+                    f"cannot replay cell {cell.index}: values it started from could not be "
+                    f"restored ({'; '.join(f'{n}: {w}' for n, w in sorted(why.items()))}); "
+                    f"{done}nothing was run",
+                    hint="run the stale cells (run_stale), run the cell, then debug its "
+                    "failure; the post-mortem of the last failure is still available (`where`)",
+                )
+            origin = f"its checkpointed start state ({', '.join(loaded)} restored)"
         spec = {"cell_id": cell.cell_id, "line": line, "types": [ename] if line is None else []}
         await self._call(session, "replay", spec)
         self.state(session).armed = True
@@ -377,8 +400,7 @@ class DebuggerService(SessionObserver):
         where = f"line {line}" if line is not None else f"the {ename} it raised"
         result.notes.insert(
             0,
-            f"replayed cell {cell.index} ({cell.cell_id}) from the live state (no cell above "
-            f"it is stale, so it is the state the cell started from), stopping at {where}",
+            f"replayed cell {cell.index} ({cell.cell_id}) from {origin}, stopping at {where}",
         )
         if result.state != "paused":
             await self._attach_finished(session, result, None)
@@ -388,26 +410,53 @@ class DebuggerService(SessionObserver):
 
     def _inputs_changed(
         self, session: KernelSession, snap: NotebookSnapshot, cell: Cell
-    ) -> list[str]:
-        """Why the live state is not the one ``cell`` started from (empty: it is).
+    ) -> tuple[list[str], set[str]]:
+        """How the live state differs from the one ``cell`` started from, by the staleness
+        judge: (reasons no checkpoint can undo, names whose values a checkpoint can restore).
 
-        By the staleness judge: the cell itself is stale only because it failed (or was
-        edited, and the current source is what replays), and no cell above it must re-run to
-        restore a value that was clobbered since (by the failed run itself, say).
+        Nothing differs when the cell is stale only because it failed (or was edited: the
+        current source is what replays). A value clobbered since (by the failed run itself
+        mutating it, or by scratch code) is a name to restore from the checkpoint of the cell
+        above that wrote it; anything else (an upstream cell edited and re-run, a file changed)
+        cannot be undone.
         """
         reasons = self.engine.stale_reasons(session, snap) or {}
-        own = [
-            str(r.get("message") or r.get("kind"))
-            for r in reasons.get(cell.cell_id, [])
-            if r.get("kind") not in REPLAYABLE_REASONS
-        ]
-        clobbered = [
-            f"cell {c.index} ({c.cell_id}) must restore a value"
-            for c in snap.code_cells
-            if c.index < cell.index
-            and any(r.get("kind") == "restores" for r in reasons.get(c.cell_id, []))
-        ]
-        return own + clobbered
+        above = {c.cell_id for c in snap.code_cells if c.index < cell.index}
+        position = {c.cell_id: c.index for c in snap.cells}
+
+        def clobbered_before_the_replay(r: dict[str, Any]) -> bool:
+            # by the cell itself, a cell above it, or something else (scratch code); a cell
+            # below that will redo a mutation does not change what the cell started from
+            by = [str(c) for c in r.get("cells") or ()]
+            return not by or any(position.get(c, -1) <= cell.index for c in by)
+
+        names: set[str] = set()
+        for cid in above:
+            for r in reasons.get(cid, []):
+                if r.get("kind") == "restores" and clobbered_before_the_replay(r):
+                    names.update(map(str, r.get("symbols") or ()))
+        only_restoring = {
+            cid
+            for cid in above
+            if reasons.get(cid)
+            and all(
+                r.get("kind") in RESTORABLE
+                and (r.get("kind") != "restores" or clobbered_before_the_replay(r))
+                for r in reasons[cid]
+            )
+        }
+        unfixable = []
+        for r in reasons.get(cell.cell_id, []):
+            kind = r.get("kind")
+            if kind in REPLAYABLE_REASONS:
+                continue
+            if kind in ("state_changed", "restores") and r.get("symbols"):
+                names.update(map(str, r["symbols"]))
+            elif kind == "upstream" and set(map(str, r.get("cells") or ())) <= only_restoring:
+                continue  # restoring those cells' values is what undoes it
+            else:
+                unfixable.append(str(r.get("message") or kind))
+        return unfixable, names
 
     async def _await_pause(self, session: KernelSession, task: asyncio.Task[Any]) -> dict[str, Any]:
         loop = asyncio.get_running_loop()

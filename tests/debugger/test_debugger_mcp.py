@@ -39,8 +39,10 @@ CELLS = {
     "loop": "vals = []\nfor i in range(3):\n    vals.append(helpers.double(i))\n"
     'print("done", vals)',
     "wait": "for step in range(600):\n    time.sleep(0.1)",
-    "slow": 'with open("marker.txt", "a") as f:\n    f.write("ran\\n")\ntime.sleep(5)\nbase = 10',
+    "slow": 'with open("marker.txt", "a") as f:\n    f.write("ran\\n")\n'
+    "time.sleep(5)\nbase = 10\ndata = [1, 2, 3]",  # f (an open file) does not pickle
     "later": "offset = base + 1\nparts = [offset, 0]\nshare = parts[0] / parts[1]",
+    "mutate": "data.append(4)\nfirst = data[0] / 0",
 }
 
 
@@ -210,3 +212,18 @@ def test_replay_a_failed_cell_without_rerunning_the_slow_one(env: Any) -> None:
     assert marker.read_text() == "ran\n"
     _debug(mcp, kid, "continue")
     assert _debug(mcp, kid, "status")["state"] == "post_mortem"
+
+
+def test_replay_restores_a_value_the_failed_run_mutated_from_its_checkpoint(env: Any) -> None:
+    mcp, kid, root = env
+    failed = mcp.tool("run_cells", {"kernel_id": kid, "cells": ["mutate"]})
+    assert "ZeroDivisionError" in text_of(failed)
+    assert '"length":4' in text_of(mcp.tool("inspect", {"kernel_id": kid, "name": "data"}))
+    replay = _debug(mcp, kid, "replay mutate")
+    assert replay["state"] == "paused" and replay["where"]["line"] == 2, replay
+    assert "data restored" in replay["notes"][0], replay["notes"]
+    # the value the cell started from, then its own append: not the failed run's [1, 2, 3, 4]
+    # appended to once more
+    assert _debug(mcp, kid, "p data")["value"]["length"] == 4
+    assert (root / "marker.txt").read_text() == "ran\n"  # the slow cell did not run again
+    _debug(mcp, kid, "continue")
