@@ -5,8 +5,9 @@ installed once per kernel process with IPython hooks that cost nothing while no 
 set. A paused execution holds the main shell, so every command goes to an ipykernel-7 subshell
 (as inspection does) and the paused thread takes its orders from there. While breakpoints are
 armed, a watcher follows the running main-shell execution so that its record says where it is
-paused. Replay re-runs a failed notebook cell under the debugger when the live state is the one
-it started from (no cell above it is stale), stopping where it failed.
+paused. Replay re-runs a failed notebook cell under the debugger from the state it started
+from — the live state, or the values clobbered since loaded from the checkpoints of the cells
+above (a loader the composition root hands over) — stopping where it failed.
 """
 
 from __future__ import annotations
