@@ -5,8 +5,8 @@
   rebuilds errors on the client side, whatever modules the client happened to import.
 - ``spec``: ``Method`` (name + params model + result type + error codes) and ``Binding``.
 - ``kernels``, ``execution``, ``staleness``, ``inspection``, ``serve``, ``checkpoints``,
-  ``environments``: the declarations; ``records``, ``summaries``: the result models they
-  share; ``bounding``: the one rule that cuts long text.
+  ``environments``, ``debugger``: the declarations; ``records``, ``summaries``: the result
+  models they share; ``bounding``: the one rule that cuts long text.
 - ``methods``: all of them, by name.
 
 The daemon dispatches through ``Binding``s of these methods (each service lists its own; the
@@ -22,6 +22,7 @@ and ``ipykeep.api.error_codes`` stay cheap.
 __all__ = [
     "bounding",
     "checkpoints",
+    "debugger",
     "environments",
     "error_codes",
     "errors",

@@ -47,6 +47,7 @@ CHECKPOINT_ERROR: Final = "checkpoint_error"
 CHECKPOINT_TAMPERED: Final = "checkpoint_tampered"
 UNKNOWN_CHECKPOINT: Final = "unknown_checkpoint"
 INSTALL_FAILED: Final = "install_failed"
+DEBUG_STATE: Final = "debug_state"
 
 #: code -> "module:Class" of the error that carries it (imported only to rebuild one).
 ERROR_CLASSES: Final[Mapping[str, str]] = {
@@ -77,6 +78,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     CHECKPOINT_TAMPERED: "ipykeep.checkpoints.store:TamperedCheckpointError",
     UNKNOWN_CHECKPOINT: "ipykeep.checkpoints.store:UnknownCheckpointError",
     INSTALL_FAILED: "ipykeep.api.errors:InstallError",
+    DEBUG_STATE: "ipykeep.debugger.errors:DebugStateError",
 }
 
 #: Codes any call may get: its arguments are checked, the token too, and bugs happen.

@@ -34,6 +34,7 @@ error into another. The tree (a test pins it)::
     ├── CheckpointError (checkpoints.store)   checkpoint_error
     │   ├── TamperedCheckpointError           checkpoint_tampered
     │   └── UnknownCheckpointError            unknown_checkpoint
+    ├── DebugStateError (debugger.errors)     debug_state
     ├── ServeError (serve.errors)             serve_failed
     └── TunnelError (serve.errors)            tunnel_failed
 """

@@ -10,8 +10,18 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Final
 
-from ipykeep.api import checkpoints, environments, execution, inspection, kernels, serve, staleness
+from ipykeep.api import (
+    checkpoints,
+    debugger,
+    environments,
+    execution,
+    inspection,
+    kernels,
+    serve,
+    staleness,
+)
 from ipykeep.api.checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
+from ipykeep.api.debugger import DEBUG
 from ipykeep.api.environments import ADD_PACKAGES
 from ipykeep.api.execution import (
     EXECUTE,
@@ -43,6 +53,7 @@ __all__ = [
     "BY_NAME",
     "CLOSE_KERNEL",
     "CREATE_KERNEL",
+    "DEBUG",
     "EXECUTE",
     "INSPECT",
     "INTERRUPT",
@@ -78,6 +89,7 @@ DECLARING: Final[tuple[ModuleType, ...]] = (
     serve,
     checkpoints,
     environments,
+    debugger,
 )
 
 ALL: Final[tuple[Method[Any, Any], ...]] = tuple(

@@ -43,6 +43,8 @@ RESTORE: Final = "restore"
 CHECKPOINTS: Final = "checkpoints"
 # environments
 ADD_PACKAGES: Final = "add_packages"
+# debugger
+DEBUG: Final = "debug"
 
 ALL: Final = frozenset(
     {
@@ -74,5 +76,6 @@ ALL: Final = frozenset(
         RESTORE,
         CHECKPOINTS,
         ADD_PACKAGES,
+        DEBUG,
     }
 )

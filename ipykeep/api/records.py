@@ -49,6 +49,8 @@ class ExecutionRecord(Record):
     execution_count: int | None = None
     duration_s: float | None = None
     subshell: bool | None = None
+    #: where a debugger holds this running execution (its state stays ``running``)
+    paused: str | None = None
     output: OutputView = Field(default_factory=OutputView)
     error: ErrorInfo | None = None
     cursor: int = 0
@@ -61,6 +63,8 @@ class CellState(Record):
     cell_type: str
     state: Literal["ok", "failed", "stale", "running", "never_run", "markdown"]
     handle: str | None = None
+    #: where a debugger holds the cell's running execution
+    paused: str | None = None
     execution_count: int | None = None
     reasons: list[dict[str, Any]] | None = None
     first_line: str | None = None

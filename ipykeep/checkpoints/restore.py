@@ -1,4 +1,5 @@
-"""Restore into a new kernel: load the values of the cells still fresh, plan the rest.
+"""Restore into a new kernel: load the values of the cells still fresh, plan the rest; and
+load into a live kernel the values a cell started from (for the debugger's replay).
 
 See ``planning`` for the idea (replay the checkpointed runs into a staleness tracker, load each
 name's last value). This module does the talking: it reads the manifests, asks the kernel to
@@ -16,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from ipykeep.api.checkpoints import RestoreReport
 from ipykeep.api.errors import IpykeepError
 from ipykeep.checkpoints import planning
-from ipykeep.checkpoints.state import SMALL_VALUE, KernelCheckpoints, call_loader
+from ipykeep.checkpoints.state import SMALL_VALUE, KernelCheckpoints, call, call_loader
 from ipykeep.checkpoints.store import CheckpointStore
 from ipykeep.engine.session import CellRun, KernelSession
 from ipykeep.project.notebook import NotebookSnapshot
@@ -179,3 +180,53 @@ async def restore_lost(
     else:
         session.notices.append(report.summary())
     return report
+
+
+async def load_before(
+    store: CheckpointStore,
+    session: KernelSession,
+    snap: NotebookSnapshot,
+    cell_id: str,
+    names: list[str],
+) -> tuple[list[str], dict[str, str]]:
+    """Load ``names`` into the live kernel as the cells above ``cell_id`` left them.
+
+    Each name gets the value its last writer above the cell saved (in run order), so the cell
+    can run again from the state it started from. Returns the names loaded and, for each name
+    not loaded, why (no checkpoint above holds it, or the loader's reason).
+    """
+    assert session.notebook is not None
+    with contextlib.suppress(IpykeepError):  # the last cells' snapshots may still be writing
+        await session.process.eval_silent(call("flush", 60), timeout=70)
+    manifests, _bad = await asyncio.to_thread(store.cell_manifests, session.notebook)
+    position = {c.cell_id: c.index for c in snap.cells}
+    limit = position[cell_id]
+    above = sorted(
+        (
+            cp
+            for cp in (planning.CellCheckpoint.from_manifest(m) for m in manifests)
+            if position.get(cp.cell_id, limit) < limit
+        ),
+        key=lambda cp: cp.seq,
+    )
+    # a cell's saved values load even when another of its values did not pickle
+    finals = planning.final_values(above)
+    poisoned = store.poisoned()
+    why: dict[str, str] = {}
+    load: list[list[str]] = []
+    for name in names:
+        if name not in finals:
+            why[name] = "no checkpoint of a cell above holds its value"
+        elif finals[name][1] in poisoned:
+            why[name] = f"its checkpoint is poisoned ({poisoned[finals[name][1]]})"
+        else:
+            load.append([name, finals[name][1]])
+    if not load:
+        return [], why
+    deadline = session.config.restore_timeout
+    reply = await session.process.eval_silent(
+        call_loader("restore", load, deadline, [], {}), timeout=deadline + 60
+    )
+    results = {str(k): str(v) for k, v in reply["results"].items()}
+    why.update({n: outcome for n, outcome in results.items() if outcome != "ok"})
+    return [n for n, outcome in results.items() if outcome == "ok"], why

@@ -37,7 +37,7 @@ from ipykeep.api.errors import IpykeepError, KernelBusyError
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.checkpoints import cost, planning, remote
 from ipykeep.checkpoints.limits import Limits, collect
-from ipykeep.checkpoints.restore import restore_lost
+from ipykeep.checkpoints.restore import load_before, restore_lost
 from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
 from ipykeep.checkpoints.state import call as _call
 from ipykeep.checkpoints.store import (
@@ -371,6 +371,18 @@ class CheckpointService(SessionObserver):
         return await restore_lost(self.store, self.state(session), session, snap, run)
 
     # -- RPC methods -------------------------------------------------------------------------
+    async def load_before(
+        self, session: KernelSession, snap: NotebookSnapshot, cell_id: str, names: list[str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """Load ``names`` as the cells above ``cell_id`` left them (see ``restore.load_before``);
+        handed to the debugger's replay by the composition root."""
+        state = self.state(session)
+        if not state.available or session.notebook is None:
+            why = state.reason or "this kernel has no notebook"
+            return [], {n: f"checkpoints are not available: {why}" for n in names}
+        await self._settle(session)
+        return await load_before(self.store, session, snap, cell_id, names)
+
     def _ready(self, kernel_id: str | None, notebook: str | None) -> KernelSession:
         session = self.engine.live(kernel_id, notebook)
         st = self.state(session)

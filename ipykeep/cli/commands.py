@@ -288,6 +288,27 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command(
+        "debug",
+        "Debug with pdb commands: where, up, down, p EXPR, locals, break, step, next, continue, "
+        "replay. A first word ending in .ipynb, or a kernel id like k1, names the kernel.",
+        f"{_KERNELS}:debug",
+        (
+            Param(
+                "words",
+                "[NOTEBOOK] COMMAND, e.g. `where`, `p df.shape`, `break 2:3`, `replay`.",
+                required=True,
+                multiple=True,
+            ),
+            notebook_option(),
+            Param(
+                "handle",
+                "The execution to debug (default: the paused or last failed one).",
+                ("--handle",),
+            ),
+            json_flag(),
+        ),
+    ),
+    Command(
         "namespace",
         "Every user variable in the kernel with type, shape, memory and defining cell.",
         f"{_KERNELS}:namespace",

@@ -1,5 +1,5 @@
-"""The kernel commands beside the hot ones: ``start``, ``stop``, ``restart``, ``watch``, ``inspect``
-and ``namespace``, through the declared API's typed params and results."""
+"""The kernel commands beside the hot ones: ``start``, ``stop``, ``restart``, ``watch``,
+``inspect``, ``namespace`` and ``debug``, through the declared API's typed params and results."""
 
 from __future__ import annotations
 
@@ -206,6 +206,24 @@ def inspect(name: str, notebook: str | None, as_json: bool) -> int:
     summary = _client().invoke(api.INSPECT, InspectParams(name=name, **kernel_target(notebook)))
     echo(summary.compact_json() if as_json else render_summary(summary))
     return 0
+
+
+def debug(words: list[str], notebook: str | None, handle: str | None, as_json: bool) -> int:
+    from ipykeep.api.debugger import DebugParams
+    from ipykeep.client.debug_view import render_debug
+
+    first = words[0] if words else ""
+    if notebook is None and len(words) > 1 and _names_kernel(first):
+        notebook, words = first, words[1:]
+    params = DebugParams(command=" ".join(words), handle=handle, **kernel_target(notebook))
+    result = _client().invoke(api.DEBUG, params)
+    emit(as_json, result, render_debug(result))
+    return 0
+
+
+def _names_kernel(word: str) -> bool:
+    """``analysis.ipynb`` or ``k1``: the kernel to debug, written before the command."""
+    return word.endswith(".ipynb") or (word[:1] == "k" and word[1:].isdigit())
 
 
 def namespace(notebook: str | None, as_json: bool) -> int:

@@ -38,7 +38,8 @@ def render_execution(rec: ExecutionRecord, *, header: bool = True) -> str:
         )
         dur = f", {rec.duration_s:.2f}s" if rec.duration_s is not None else ""
         count = f" [{rec.execution_count}]" if rec.execution_count else ""
-        parts.append(f"{rec.handle} {where}{count}: {rec.state}{dur}")
+        paused = f" (paused at {rec.paused})" if rec.paused else ""
+        parts.append(f"{rec.handle} {where}{count}: {rec.state}{paused}{dur}")
     for notice in rec.notices or []:
         parts.append(f"notice: {notice}")
     if rec.output.text:
@@ -95,7 +96,8 @@ def render_cell_line(c: CellState) -> str:
     if c.reasons:
         reasons = "  ← " + "; ".join(str(r.get("message") or r.get("kind")) for r in c.reasons)
     first = f"  {c.first_line}" if c.first_line else ""
-    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{first[:60]}{reasons}"
+    paused = f"  (paused at {c.paused})" if c.paused else ""
+    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{first[:60]}{reasons}{paused}"
 
 
 def render_kernel(k: KernelRecord) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ipykeep.api.spec import Bindings
 from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.debugger.service import DebuggerService
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.environments.service import EnvironmentService
@@ -54,6 +55,10 @@ OBSERVER_ORDER: tuple[ObserverSlot, ...] = (
         " upgraded package from the staleness record",
         reads=("staleness",),
     ),
+    ObserverSlot(
+        "debugger",
+        "follows pauses of the main shell; installs after inspection, whose summarizers it uses",
+    ),
 )
 
 
@@ -65,6 +70,7 @@ class Composition:
     inspection: InspectionService
     serve: ServeService
     environments: EnvironmentService
+    debugger: DebuggerService
 
     def services(self) -> dict[str, SessionObserver]:
         """The feature services by the names ``OBSERVER_ORDER`` uses."""
@@ -74,6 +80,7 @@ class Composition:
             "inspection": self.inspection,
             "serve": self.serve,
             "environments": self.environments,
+            "debugger": self.debugger,
         }
 
     def bindings(self) -> Bindings:
@@ -85,6 +92,7 @@ class Composition:
             *self.serve.bindings(),
             *self.checkpoints.bindings(),
             *self.environments.bindings(),
+            *self.debugger.bindings(),
         )
 
 
@@ -94,13 +102,15 @@ def compose(paths: ProjectPaths, config: Config) -> Composition:
     environments = EnvironmentService(engine, importing_cells=staleness.importing_cells)
     # the engine asks the environments service which environment a local kernel runs in
     engine.environment_for = environments.environment_for
+    checkpoints = CheckpointService(engine)
     composition = Composition(
         engine,
         staleness,
-        CheckpointService(engine),
+        checkpoints,
         InspectionService(engine, defining_cells=staleness.defining_cells),
         ServeService(engine),
         environments,
+        DebuggerService(engine, load_before=checkpoints.load_before),
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))

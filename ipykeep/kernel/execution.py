@@ -92,6 +92,9 @@ class Execution:
     dropped_bytes: int = 0
     notes: list[str] = field(default_factory=list)
     interrupt_requested: bool = False
+    #: where a debugger holds it (``cell abc line 3``), set by the debugger service; None when
+    #: it is not paused (the state stays ``running`` while paused)
+    paused: str | None = None
     #: the kernel published a busy status for this request (it started work on it)
     acknowledged: bool = False
     #: the shell reply never came (the state was taken from iopub; see KernelProcess.run)

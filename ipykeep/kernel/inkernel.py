@@ -103,6 +103,10 @@ CHECKPOINT_LOAD = InKernelModule(
 #: installs packages into the kernel's environment; ``import_path`` for local scripts
 ENVTOOLS = InKernelModule("_ipykeep_env", "environments/_inkernel/envtools.py", 1)
 
+#: the debugger (bdb on the main thread, driven from subshells) and the last failure's frames;
+#: it summarises values with ``INSPECT``
+DEBUG = InKernelModule("_ipykeep_debug", "debugger/_inkernel/debug.py", 1, requires=(INSPECT,))
+
 #: every helper, in an order that installs each after the helpers it requires
 MODULES: tuple[InKernelModule, ...] = (
     KERNEL_SETUP,
@@ -116,6 +120,7 @@ MODULES: tuple[InKernelModule, ...] = (
     CHECKPOINT,
     CHECKPOINT_LOAD,
     ENVTOOLS,
+    DEBUG,
 )
 
 

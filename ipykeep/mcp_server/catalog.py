@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 #: How a tool's result is turned into MCP content (see ``results.py``).
 ResultKind = Literal[
-    "kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "json"
+    "kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "debug", "json"
 ]
 
 #: Params the server fills in itself: whose output cursor advances (each MCP session has its
@@ -179,6 +179,7 @@ class ToolSpec:
 
 def result_kind(result: Any) -> ResultKind:
     """How a method's declared result type is rendered (``json``: its compact JSON as is)."""
+    from ipykeep.api.debugger import DebugResult
     from ipykeep.api.records import (
         BatchResult,
         CellsRecord,
@@ -196,6 +197,7 @@ def result_kind(result: Any) -> ResultKind:
         CellsRecord: "cells",
         InterruptResult: "interrupt",
         RunStaleResult: "stale",
+        DebugResult: "debug",
     }
     return kinds.get(result, "json")
 
@@ -372,6 +374,13 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Roll back variables",
         names.RESTORE,
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
+    ),
+    ToolSpec(
+        "debug",
+        "Debug",
+        names.DEBUG,
+        # `p EXPR` evaluates code and `step`/`continue` move a paused run: not read-only.
+        Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
     ),
     ToolSpec(
         "publish",

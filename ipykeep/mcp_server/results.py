@@ -34,6 +34,7 @@ import anyio
 from mcp_types import CallToolResult, ContentBlock, ImageContent, TextContent
 
 from ipykeep.api.bounding import bound_text
+from ipykeep.api.debugger import DebugResult
 from ipykeep.api.errors import IpykeepError
 from ipykeep.api.records import (
     BatchResult,
@@ -44,6 +45,7 @@ from ipykeep.api.records import (
     InterruptResult,
     KernelRecord,
 )
+from ipykeep.client.debug_view import render_debug
 from ipykeep.client.render import (
     render_batch,
     render_cell_line,
@@ -81,6 +83,8 @@ def execution_summary(rec: ExecutionRecord, max_output: int | None = None) -> di
         "state": rec.state,
         "cursor": rec.cursor,
     }
+    if rec.paused:
+        out["paused"] = rec.paused
     if rec.cell_id:
         out["cell_id"] = rec.cell_id
         out["index"] = rec.index
@@ -184,6 +188,8 @@ def _cell_entry(c: CellState) -> dict[str, Any]:
     out: dict[str, Any] = {"cell_id": c.cell_id, "index": c.index, "state": c.state}
     if c.handle:
         out["handle"] = c.handle
+    if c.paused:
+        out["paused"] = c.paused
     if c.first_line:
         out["first_line"] = c.first_line[:80]
     if c.reasons:
@@ -300,6 +306,9 @@ class ResultBuilder:
         if kind == "interrupt":
             res = InterruptResult.model_validate(raw)
             return self._text(render_interrupt(res), res.model_dump(mode="json", exclude_none=True))
+        if kind == "debug":
+            debug = DebugResult.model_validate(raw)
+            return self._text(self._bounded(render_debug(debug)), debug.dump())
         return self._text(self._bounded(_json(raw)), None)
 
     @staticmethod

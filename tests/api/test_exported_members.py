@@ -20,6 +20,7 @@ def test_api_exports_its_modules() -> None:
         "bounding",
         "checkpoints",
         "environments",
+        "debugger",
         "error_codes",
         "errors",
         "execution",

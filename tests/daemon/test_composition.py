@@ -10,6 +10,7 @@ from ipykeep.api import names
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.daemon.composition import OBSERVER_ORDER, compose, compose_for_daemon
 from ipykeep.daemon.server import Daemon
+from ipykeep.debugger.service import DebuggerService
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.environments.service import EnvironmentService
 from ipykeep.inspection.service import InspectionService
@@ -31,6 +32,7 @@ SERVICE_METHODS = {
     "restore": (CheckpointService, "restore"),
     "checkpoints": (CheckpointService, "checkpoints"),
     "add_packages": (EnvironmentService, "add_packages"),
+    "debug": (DebuggerService, "debug"),
 }
 
 
@@ -42,6 +44,7 @@ def test_observers_are_attached_once_in_order(tmp_path: Path) -> None:
         comp.inspection,
         comp.serve,
         comp.environments,
+        comp.debugger,
     )
     assert all(isinstance(o, SessionObserver) for o in comp.engine.observers)
     with pytest.raises(RuntimeError, match="already attached"):

@@ -31,6 +31,9 @@ LAZY_THIRD_PARTY: dict[str, dict[str, str]] = {
     "staleness/_inkernel/datahash.py": {
         "numpy": "only called for values that are numpy arrays, so numpy is already loaded",
     },
+    "debugger/_inkernel/debug.py": {
+        "IPython": "the kernel's own shell, whose run_cell events arm the debugger",
+    },
     "checkpoints/_inkernel/snapshot.py": {
         "cloudpickle": "optional; its absence makes checkpoints unavailable, with the reason",
     },

@@ -31,6 +31,7 @@ CATALOG = {
     "publish",
     "checkpoint",
     "restore",
+    "debug",
 }
 
 

@@ -1,0 +1,1 @@
+"""The debugger: post-mortem frames, breakpoints and stepping, replay from a checkpoint."""
