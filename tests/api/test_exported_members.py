@@ -19,8 +19,8 @@ def test_api_exports_its_modules() -> None:
     assert ipykeep.api.__all__ == [
         "bounding",
         "checkpoints",
-        "environments",
         "debugger",
+        "environments",
         "error_codes",
         "errors",
         "execution",
