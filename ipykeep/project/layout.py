@@ -2,7 +2,7 @@
 
 The project root is the nearest ancestor holding ``ipykeep.toml``, ``pyproject.toml`` or
 ``.git``; without any, the starting directory itself. All state lives in ``<root>/.ipykeep/``:
-``run/`` (0700) holds the daemon descriptor, its lock and log; ``kernels/<kid>/`` holds each
+``run/`` (0700) holds the daemon descriptor, its locks and log; ``kernels/<kid>/`` holds each
 kernel's archival record and artifacts.
 """
 
@@ -52,6 +52,11 @@ class ProjectPaths(NamedTuple):
     @property
     def start_lock(self) -> Path:
         return self.run / "start.lock"
+
+    @property
+    def daemon_lock(self) -> Path:
+        """Held by the running daemon for its whole life (``project.daemon_lock``)."""
+        return self.run / "daemon.lock"
 
     @property
     def log(self) -> Path:
