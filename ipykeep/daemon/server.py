@@ -35,8 +35,8 @@ from ipykeep.api.kernels import ShutdownResult
 from ipykeep.api.spec import Bindings, Served, bind
 from ipykeep.daemon.rpc import RpcServer
 from ipykeep.engine.engine import Engine
-from ipykeep.project.atomic import atomic_write_text
 from ipykeep.project import daemon_lock
+from ipykeep.project.atomic import atomic_write_text
 from ipykeep.project.config import Config, load_config
 from ipykeep.project.layout import ProjectPaths
 
@@ -112,9 +112,7 @@ class Daemon:
             "started_at": time.time(),
         }
         # A client that found the descriptor damaged (or removed) asks for it again.
-        loop.add_signal_handler(
-            daemon_lock.REPUBLISH_SIGNAL, self._republish, descriptor
-        )
+        loop.add_signal_handler(daemon_lock.REPUBLISH_SIGNAL, self._republish, descriptor)
         write_descriptor(self.paths, descriptor)
         log.info("daemon %s serving %s on %s:%d", os.getpid(), self.paths.root, host, port)
         try:
