@@ -15,8 +15,8 @@ from ipykeep.api.errors import UsageError
 from ipykeep.client.connection import DaemonClient
 from ipykeep.client.wire import encode_request
 from ipykeep.daemon import rpc
-from tests.conftest import stop_daemon
-from tests.reliability.helpers import error_of, start_project, write_notebook
+from tests.conftest import run_cli, stop_daemon
+from tests.reliability.helpers import STATIC, error_of, start_project, write_notebook
 
 
 @pytest.fixture(scope="module")
@@ -106,28 +106,36 @@ async def _serve(**limits: float) -> tuple[rpc.RpcServer, int]:
     return server, port
 
 
-def test_idle_unauthenticated_connections_time_out_and_connections_are_capped(monkeypatch):
-    monkeypatch.setattr(rpc, "UNAUTHENTICATED_IDLE", 0.5)
-    monkeypatch.setattr(rpc, "MAX_CONNECTIONS", 3)
+def test_unauthenticated_connections_get_a_hard_deadline_and_the_oldest_make_room(monkeypatch):
+    monkeypatch.setattr(rpc, "UNAUTHENTICATED_DEADLINE", 0.8)
+    monkeypatch.setattr(rpc, "MAX_UNAUTHENTICATED", 3)
 
     async def scenario() -> None:
         server, port = await _serve()
         try:
             idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
             await asyncio.sleep(0.1)
-            # the fourth is closed at once: the cap is reached
+            # a fourth unauthenticated connection closes the oldest one
             r4, w4 = await asyncio.open_connection("127.0.0.1", port)
-            assert await asyncio.wait_for(r4.read(), 2) == b""
-            # the idle ones are closed after UNAUTHENTICATED_IDLE
+            assert await asyncio.wait_for(idle[0][0].read(), 2) == b""
+            # bytes do not extend the deadline: it runs from accept
             began = time.monotonic()
-            for r, _ in idle:
+            for _ in range(6):
+                w4.write(b"x")
+                await asyncio.sleep(0.1)
+            for r, _ in (*idle[1:], (r4, w4)):
                 assert await asyncio.wait_for(r.read(), 3) == b""
-            assert time.monotonic() - began < 2.5
-            # and then a real client gets in, and stays past the idle limit once authenticated
+            assert time.monotonic() - began < 1.5
+            # a garbage line ends the connection at once (no second try before the token)
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(b"garbage\n")
+            assert b"parse error" in await asyncio.wait_for(r.readline(), 2)
+            assert await asyncio.wait_for(r.read(), 2) == b""
+            # a real client gets in, and stays past the deadline once authenticated
             r, w = await asyncio.open_connection("127.0.0.1", port)
             w.write(encode_request("ping", {}, "secret", 1))
             assert b'"version": "pong"' in await r.readline()
-            await asyncio.sleep(0.8)
+            await asyncio.sleep(1.0)
             w.write(encode_request("ping", {}, "secret", 2))
             assert b'"version": "pong"' in await r.readline()
             w.close()
@@ -135,6 +143,43 @@ def test_idle_unauthenticated_connections_time_out_and_connections_are_capped(mo
             await server.close()
 
     asyncio.run(scenario())
+
+
+def test_256_slow_garbage_connections_do_not_lock_the_owner_out(proj):
+    root, client = proj
+    ep = client.descriptor.endpoint
+    stop = time.monotonic() + 25
+
+    async def attacker() -> None:
+        # Each connection sends a garbage byte every 0.5 s (a line every few seconds) and
+        # reconnects as soon as the daemon closes it.
+        while time.monotonic() < stop:
+            try:
+                _, w = await asyncio.open_connection(ep.host, ep.port)
+                while time.monotonic() < stop and not w.is_closing():
+                    w.write(b"x" if int(time.monotonic() * 2) % 6 else b"\n")
+                    await w.drain()
+                    await asyncio.sleep(0.5)
+            except (ConnectionError, OSError):
+                await asyncio.sleep(0.05)
+
+    async def attack() -> None:
+        await asyncio.gather(*(attacker() for _ in range(256)))
+
+    import threading
+
+    thread = threading.Thread(target=asyncio.run, args=(attack(),), daemon=True)
+    thread.start()
+    try:
+        time.sleep(3)  # the attack is in place
+        for i in range(3):
+            res = run_cli("exec", f"print({i} * 7)", cwd=root, env=STATIC)
+            assert res.returncode == 0 and str(i * 7) in res.stdout, res.stderr
+        # an authenticated call longer than the pre-auth deadline is neither evicted nor cut
+        res = run_cli("exec", "import time; time.sleep(11); print('slept')", cwd=root, env=STATIC)
+        assert res.returncode == 0 and "slept" in res.stdout, res.stderr
+    finally:
+        thread.join(40)
 
 
 def test_the_served_jupyter_server_has_no_terminals(tmp_path: Path) -> None:
