@@ -208,3 +208,72 @@ def test_the_served_jupyter_server_has_no_terminals(tmp_path: Path) -> None:
     finally:
         stop_daemon(root)
         os.environ.pop("_IPYKEEP_UNUSED", None)
+
+
+def _served(client: DaemonClient) -> tuple[str, str]:
+    """The served Jupyter server's base URL and token."""
+    rec = client.call("serve", kernel_id=client.call("list_kernels")[0]["kernel_id"])
+    base, _, query = rec["served_url"].partition("?")
+    base = base.split("/lab")[0].split("/notebooks")[0].rstrip("/")
+    token = dict(p.split("=", 1) for p in query.split("&") if "=" in p)["token"]
+    return base, token
+
+
+def _http(method: str, url: str, token: str, body: dict | None = None) -> tuple[int, bytes]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"Authorization": f"token {token}"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=20) as res:
+            return res.status, res.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_the_served_contents_stop_at_the_project_and_hide_ipykeep(tmp_path: Path) -> None:
+    import json
+
+    pytest.importorskip("jupyter_server")
+    root = tmp_path / "p"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not yours")
+    client = start_project(root, ["x = 1"])
+    try:
+        (root / "etc_link").symlink_to("/etc")
+        (root / "out_link").symlink_to(outside)
+        (root / "data").mkdir()
+        (root / "data" / "inside.txt").write_text("fine")
+        (root / "in_link").symlink_to(root / "data")
+        base, token = _served(client)
+        api = f"{base}/api/contents"
+        for path in ("etc_link/passwd", "out_link/secret.txt", "out_link"):
+            assert _http("GET", f"{api}/{path}", token)[0] in (403, 404), path
+            assert _http("GET", f"{base}/files/{path}", token)[0] in (403, 404), path
+        put = {"type": "file", "format": "text", "content": "planted"}
+        assert _http("PUT", f"{api}/out_link/planted.txt", token, put)[0] in (403, 404)
+        assert not (outside / "planted.txt").exists()
+        status, _ = _http("POST", f"{api}/out_link/secret.txt/checkpoints", token, {})
+        assert status in (403, 404) and not (outside / ".ipynb_checkpoints").exists()
+        # ipykeep's state: not listed, not readable by path
+        status, body = _http("GET", f"{api}/", token)
+        assert status == 200
+        names = {entry["name"] for entry in json.loads(body)["content"]}
+        assert ".ipykeep" not in names and "nb.ipynb" in names
+        for path in (".ipykeep", ".ipykeep/run/daemon.json", "data/../.ipykeep/run/daemon.json"):
+            assert _http("GET", f"{api}/{path}", token)[0] in (403, 404), path
+            assert _http("GET", f"{base}/files/{path}", token)[0] in (403, 404), path
+        assert _http("PUT", f"{api}/.ipykeep/run/x.txt", token, put)[0] in (403, 404)
+        assert not (root / ".ipykeep" / "run" / "x.txt").exists()
+        # what is inside the project, symlinked or not, is served as before
+        assert _http("GET", f"{api}/in_link/inside.txt", token)[0] == 200
+        assert _http("GET", f"{api}/nb.ipynb", token)[0] == 200
+        assert _http("PUT", f"{api}/data/new.txt", token, put)[0] in (200, 201)
+        assert (root / "data" / "new.txt").read_text() == "planted"
+    finally:
+        stop_daemon(root)
