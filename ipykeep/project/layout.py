@@ -26,10 +26,27 @@ def find_project_root(start: Path | str | None = None) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) and make it 0700."""
+    """Create ``path`` and make it 0700, like every parent this creates for it."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    for created in {path, *missing}:
+        os.chmod(created, 0o700)
     return path
+
+
+def tighten_modes(state: Path) -> None:
+    """Make every directory under ``state`` 0700 and every file 0600 (symlinks untouched):
+    the state holds tokens, keys and everything a kernel printed, for its owner only. Entries
+    written before a file had its own mode (or by an older ipykeep) are fixed at daemon start."""
+    for top, dirs, files in os.walk(state):
+        for name in (*dirs, *files):
+            entry = os.path.join(top, name)
+            try:
+                if os.path.islink(entry):
+                    continue
+                os.chmod(entry, 0o700 if name in dirs else 0o600)
+            except OSError:
+                continue
 
 
 class ProjectPaths(NamedTuple):

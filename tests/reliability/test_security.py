@@ -39,6 +39,44 @@ def test_a_symlink_in_an_artifacts_directory_serves_nothing(proj):
     assert exc.code == "bad_argument" and "root:" not in exc.message
 
 
+def test_a_hard_linked_file_or_a_fifo_in_an_artifacts_directory_serves_nothing(
+    proj, tmp_path: Path
+):
+    root, client = proj
+    rec = client.call("execute", code="print('\\n'.join(map(str, range(20000))))")
+    assert rec["output"]["uri"]  # the artifacts directory exists
+    kid = client.call("list_kernels")[0]["kernel_id"]
+    artifacts = root / ".ipykeep" / "kernels" / kid / "artifacts"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the owner's secret")
+    os.link(secret, artifacts / "linked.txt")
+    exc = error_of(client, "read_artifact", uri=f"ipykeep://artifacts/{kid}/linked.txt")
+    assert exc.code == "bad_argument" and "secret" not in exc.message
+    os.mkfifo(artifacts / "pipe.txt")
+    exc = error_of(client, "read_artifact", uri=f"ipykeep://artifacts/{kid}/pipe.txt")
+    assert exc.code == "bad_argument"  # at once: the daemon did not block on the FIFO
+    assert client.call("ping")["pid"] == client.descriptor.pid
+
+
+def test_every_entry_under_ipykeep_is_for_the_owner_only(proj):
+    import stat
+
+    root, client = proj
+    client.call("execute", code="print('x' * 300_000)")  # an artifact
+    state = root / ".ipykeep"
+    seen = {}
+    for path in state.rglob("*"):
+        # (what the tests here planted is not ipykeep's: symlinks, the FIFO, the hard link)
+        if path.is_symlink() or path.name in ("pipe.txt", "linked.txt"):
+            continue
+        seen[path.relative_to(state).as_posix()] = stat.S_IMODE(path.lstat().st_mode)
+    for name in ("run/start.lock", "run/daemon.lock", "kernels", "kernels/counters.json"):
+        assert name in seen, sorted(seen)
+    assert any(n.endswith("record.jsonl") for n in seen)
+    loose = {n: oct(m) for n, m in seen.items() if m & 0o077}
+    assert not loose, loose
+
+
 def test_a_symlinked_kernel_or_artifacts_directory_serves_nothing(proj):
     from ipykeep.mcp_server.backend import read_artifact
     from ipykeep.project.layout import ProjectPaths
