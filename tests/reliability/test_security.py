@@ -302,7 +302,8 @@ def test_the_served_contents_stop_at_the_project_and_hide_ipykeep(tmp_path: Path
         status, body = _http("GET", f"{api}/", token)
         assert status == 200
         names = {entry["name"] for entry in json.loads(body)["content"]}
-        assert ".ipykeep" not in names and "nb.ipynb" in names
+        assert ".ipykeep" not in names and "nb.ipynb" in names and "in_link" in names
+        assert "etc_link" not in names and "out_link" not in names
         for path in (".ipykeep", ".ipykeep/run/daemon.json", "data/../.ipykeep/run/daemon.json"):
             assert _http("GET", f"{api}/{path}", token)[0] in (403, 404), path
             assert _http("GET", f"{base}/files/{path}", token)[0] in (403, 404), path
