@@ -66,10 +66,11 @@ def reachable(os_path: str, root_dir: str) -> bool:
     return True
 
 
-class Unreachable(HTTPError, PermissionError):
+class _Unreachable(HTTPError, PermissionError):
     """A path outside what is served: 404 to the browser, and an ``EACCES`` ``OSError`` to
     Jupyter's directory listing, which skips such entries (a symlink out of the project is left
-    out of the listing instead of failing it)."""
+    out of the listing instead of failing it). Private to the Jupyter server process: it never
+    reaches ipykeep's error tree."""
 
     def __init__(self, path: str) -> None:
         HTTPError.__init__(self, 404, f"{path} is not in the served project")
@@ -101,7 +102,7 @@ class ReplacingFileManager(AsyncLargeFileManager):
         # jupyter_server leaves this one unannotated (a str in, a str out).
         os_path: str = super()._get_os_path(path)  # type: ignore[no-untyped-call]
         if not reachable(os_path, self.root_dir):
-            raise Unreachable(path)
+            raise _Unreachable(path)
         return os_path
 
     @contextlib.contextmanager
