@@ -38,7 +38,7 @@ from ipykeep.engine.engine import Engine
 from ipykeep.project import daemon_lock
 from ipykeep.project.atomic import atomic_write_text
 from ipykeep.project.config import Config, load_config
-from ipykeep.project.layout import ProjectPaths, tighten_modes
+from ipykeep.project.layout import ProjectPaths, tidy_state
 
 log = logging.getLogger("ipykeep.daemon")
 
@@ -160,5 +160,5 @@ def main(argv: list[str] | None, compose: Compose) -> None:
             root,
         )
         sys.exit(EXIT_ANOTHER_DAEMON)
-    tighten_modes(paths.state)
+    tidy_state(paths.state)
     asyncio.run(Daemon(root, compose).run())

@@ -34,17 +34,29 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def tighten_modes(state: Path) -> None:
-    """Make every directory under ``state`` 0700 and every file 0600 (symlinks untouched):
-    the state holds tokens, keys and everything a kernel printed, for its owner only. Entries
-    written before a file had its own mode (or by an older ipykeep) are fixed at daemon start."""
+def is_stale_temp(name: str) -> bool:
+    """A temporary file of a write that never finished: an atomic write's (``atomic``) or a
+    checkpoint blob's (``.<pid>.<random>.tmp``, written by the kernel)."""
+    return name.endswith(".ipykeep-tmp") or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def tidy_state(state: Path) -> None:
+    """Run by the daemon at start, holding the project's lock (so no writer of this project is
+    left): remove the temporary files of writes a SIGKILL cut short, and make every directory
+    under ``state`` 0700 and every file 0600 (symlinks untouched), since the state holds tokens,
+    keys and everything a kernel printed, for its owner only."""
     for top, dirs, files in os.walk(state):
         for name in (*dirs, *files):
             entry = os.path.join(top, name)
             try:
                 if os.path.islink(entry):
                     continue
-                os.chmod(entry, 0o700 if name in dirs else 0o600)
+                if name in dirs:
+                    os.chmod(entry, 0o700)
+                elif is_stale_temp(name):
+                    os.unlink(entry)
+                else:
+                    os.chmod(entry, 0o600)
             except OSError:
                 continue
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,30 @@ def test_two_daemons_launched_at_once_leave_exactly_one(tmp_path: Path) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_daemon_start_collects_cut_writes_and_tightens_modes(tmp_path: Path) -> None:
+    import stat
+
+    root = make_project(tmp_path / "p", example=False)
+    state = root / ".ipykeep"
+    blobs = state / "checkpoints" / "blobs"
+    blobs.mkdir(parents=True)
+    # What a SIGKILL leaves: a blob being written by the kernel, an atomic write's temp file.
+    cut_blob = blobs / ".4242.0123456789ab.tmp"
+    cut_blob.write_bytes(b"\0" * 4096)
+    cut_write = state / ".counters.json.x1y2.ipykeep-tmp"
+    cut_write.write_text("{")
+    kept = blobs / "kept-blob"
+    kept.write_bytes(b"blob")
+    os.chmod(kept, 0o644)
+    os.chmod(blobs, 0o755)
+    client = start_project(root, ["x = 1"])
+    try:
+        assert not cut_blob.exists() and not cut_write.exists()
+        assert kept.read_bytes() == b"blob"
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+        assert stat.S_IMODE(blobs.stat().st_mode) == 0o700
+        assert client.call("ping")["pid"] == client.descriptor.pid
+    finally:
+        stop_daemon(root)
