@@ -33,6 +33,7 @@ UNKNOWN_KERNEL: Final = "unknown_kernel"
 UNKNOWN_NAME: Final = "unknown_name"
 KERNEL_START_FAILED: Final = "kernel_start_failed"
 KERNEL_DIED: Final = "kernel_died"
+KERNEL_UNRESPONSIVE: Final = "kernel_unresponsive"
 TIMEOUT: Final = "timeout"
 EXECUTION_LOST: Final = "execution_lost"
 KERNEL_BUSY: Final = "kernel_busy"
@@ -64,6 +65,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     UNKNOWN_NAME: "ipykeep.api.errors:UnknownNameError",
     KERNEL_START_FAILED: "ipykeep.api.errors:KernelStartError",
     KERNEL_DIED: "ipykeep.api.errors:KernelDiedError",
+    KERNEL_UNRESPONSIVE: "ipykeep.api.errors:KernelUnresponsiveError",
     TIMEOUT: "ipykeep.api.errors:ExecutionTimeoutError",
     EXECUTION_LOST: "ipykeep.api.errors:ExecutionLostError",
     KERNEL_BUSY: "ipykeep.api.errors:KernelBusyError",

@@ -25,6 +25,7 @@ error into another. The tree (a test pins it)::
     │   └── RemoteUnreachableError            remote_unreachable
     ├── ProbeFailedError                      probe_failed
     ├── KernelDiedError                       kernel_died
+    ├── KernelUnresponsiveError               kernel_unresponsive
     ├── ExecutionTimeoutError                 timeout
     ├── ExecutionLostError                    execution_lost
     ├── KernelBusyError                       kernel_busy
@@ -153,6 +154,14 @@ class ProbeFailedError(IpykeepError):
 
 class KernelDiedError(IpykeepError):
     code = "kernel_died"
+    exit_code = 7
+    retryable = True
+
+
+class KernelUnresponsiveError(IpykeepError):
+    """The kernel's process is there but does not answer (stopped, or its heartbeat is gone)."""
+
+    code = "kernel_unresponsive"
     exit_code = 7
     retryable = True
 

@@ -99,7 +99,7 @@ class EnvironmentInfo(Record):
 class KernelRecord(Record):
     kernel_id: str
     pid: int | None = None
-    state: Literal["starting", "warming", "idle", "busy", "dead", "closed"]
+    state: Literal["starting", "warming", "idle", "busy", "unresponsive", "dead", "closed"]
     notebook: str | None = None
     cwd: str
     python: str
@@ -141,8 +141,8 @@ class BatchResult(Record):
     results: list[ExecutionRecord] = Field(default_factory=list)
     skipped: list[SkippedCell] = Field(default_factory=list)
     write: WriteResult | None = None
-    #: why the batch stopped before its end: kernel_died, kernel_closed, kernel_restarted or
-    #: interrupted
+    #: why the batch stopped before its end: kernel_died, kernel_unresponsive, kernel_closed,
+    #: kernel_restarted or interrupted
     stopped: str | None = None
     notices: list[str] | None = None
 

@@ -37,11 +37,47 @@ class Params(BaseModel):
         return {name: getattr(self, name) for name in type(self).model_fields}
 
 
-def _no_nul(value: str) -> str:
-    # A NUL byte in a path is a bad argument, not an OS-level ValueError deep in the engine.
+#: Longest path and path component the system takes (Linux: PATH_MAX, NAME_MAX, in bytes).
+MAX_PATH_BYTES = 4096
+MAX_NAME_BYTES = 255
+#: Longest kernel id accepted (ids are ``k1``, ``k2``…).
+MAX_KERNEL_ID = 64
+
+
+def _a_path(value: str) -> str:
+    # What the OS would refuse deep in the engine (a ValueError, ENAMETOOLONG) is a bad
+    # argument here, said in the caller's terms.
     if "\0" in value:
         raise ValueError("not a path: it holds a NUL byte")
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        raise ValueError(f"not a path: longer than {MAX_PATH_BYTES} bytes")
+    if any(
+        len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES for part in value.split("/")
+    ):
+        raise ValueError(f"not a path: a name in it is longer than {MAX_NAME_BYTES} bytes")
     return value
+
+
+def lone_surrogate_at(value: Any, where: str = "params") -> str | None:
+    """Where in ``value`` (JSON-like) a string holds a lone surrogate (``"\\ud800"`` in JSON),
+    which no file name, kernel message or notebook can carry; None when there is none."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where
+        return None
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = lone_surrogate_at(key, where) or lone_surrogate_at(item, f"{where}.{key}")
+        if found:
+            return found
+    return None
 
 
 def _cell_ref(value: Any) -> Any:
@@ -52,12 +88,12 @@ def _cell_ref(value: Any) -> Any:
 
 
 #: A file or directory path.
-PathArg = Annotated[str, AfterValidator(_no_nul)]
+PathArg = Annotated[str, AfterValidator(_a_path)]
 #: A notebook cell: its nbformat id, or its 0-based index among all cells.
 CellRef = Annotated[str, BeforeValidator(_cell_ref)]
 
 #: The kernel a call is about: by id, or by its notebook; both optional with one kernel.
-KernelIdField = Field(default=None, description="kernel id, e.g. k1")
+KernelIdField = Field(default=None, max_length=MAX_KERNEL_ID, description="kernel id, e.g. k1")
 NotebookField = Field(default=None, description="notebook whose kernel to use")
 
 
@@ -98,6 +134,14 @@ class Method(Generic[P, R]):
     def validate(self, raw: Mapping[str, Any]) -> P:
         """``raw`` as the params model; a ``bad_argument`` error (``UsageError``) naming each
         argument that is unknown, missing or of the wrong type, never a ``ValidationError``."""
+        bad_text = lone_surrogate_at(raw)
+        if bad_text is not None:
+            where = bad_text.removeprefix("params.") if bad_text != "params" else bad_text
+            raise UsageError(
+                f"{self.name}: bad argument(s): {where}: holds a lone surrogate (such as "
+                "\\ud800), which is not valid Unicode text",
+                hint="send text that encodes as UTF-8",
+            )
         try:
             return self.params.model_validate(raw)
         except ValidationError as exc:

@@ -37,6 +37,7 @@ from typing import Any
 from ipykeep.api.errors import IpykeepError
 from ipykeep.checkpoints._inkernel import blobfmt
 from ipykeep.project.atomic import atomic_write_bytes
+from ipykeep.project.layout import private_dir
 
 BLOB_ID = re.compile(r"^[0-9a-f]{64}$")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -59,9 +60,8 @@ class UnknownCheckpointError(CheckpointError):
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
+    # Its parents too (checkpoints/notebooks/…): the store holds the user's values.
+    return private_dir(path)
 
 
 def _write_private(path: Path, data: bytes) -> None:

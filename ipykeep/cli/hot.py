@@ -103,7 +103,12 @@ def run(cells: list[str], notebook: str | None, as_json: bool) -> int:
 
 
 def batch_exit(ok: bool, stopped: str | None) -> int:
-    """7 when the kernel died under the batch, 6 when it was closed, 1 when a cell failed."""
+    """7 when the kernel died or stopped answering under the batch, 6 when it was closed, 1 when
+    a cell failed."""
+    if stopped == "kernel_unresponsive":
+        echo("error: the kernel stopped responding; the remaining cells did not run", err=True)
+        echo("hint: the notice above says why and how to resume or restart it", err=True)
+        return 7
     if stopped in ("kernel_died", "kernel_restarted"):
         how = "died" if stopped == "kernel_died" else "was restarted"
         echo(f"error: the kernel {how}; the remaining cells did not run", err=True)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -111,8 +112,7 @@ def _follow_warm(client: DaemonClient, rec: KernelRecord, *, quiet: bool) -> Ker
 def stop(notebook: str | None, all_: bool, as_json: bool) -> int:
     desc = find_daemon(Path.cwd())
     if desc is None and all_:
-        emit(as_json, {"stopped": []}, "no daemon running")
-        return 0
+        return _stop_unreachable(as_json)
     client = DaemonClient(desc) if desc is not None else _client()  # _client says what to run
     daemon_pid = client.descriptor.pid
     status = client.invoke(api.STATUS, StatusParams())
@@ -155,6 +155,29 @@ def stop(notebook: str | None, all_: bool, as_json: bool) -> int:
         as_json,
         {"stopped": [target.kernel_id]},
         f"stopped {target.kernel_id} ({target.notebook or 'scratch'})",
+    )
+    return 0
+
+
+def _stop_unreachable(as_json: bool) -> int:
+    """``stop --all`` without a usable descriptor: the daemon holding the project's lock (if
+    any) gets SIGTERM, which closes its kernels as ``shutdown`` would."""
+    import signal
+
+    from ipykeep.project import daemon_lock
+    from ipykeep.project.layout import project_paths
+
+    owner = daemon_lock.holder(project_paths().daemon_lock)
+    if owner is None:
+        emit(as_json, {"stopped": []}, "no daemon running")
+        return 0
+    with contextlib.suppress(OSError):
+        os.kill(owner, signal.SIGTERM)
+    _wait_gone([owner])
+    emit(
+        as_json,
+        {"stopped": [], "daemon": owner},
+        f"stopped the daemon (pid {owner}) and its kernels; it published no usable descriptor",
     )
     return 0
 

@@ -10,8 +10,10 @@ method name and return the JSON result (the thin CLI renders it without pydantic
 typed result.
 
 ``ensure_daemon`` holds an exclusive lock on ``.ipykeep/run/start.lock`` while it checks for a
-live daemon and starts one, so two clients starting at once end with one daemon. A descriptor
-whose process is gone (or does not answer) is treated as stale and replaced.
+live daemon and starts one, so two clients starting at once end with one daemon. The daemon
+itself holds ``.ipykeep/run/daemon.lock`` (``project.daemon_lock``) while it runs: a descriptor
+that is damaged, missing or names a dead process is recovered from the lock's holder (asked to
+publish it again), and no second daemon is started while the lock is held.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ipykeep.api import names
 from ipykeep.api.errors import DaemonUnreachableError, IpykeepError
 from ipykeep.client.wire import Endpoint, call_sync
+from ipykeep.project import daemon_lock
 from ipykeep.project.layout import ProjectPaths, find_project_root
 
 if TYPE_CHECKING:
@@ -87,9 +90,36 @@ def find_daemon(root: Path | None = None) -> Descriptor | None:
     """The live daemon of the project at ``root`` (found by walking up), or None."""
     paths = ProjectPaths(find_project_root(root))
     desc = read_descriptor(paths)
-    if desc is None or not pid_alive(desc.pid):
-        return None
-    return desc
+    owner = daemon_lock.holder(paths.daemon_lock)
+    if owner is None:
+        return desc if desc is not None and pid_alive(desc.pid) else None
+    if desc is not None and desc.pid == owner:
+        return desc
+    return _recovered_descriptor(paths, owner)
+
+
+def _recovered_descriptor(paths: ProjectPaths, owner: int, wait: float = 3.0) -> Descriptor | None:
+    """The descriptor of ``owner``, the daemon holding the project's lock, asked to publish it
+    again (the file was damaged, removed or overwritten by another's); None if it does not."""
+    with contextlib.suppress(OSError):
+        os.kill(owner, daemon_lock.REPUBLISH_SIGNAL)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        desc = read_descriptor(paths)
+        if desc is not None and desc.pid == owner:
+            return desc
+        time.sleep(0.02)
+    return None
+
+
+def unanswered_daemon(paths: ProjectPaths) -> DaemonUnreachableError:
+    """The error for a daemon that holds the project's lock but cannot be reached."""
+    owner = daemon_lock.holder(paths.daemon_lock)
+    return DaemonUnreachableError(
+        f"the daemon for {paths.root} (pid {owner}) is running but does not answer and has "
+        f"not published a usable {paths.descriptor}",
+        hint=f"stop it with `ipykeep stop --all` (or `kill {owner}`), then start again",
+    )
 
 
 class DaemonClient:
@@ -133,6 +163,9 @@ def connect(root: Path | None = None) -> DaemonClient:
     """A client of the running daemon; a clear error when there is none."""
     desc = find_daemon(root)
     if desc is None:
+        paths = ProjectPaths(find_project_root(root))
+        if daemon_lock.holder(paths.daemon_lock) is not None:
+            raise unanswered_daemon(paths)
         raise DaemonUnreachableError(
             f"no ipykeep daemon is running for {find_project_root(root)}",
             hint="start one with `ipykeep start NOTEBOOK`",
@@ -149,33 +182,52 @@ def _answers(desc: Descriptor) -> bool:
 
 
 def ensure_daemon(root: Path | None = None, *, timeout: float = 60.0) -> DaemonClient:
-    """Connect to the project's daemon, starting it (once, under a lock) if none runs."""
+    """Connect to the project's daemon, starting it (once, under a lock) if none runs.
+
+    A daemon holding the project's lock is never replaced: while it starts (or stops) this
+    waits for it, and one that never answers is an error naming its pid.
+    """
     paths = ProjectPaths(find_project_root(root))
     paths.ensure_run()
-    with open(paths.start_lock, "a+") as lock:
+    fd = os.open(paths.start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "r+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            desc = read_descriptor(paths)
-            if desc is not None and pid_alive(desc.pid) and _answers(desc):
-                return DaemonClient(desc)
-            with contextlib.suppress(FileNotFoundError):
-                paths.descriptor.unlink()
-            proc = _spawn(paths)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                desc = read_descriptor(paths)
-                if desc is not None and desc.pid == proc.pid and _answers(desc):
-                    return DaemonClient(desc)
-                if proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-            tail = _log_tail(paths)
-            raise DaemonUnreachableError(
-                f"the daemon for {paths.root} did not start" + (f":\n{tail}" if tail else ""),
-                hint=f"see {paths.log}",
-            )
+            return _reach_or_start(paths, time.monotonic() + timeout)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _reach_or_start(paths: ProjectPaths, deadline: float) -> DaemonClient:
+    proc: subprocess.Popen[bytes] | None = None
+    asked = 0.0
+    while time.monotonic() < deadline:
+        desc = read_descriptor(paths)
+        if desc is not None and pid_alive(desc.pid) and _answers(desc):
+            return DaemonClient(desc)
+        owner = daemon_lock.holder(paths.daemon_lock)
+        if owner is None:
+            if proc is not None and proc.poll() is not None:
+                break  # the one this call started exited without serving
+            if proc is None:
+                with contextlib.suppress(FileNotFoundError):
+                    paths.descriptor.unlink()
+                proc = _spawn(paths)
+        elif (desc is None or desc.pid != owner) and time.monotonic() - asked > 1.0:
+            # A running daemon whose descriptor is damaged or stale: ask it to publish again
+            # (ignored while it is still starting; it publishes when it is ready).
+            with contextlib.suppress(OSError):
+                os.kill(owner, daemon_lock.REPUBLISH_SIGNAL)
+            asked = time.monotonic()
+        time.sleep(0.05)
+    if daemon_lock.holder(paths.daemon_lock) is not None:
+        raise unanswered_daemon(paths)
+    tail = _log_tail(paths)
+    raise DaemonUnreachableError(
+        f"the daemon for {paths.root} did not start" + (f":\n{tail}" if tail else ""),
+        hint=f"see {paths.log}",
+    )
 
 
 def _spawn(paths: ProjectPaths) -> subprocess.Popen[bytes]:

@@ -75,6 +75,7 @@ def render_batch(batch: BatchResult) -> str:
     stopped = {
         "interrupted": "; the batch was interrupted",
         "kernel_died": "; the kernel died",
+        "kernel_unresponsive": "; the kernel stopped responding",
         "kernel_closed": "; the kernel was closed",
     }.get(batch.stopped or "", "")
     parts.append(batch_tally(len(batch.results), len(failed), len(batch.skipped)) + stopped)

@@ -34,10 +34,15 @@ log = logging.getLogger("ipykeep.rpc")
 #: The first request of a connection (which must carry the token) may be this long at most, so
 #: an unauthenticated peer cannot make the daemon buffer more.
 MAX_UNAUTHENTICATED_LINE = 64 * 1024
-#: Connections served at once; more are closed at accept.
+#: Authenticated connections served at once; more are closed once they authenticate.
 MAX_CONNECTIONS = 256
-#: Seconds a connection may stay silent before its first (authenticated) request.
-UNAUTHENTICATED_IDLE = 10.0
+#: Connections still without their first (authenticated) request at once; past it, the oldest
+#: of them is closed to make room, so unauthenticated peers can never fill the daemon: the
+#: owner's client authenticates with its first line, within milliseconds of connecting.
+MAX_UNAUTHENTICATED = 64
+#: Seconds from accept to the first request, which must carry the token: a hard deadline, not
+#: reset by bytes, and a first line that is not an authorized request closes the connection.
+UNAUTHENTICATED_DEADLINE = 10.0
 _TOKEN_HEAD = re.compile(rb'\A\s*\{\s*"token"\s*:\s*"([^"\\]*)"')
 
 
@@ -51,6 +56,8 @@ class RpcServer:
         self._token = token.encode()
         self.server: asyncio.base_events.Server | None = None
         self._connections = 0
+        #: connections not yet authenticated, oldest first (dicts keep insertion order)
+        self._pending: dict[asyncio.StreamWriter, None] = {}
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         self.server = await asyncio.start_server(self._serve, host, port, limit=MAX_LINE)
@@ -67,24 +74,50 @@ class RpcServer:
         token = req.get("token")
         return isinstance(token, str) and hmac.compare_digest(token.encode(), self._token)
 
+    def _authorized_line(self, line: bytes) -> bool:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            return False
+        return isinstance(req, dict) and self._authorized(req)
+
+    def _admit(self, writer: asyncio.StreamWriter, peer: Any) -> None:
+        if len(self._pending) >= MAX_UNAUTHENTICATED:
+            oldest = next(iter(self._pending))
+            del self._pending[oldest]
+            log.warning(
+                "%d connections without a token: closing the oldest (%s) for %s",
+                MAX_UNAUTHENTICATED,
+                oldest.get_extra_info("peername"),
+                peer,
+            )
+            oldest.transport.abort()
+        self._pending[writer] = None
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        if self._connections >= MAX_CONNECTIONS:
-            log.warning(
-                "refused a connection from %s: %d connections open", peer, self._connections
-            )
-            writer.close()
-            return
-        self._connections += 1
-        authenticated = False
+        self._admit(writer, peer)
+        counted = False
         try:
-            while True:
-                if authenticated:
-                    line = await reader.readline()
-                else:
-                    line = await asyncio.wait_for(self._first_line(reader), UNAUTHENTICATED_IDLE)
-                if not line:
-                    return
+            line = await asyncio.wait_for(self._first_line(reader), UNAUTHENTICATED_DEADLINE)
+            if writer not in self._pending:  # closed to make room for a newer connection
+                return
+            del self._pending[writer]
+            if not line:
+                return
+            if not self._authorized_line(line):
+                # a parse error or a refusal, logged without the token; then the connection ends
+                writer.write(json.dumps(await self._handle(line, peer)).encode() + b"\n")
+                await writer.drain()
+                return
+            if self._connections >= MAX_CONNECTIONS:
+                log.warning(
+                    "refused a connection from %s: %d connections open", peer, self._connections
+                )
+                return
+            self._connections += 1
+            counted = True
+            while line:
                 response = await self._handle_until_disconnect(line, peer, reader)
                 if response is None:  # the client went away; its call was cancelled
                     return
@@ -92,8 +125,7 @@ class RpcServer:
                 await writer.drain()
                 if response.get("error", {}).get("data", {}).get("code") == "unauthorized":
                     return
-                if "error" not in response or response["error"].get("code") != -32700:
-                    authenticated = True
+                line = await reader.readline()
         except (
             ConnectionError,
             asyncio.IncompleteReadError,
@@ -105,7 +137,9 @@ class RpcServer:
         except asyncio.CancelledError:
             raise
         finally:
-            self._connections -= 1
+            self._pending.pop(writer, None)
+            if counted:
+                self._connections -= 1
             writer.close()
 
     async def _first_line(self, reader: asyncio.StreamReader) -> bytes:

@@ -35,9 +35,10 @@ from ipykeep.api.kernels import ShutdownResult
 from ipykeep.api.spec import Bindings, Served, bind
 from ipykeep.daemon.rpc import RpcServer
 from ipykeep.engine.engine import Engine
+from ipykeep.project import daemon_lock
 from ipykeep.project.atomic import atomic_write_text
 from ipykeep.project.config import Config, load_config
-from ipykeep.project.layout import ProjectPaths
+from ipykeep.project.layout import ProjectPaths, tidy_state
 
 log = logging.getLogger("ipykeep.daemon")
 
@@ -66,6 +67,9 @@ def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     paths.ensure_run()
     atomic_write_text(paths.descriptor, json.dumps(data), mode=0o600)
 
+
+#: The exit status of a daemon that found another one serving its project.
+EXIT_ANOTHER_DAEMON = 3
 
 #: builds the engine with its collaborators; returns it and what they serve
 Compose = Callable[[ProjectPaths, Config], "tuple[Engine, Bindings]"]
@@ -98,18 +102,18 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.add_signal_handler(sig, self.stopping.set)
-        write_descriptor(
-            self.paths,
-            {
-                "pid": os.getpid(),
-                "host": host,
-                "port": port,
-                "token": self.token,
-                "version": __version__,
-                "project": str(self.paths.root),
-                "started_at": time.time(),
-            },
-        )
+        descriptor = {
+            "pid": os.getpid(),
+            "host": host,
+            "port": port,
+            "token": self.token,
+            "version": __version__,
+            "project": str(self.paths.root),
+            "started_at": time.time(),
+        }
+        # A client that found the descriptor damaged (or removed) asks for it again.
+        loop.add_signal_handler(daemon_lock.REPUBLISH_SIGNAL, self._republish, descriptor)
+        write_descriptor(self.paths, descriptor)
         log.info("daemon %s serving %s on %s:%d", os.getpid(), self.paths.root, host, port)
         try:
             await self.stopping.wait()
@@ -118,10 +122,17 @@ class Daemon:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.engine.shutdown(), 20)
             await server.close()
-            with contextlib.suppress(FileNotFoundError, OSError):
-                current = json.loads(self.paths.descriptor.read_text())
-                if current.get("pid") == os.getpid():
-                    self.paths.descriptor.unlink()
+            # This process holds the daemon lock, so whatever descriptor is there is its own
+            # (or damaged): no other daemon can have published one.
+            with contextlib.suppress(OSError):
+                self.paths.descriptor.unlink()
+
+    def _republish(self, descriptor: dict[str, Any]) -> None:
+        log.warning("descriptor republished on request (it was damaged or removed)")
+        try:
+            write_descriptor(self.paths, descriptor)
+        except OSError as exc:
+            log.error("could not republish the descriptor: %s", exc)
 
 
 def main(argv: list[str] | None, compose: Compose) -> None:
@@ -135,4 +146,19 @@ def main(argv: list[str] | None, compose: Compose) -> None:
         stream=sys.stderr,
     )
     os.chdir(root)
+    paths = ProjectPaths(root)
+    paths.ensure_run()
+    # Ignored until the event loop handles it: a client may send it as soon as the lock is held.
+    signal.signal(daemon_lock.REPUBLISH_SIGNAL, signal.SIG_IGN)
+    lock = daemon_lock.acquire(paths.daemon_lock)
+    if lock is None:
+        # One project, one daemon: a second one (two clients starting at once, a stray
+        # launch) leaves the running one alone.
+        log.warning(
+            "another daemon (pid %s) serves %s; exiting",
+            daemon_lock.holder(paths.daemon_lock),
+            root,
+        )
+        sys.exit(EXIT_ANOTHER_DAEMON)
+    tidy_state(paths.state)
     asyncio.run(Daemon(root, compose).run())

@@ -14,6 +14,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,15 +51,15 @@ class KernelArchive:
             "notebook": str(notebook) if notebook else None,
         }
         with contextlib.suppress(OSError):
-            atomic_write_text(self.dir / "closed.json", json.dumps(info))
+            atomic_write_text(self.dir / "closed.json", json.dumps(info), mode=0o600)
 
     def store(self, payload: bytes, mime: str) -> Artifact:
         digest = hashlib.sha256(payload).hexdigest()[:24]
         name = digest + MIME_SUFFIX.get(mime, ".bin")
-        self.artifacts.mkdir(exist_ok=True)
+        private_dir(self.artifacts)
         path = self.artifacts / name
         if not path.exists():
-            atomic_write_bytes(path, payload)
+            atomic_write_bytes(path, payload, mode=0o600)
         return Artifact(path, f"{ARTIFACT_URI_PREFIX}{self.kernel_id}/{name}")
 
     def store_text(self, text: str) -> Artifact:
@@ -118,7 +119,8 @@ class KernelArchive:
         self._append({"type": "event", "event": event, "at": time.time(), **details})
 
     def _append(self, entry: dict[str, Any]) -> None:
-        with open(self.record, "a", encoding="utf-8") as fh:
+        fd = os.open(self.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with open(fd, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry, default=str) + "\n")
 
     def entries(self) -> list[dict[str, Any]]:

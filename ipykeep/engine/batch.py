@@ -33,6 +33,7 @@ SkipIf = Callable[[str, set[str]], "str | None"]
 
 _STOP_REASONS = {
     "kernel_died": "kernel is not running",
+    "kernel_unresponsive": "the kernel stopped responding",
     "kernel_closed": "kernel closed",
     "kernel_restarted": "the kernel was restarted under the batch",
     "interrupted": "the batch was interrupted",
@@ -81,7 +82,12 @@ async def _run_cell(
     except IpykeepError as exc:
         if exc.code == "timeout":
             await runner.interrupt_execution(session, ex)
-        ex.finish("failed", note=exc.message)
+        # A kernel that stopped answering may still run the cell when it resumes: not "failed".
+        unknown = exc.code == "kernel_unresponsive"
+        ex.finish(
+            "lost" if unknown else "failed",
+            note=f"{exc.message}; {exc.hint}" if unknown else exc.message,
+        )
     session.cell_runs[cell.cell_id] = CellRun(
         ex.handle, cell.source, ex.state, ex.execution_count, cell.index
     )
@@ -146,6 +152,8 @@ async def run_batch(
                     stopped = "interrupted"  # an interrupt stops the whole batch
                 elif ex.state == "lost" and not session.process.alive:
                     stopped = "kernel_died"
+                elif ex.state == "lost" and session.process.unresponsive is not None:
+                    stopped = "kernel_unresponsive"
                 ran.append((ex, cell.source))
                 results.append(execution_record(session, ex))
                 if progress is not None:
@@ -177,6 +185,11 @@ async def run_batch(
         write = await writeback.write_now(session, ran)
     else:
         write = writeback.pending_result(writeback.queue(session, ran))
+    if stopped == "kernel_unresponsive":
+        session.notices.append(
+            f"{session.process.unresponsive}; {len(skipped)} cell(s) did not run — "
+            f"{session.process.responsiveness.fix}, then run_stale re-runs what is needed"
+        )
     if stopped == "kernel_died":
         session.notices.append(
             f"kernel {session.kernel_id} died; {len(skipped)} cell(s) did not run — "

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ipykeep.project.atomic import atomic_write_text
-from ipykeep.project.layout import ProjectPaths
+from ipykeep.project.layout import ProjectPaths, private_dir
 
 log = logging.getLogger("ipykeep.engine")
 
@@ -46,12 +46,12 @@ class IdCounters:
 
     def _save(self) -> None:
         try:
-            self.paths.kernels.mkdir(parents=True, exist_ok=True)
+            private_dir(self.paths.kernels)
             data = {
                 "kernel": self._next_kernel,
                 "handle": max(self._next_handle, self._reserved_handles),
             }
-            atomic_write_text(self._file, json.dumps(data))
+            atomic_write_text(self._file, json.dumps(data), mode=0o600)
         except OSError as exc:
             # Ids stay unique in this daemon; only a successor could reuse some after a crash.
             log.warning("counters not saved: %s", exc)

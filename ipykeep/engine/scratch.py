@@ -33,6 +33,7 @@ async def submit(
             hint="restart it (`ipykeep restart` / the restart_kernel tool), "
             "then `ipykeep run-stale --execute` / the run_stale tool re-runs what is needed",
         )
+    session.process.refuse_if_unresponsive()
     subshell = None
     if session.scheduler.main_lock.locked():
         subshell = await session.process.acquire_subshell(session.config.max_subshells)
@@ -82,7 +83,9 @@ async def _run(
                 )
                 raise
     except IpykeepError as exc:
-        ex.finish("lost", note=exc.message)
+        # A stopped kernel's fix (resume or restart) belongs with the execution it held.
+        unresponsive = exc.code == "kernel_unresponsive"
+        ex.finish("lost", note=f"{exc.message}; {exc.hint}" if unresponsive else exc.message)
     except Exception as exc:  # keep the daemon alive whatever happens
         log.exception("scratch execution %s failed", ex.handle)
         ex.finish("lost", note=f"internal error: {exc}")

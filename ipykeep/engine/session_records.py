@@ -27,7 +27,7 @@ log = logging.getLogger("ipykeep.engine")
 
 StaleReasons = dict[str, list[dict[str, Any]]]
 CellStateKind = Literal["ok", "failed", "stale", "running", "never_run", "markdown"]
-KernelStateKind = Literal["starting", "warming", "idle", "busy", "dead", "closed"]
+KernelStateKind = Literal["starting", "warming", "idle", "busy", "unresponsive", "dead", "closed"]
 
 
 def output_view(session: KernelSession, ex: Execution, cursor: int) -> tuple[OutputView, int]:
@@ -99,6 +99,8 @@ def kernel_state(session: KernelSession) -> KernelStateKind:
         return "closed"
     if not session.process.alive and session.state not in ("starting",):
         return "dead"
+    if session.process.unresponsive is not None:
+        return "unresponsive"
     if session.state in ("starting", "warming"):
         return session.state
     return "busy" if session.running() else "idle"

@@ -23,6 +23,7 @@ from ipykeep.api.errors import (
     ExecutionTimeoutError,
     KernelDiedError,
     KernelStartError,
+    KernelUnresponsiveError,
 )
 from ipykeep.kernel import probe_bundle
 from ipykeep.kernel.channels import route_replies
@@ -30,6 +31,7 @@ from ipykeep.kernel.execution import Execution
 from ipykeep.kernel.inkernel import KERNEL_SETUP, InKernelModule, install_expression, install_order
 from ipykeep.kernel.providers import KernelProvider, LaunchSpec, local_provider
 from ipykeep.kernel.providers.base import DataflowMode
+from ipykeep.kernel.responsiveness import Responsiveness
 from ipykeep.kernel.subshells import SubshellPool
 
 log = logging.getLogger("ipykeep.kernel")
@@ -82,10 +84,21 @@ class KernelProcess:
         self.on_foreign: Any = None  # callback(msg) for iopub from other clients (browser)
         self.on_notice: Any = None  # callback(text): something the user should be told
         self.subshells = SubshellPool(name, self._send_control)
+        self.responsiveness = Responsiveness(name)
         self._link_ready = asyncio.Event()  # cleared while a re-established link is probed
         self._link_ready.set()
 
     # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def unresponsive(self) -> str | None:
+        """Why the kernel stopped answering (stopped process, no heartbeat), or None."""
+        return self.responsiveness.reason
+
+    def refuse_if_unresponsive(self) -> None:
+        """Raise ``KernelUnresponsiveError`` while the kernel does not answer."""
+        if self.responsiveness.reason is not None:
+            raise KernelUnresponsiveError(self.responsiveness.reason, hint=self.responsiveness.fix)
+
     @property
     def pid(self) -> int | None:
         return self.provider.pid
@@ -104,6 +117,7 @@ class KernelProcess:
         self.generation += 1
         self.installed_helpers.clear()
         self.subshells.reset()
+        self.responsiveness.reset()
         self._tasks = [
             asyncio.create_task(self._route_iopub(), name=f"{self.name}-iopub"),
             asyncio.create_task(self._route_shell(), name=f"{self.name}-shell"),
@@ -218,6 +232,8 @@ class KernelProcess:
                 if self.on_death:
                     self.on_death(self)
                 return
+            local = self.pid if self.provider.kind == "local" else None
+            self.responsiveness.check(local_pid=local, client=self.kc)
 
     async def _probe_iopub(self) -> None:
         """Wait until output reaches us again after a reconnect: zmq re-subscribes iopub
@@ -295,6 +311,7 @@ class KernelProcess:
                 if lost
                 else "start it again with `ipykeep start`",
             )
+        self.refuse_if_unresponsive()  # nothing more is queued on a kernel that cannot answer
         content = {
             "code": code,
             "silent": silent,
@@ -411,6 +428,8 @@ class KernelProcess:
                     )
                     ex.reply_lost = True
                     return None
+            # A stopped kernel would hold this (and the caller) until cell_timeout, or forever.
+            self.refuse_if_unresponsive()
             if timeout and elapsed >= timeout:
                 raise ExecutionTimeoutError(
                     f"{ex.handle} did not finish within {timeout:g} s",

@@ -7,7 +7,9 @@ OAuth discovery before they send the token, and a 401 there reads as "OAuth requ
 Code then fails with "Dynamic Client Registration rejected"). It answers 404 — there is no
 OAuth server here — and serves nothing. The token comes from
 ``IPYKEEP_MCP_TOKEN`` or is generated and shown once on stderr; it never appears in logs.
-A non-loopback host is refused unless the token was given explicitly.
+A non-loopback host is refused unless the token was given explicitly. On every loopback
+address (127.0.0.2 as much as 127.0.0.1) the Host and Origin headers must name a loopback
+host (``loopback_security``): the SDK only turns that check on for three spellings.
 """
 
 from __future__ import annotations
@@ -165,11 +167,31 @@ def _url(host: str, port: int) -> str:
     return f"http://{shown}:{port}{MCP_PATH}"
 
 
+def loopback_security(host: str) -> Any:
+    """DNS-rebinding protection for a loopback ``host``: the SDK's own for 127.0.0.1, extended
+    to the address actually bound; None (the SDK's default) for other hosts."""
+    if not is_loopback(host):
+        return None
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    shown = f"[{host}]" if ":" in host else host
+    hosts = sorted({shown, "127.0.0.1", "localhost", "[::1]"})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{h}:*" for h in hosts],
+        allowed_origins=[f"http://{h}:*" for h in hosts],
+    )
+
+
 async def run_http(app: IpykeepMcp, opts: HttpOptions) -> None:
     import uvicorn
 
     server = app.server()
-    starlette_app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=opts.host)
+    starlette_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=opts.host,
+        transport_security=loopback_security(opts.host),
+    )
     sock = _bind(opts.host, opts.port)
     port = sock.getsockname()[1]
     url = _url(opts.host, port)

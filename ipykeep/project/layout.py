@@ -2,7 +2,7 @@
 
 The project root is the nearest ancestor holding ``ipykeep.toml``, ``pyproject.toml`` or
 ``.git``; without any, the starting directory itself. All state lives in ``<root>/.ipykeep/``:
-``run/`` (0700) holds the daemon descriptor, its lock and log; ``kernels/<kid>/`` holds each
+``run/`` (0700) holds the daemon descriptor, its locks and log; ``kernels/<kid>/`` holds each
 kernel's archival record and artifacts.
 """
 
@@ -26,10 +26,39 @@ def find_project_root(start: Path | str | None = None) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) and make it 0700."""
+    """Create ``path`` and make it 0700, like every parent this creates for it."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    for created in {path, *missing}:
+        os.chmod(created, 0o700)
     return path
+
+
+def is_stale_temp(name: str) -> bool:
+    """A temporary file of a write that never finished: an atomic write's (``atomic``) or a
+    checkpoint blob's (``.<pid>.<random>.tmp``, written by the kernel)."""
+    return name.endswith(".ipykeep-tmp") or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def tidy_state(state: Path) -> None:
+    """Run by the daemon at start, holding the project's lock (so no writer of this project is
+    left): remove the temporary files of writes a SIGKILL cut short, and make every directory
+    under ``state`` 0700 and every file 0600 (symlinks untouched), since the state holds tokens,
+    keys and everything a kernel printed, for its owner only."""
+    for top, dirs, files in os.walk(state):
+        for name in (*dirs, *files):
+            entry = os.path.join(top, name)
+            try:
+                if os.path.islink(entry):
+                    continue
+                if name in dirs:
+                    os.chmod(entry, 0o700)
+                elif is_stale_temp(name):
+                    os.unlink(entry)
+                else:
+                    os.chmod(entry, 0o600)
+            except OSError:
+                continue
 
 
 class ProjectPaths(NamedTuple):
@@ -52,6 +81,11 @@ class ProjectPaths(NamedTuple):
     @property
     def start_lock(self) -> Path:
         return self.run / "start.lock"
+
+    @property
+    def daemon_lock(self) -> Path:
+        """Held by the running daemon for its whole life (``project.daemon_lock``)."""
+        return self.run / "daemon.lock"
 
     @property
     def log(self) -> Path:

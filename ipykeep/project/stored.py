@@ -7,6 +7,7 @@ import base64
 import contextlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,22 @@ def read_artifact(state_dir: Path, uri: str) -> dict[str, Any]:
             str(exc), hint="artifact URIs look like ipykeep://artifacts/k1/<name>"
         ) from None
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO planted here must not hold the daemon (it is refused below).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         raise UsageError(
             f"no artifact at {uri}",
             hint="the URI comes from a truncated output's marker or an image",
         ) from None
     with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        # ipykeep writes each artifact once, by rename: a second name for the same file (a hard
+        # link planted from elsewhere) or anything but a regular file is not one of them.
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise UsageError(
+                f"artifact {uri} is not a file ipykeep stored",
+                hint="the URI comes from a truncated output's marker or an image",
+            )
         data = fh.read()
     if path.suffix in TEXT_SUFFIXES:
         text = data.decode("utf-8", "replace")

@@ -1,4 +1,10 @@
-"""Saving from the browser without ever exposing a half-written notebook.
+"""What the browser may reach in the project, and saving without a half-written notebook.
+
+The served contents stop at the project: a path whose real location (symlinks resolved) is
+outside the root directory is answered 404 for reading and writing alike, and ipykeep's own
+state directory ``.ipykeep`` (the daemon's token, the checkpoint key) is neither listed nor
+reachable, except the published views under ``.ipykeep/publish``.
+
 
 Jupyter's stock "atomic" writing truncates the file and writes it in place (keeping a backup
 copy aside), so a reader at the wrong moment sees an empty or partial file: ipykeep's commands
@@ -11,12 +17,15 @@ notebook's directory (``directory_lock``) that ipykeep's own write-back can shar
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 from collections.abc import Iterator
 from typing import IO, Any
 
+from jupyter_server.base.handlers import AuthenticatedFileHandler
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+from tornado.web import HTTPError
 
 from ipykeep.project.notebook import replace_file
 
@@ -39,8 +48,62 @@ def replacing_writer(
     replace_file(path, data)
 
 
+#: ipykeep's state directory, and the one part of it the browser may see (published views).
+STATE_DIR = ".ipykeep"
+PUBLISHED_DIR = os.path.join(STATE_DIR, "publish")
+
+
+def reachable(os_path: str, root_dir: str) -> bool:
+    """Whether the browser may read or write ``os_path``: its real location is inside
+    ``root_dir`` and not in ipykeep's state (published views excepted)."""
+    root = os.path.realpath(root_dir)
+    real = os.path.realpath(os_path)
+    if real != root and not real.startswith(root + os.sep):
+        return False
+    rel = os.path.relpath(real, root)
+    if rel == STATE_DIR or rel.startswith(STATE_DIR + os.sep):
+        return rel.startswith(PUBLISHED_DIR + os.sep)
+    return True
+
+
+class _Unreachable(HTTPError, PermissionError):
+    """A path outside what is served: 404 to the browser, and an ``EACCES`` ``OSError`` to
+    Jupyter's directory listing, which skips such entries (a symlink out of the project is left
+    out of the listing instead of failing it). Private to the Jupyter server process: it never
+    reaches ipykeep's error tree."""
+
+    def __init__(self, path: str) -> None:
+        HTTPError.__init__(self, 404, f"{path} is not in the served project")
+        self.errno = errno.EACCES
+
+
+class ProjectFileHandler(AuthenticatedFileHandler):
+    """``/files/…``: Jupyter streams these from disk, past the contents manager; the same
+    boundary as ``reachable`` applies."""
+
+    def validate_absolute_path(self, root: str, absolute_path: str) -> str:
+        if not reachable(absolute_path, root):
+            raise HTTPError(404)
+        return super().validate_absolute_path(root, absolute_path)
+
+
 class ReplacingFileManager(AsyncLargeFileManager):
-    """Jupyter's default contents manager, saving by rename instead of in place."""
+    """Jupyter's default contents manager, kept inside the project and out of ``.ipykeep``,
+    saving by rename instead of in place."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Listed nowhere; ``reachable`` refuses it even by an explicit path.
+        self.hide_globs = [*self.hide_globs, STATE_DIR]
+        self.files_handler_class = ProjectFileHandler
+
+    def _get_os_path(self, path: str) -> str:
+        # Every read, write, listing, rename, delete and checkpoint goes through here.
+        # jupyter_server leaves this one unannotated (a str in, a str out).
+        os_path: str = super()._get_os_path(path)  # type: ignore[no-untyped-call]
+        if not reachable(os_path, self.root_dir):
+            raise _Unreachable(path)
+        return os_path
 
     @contextlib.contextmanager
     def atomic_writing(self, os_path: str, *args: Any, **kwargs: Any) -> Iterator[IO[Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import stat
 import subprocess
@@ -38,10 +39,11 @@ class HttpServer:
         self.stderr_path = stderr_path
 
 
-@pytest.fixture(scope="module")
-def http_server(project: Path) -> Iterator[HttpServer]:
-    conn_file = project / ".ipykeep" / "mcp-http.json"
-    err_path = project / "mcp-http.stderr"
+@contextlib.contextmanager
+def launched(project: Path, host: str, name: str) -> Iterator[HttpServer]:
+    """``ipykeep mcp-serve --transport http --host HOST`` until the block ends."""
+    conn_file = project / ".ipykeep" / f"{name}.json"
+    err_path = project / f"{name}.stderr"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(
             [
@@ -52,7 +54,7 @@ def http_server(project: Path) -> Iterator[HttpServer]:
                 "--transport",
                 "http",
                 "--host",
-                "127.0.0.1",
+                host,
                 "--port",
                 "0",
                 "--connection-file",
@@ -77,6 +79,14 @@ def http_server(project: Path) -> Iterator[HttpServer]:
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def http_server(project: Path) -> Iterator[HttpServer]:
+    try:
+        with launched(project, "127.0.0.1", "mcp-http") as server:
+            yield server
+    finally:
         shutdown_daemon(project)
 
 
@@ -197,3 +207,15 @@ def test_non_loopback_host_needs_an_explicit_token(project: Path) -> None:
     )
     assert proc.returncode == 2
     assert b"non-loopback" in proc.stderr and proc.stdout == b""
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"])
+def test_every_loopback_host_keeps_the_host_header_check(project: Path, host: str) -> None:
+    with launched(project, host, f"mcp-http-{host}") as server:
+        assert server.url.startswith(f"http://{host}:")
+        port = server.url.split(":")[2].split("/")[0]
+        rebound = _post(server.url, {**server.headers, "Host": f"attacker.example:{port}"})
+        assert rebound.status_code == 421, rebound.text
+        foreign = {**server.headers, "Origin": "http://attacker.example"}
+        assert _post(server.url, foreign).status_code == 403
+        assert _post(server.url, server.headers).status_code != 421

@@ -195,3 +195,65 @@ def test_every_mcp_tool_answers_any_arguments_with_a_result_or_a_typed_error(
             assert isinstance(env, dict) and env.get("code") not in (None, "internal"), (args, env)
 
     check()
+
+
+#: Strings the OS or the wire cannot take as they are: too long for a path or a name, a lone
+#: surrogate (valid JSON, not valid UTF-8).
+HOSTILE_TEXT = {
+    "5,000 chars": "a" * 5000,
+    "100 KB": "b" * 100_000,
+    "long path": "/tmp/" + "x/" * 2500,
+    "lone surrogate": "nb\ud800.ipynb",
+}
+
+
+def _text_fields(model: Any) -> list[str]:
+    return [name for name, info in model.model_fields.items() if "str" in repr(info.annotation)]
+
+
+def test_hostile_strings_in_any_rpc_argument_are_typed_errors(daemon) -> None:
+    _, client = daemon
+    failures = []
+    for name in METHODS:
+        if name in SPAWNING:
+            continue
+        for field in _text_fields(api.BY_NAME[name].params):
+            for what, text in HOSTILE_TEXT.items():
+                params: dict[str, Any] = {field: text}
+                if name == "execute" and field != "code":
+                    params["code"] = "1"
+                token = client.descriptor.token
+                response = _raw_call(client, encode_request(name, params, token, 3))
+                data = (response.get("error") or {}).get("data") or {}
+                if "error" in response and data.get("code") in (None, "internal"):
+                    failures.append((name, field, what, response["error"]["message"][:120]))
+    assert not failures, failures
+
+
+def test_hostile_strings_in_mcp_arguments_are_typed_errors(mcp: McpSession) -> None:
+    # (The official client cannot send a lone surrogate at all: it refuses to encode one.)
+    failures = []
+    for tool in TOOLS:
+        if tool.name in SPAWNING or tool.name == "restart_kernel":
+            continue
+        for field in _text_fields(tool.args):
+            for what in ("100 KB", "long path"):
+                args: dict[str, Any] = {field: HOSTILE_TEXT[what]}
+                if tool.name in ("ipython", "read_cell"):
+                    args["yield_time_ms"] = 0
+                result = mcp.tool(tool.name, args, timeout=60)
+                env = result.structured_content if result.is_error else {}
+                if result.is_error and (
+                    not isinstance(env, dict) or env.get("code") in (None, "internal")
+                ):
+                    failures.append((tool.name, field, what, env))
+    assert not failures, failures
+
+
+def test_a_lone_surrogate_printed_by_a_cell_is_kept_as_a_replacement_character(daemon) -> None:
+    _, client = daemon
+    rec = client.call("execute", code="print('before \\ud800 after'); print('next line')")
+    text = rec["output"]["text"]
+    assert rec["state"] == "ok"
+    assert "before \ufffd after" in text and "next line" in text, text
+    assert "Traceback" not in text and "UnicodeEncodeError" not in text, text

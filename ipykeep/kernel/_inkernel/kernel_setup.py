@@ -235,9 +235,55 @@ def install_subshell_guard():
     shell._ipykeep_subshell_guard = True
 
 
+def install_text_guard():
+    """Send text holding lone surrogates (``print('\\ud800')``) with U+FFFD in their place.
+
+    jupyter_client's JSON packer refuses such strings (UTF-8 cannot carry them): the output
+    message was dropped and the packer's traceback printed on the kernel's stderr took its place
+    in the cell's output. Only a message that fails to pack is rewritten; the rest goes as is.
+    """
+    import re
+
+    from IPython.core.getipython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    surrogate = re.compile("[\ud800-\udfff]")
+
+    def clean(value):
+        if isinstance(value, str):
+            return surrogate.sub("\ufffd", value)
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(clean(v) for v in value)
+        return value
+
+    sessions = {
+        id(s): s
+        for s in (
+            getattr(kernel, "session", None),
+            getattr(sys.stdout, "session", None),
+            getattr(sys.stderr, "session", None),
+        )
+        if s is not None and not getattr(s, "_ipykeep_text_guard", False)
+    }
+    for session in sessions.values():
+        packer = session.pack
+
+        def pack(obj, _packer=packer):
+            try:
+                return _packer(obj)
+            except UnicodeEncodeError:
+                return _packer(clean(obj))
+
+        session.pack = pack
+        session._ipykeep_text_guard = True
+
+
 install_interrupt_patch()
 install_orphan_guard()
 install_subshell_guard()
+install_text_guard()
 _track_activity()
 
 
