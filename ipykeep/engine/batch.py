@@ -150,6 +150,13 @@ async def run_batch(
                 results.append(execution_record(session, ex))
                 if progress is not None:
                     progress.done += 1
+            if stopped is None and ran and not session.closed:
+                # the kernel can go after its last cell, in what runs then (a checkpoint, a
+                # thread the cell started): the batch's state is gone with it all the same
+                if not session.process.alive:
+                    stopped = "kernel_died"
+                elif session.process.generation != generation:
+                    stopped = "kernel_restarted"
     except asyncio.CancelledError:
         # The caller went away (a disconnected client): stop the running cell, run no more.
         if current is not None and not current.finished:
@@ -178,8 +185,13 @@ async def run_batch(
     else:
         write = writeback.pending_result(writeback.queue(session, ran))
     if stopped == "kernel_died":
+        lost = (
+            f"{len(skipped)} cell(s) did not run"
+            if skipped
+            else "the state its cells built is gone"
+        )
         session.notices.append(
-            f"kernel {session.kernel_id} died; {len(skipped)} cell(s) did not run — "
+            f"kernel {session.kernel_id} died; {lost} — "
             "restart it (`ipykeep restart` / the restart_kernel tool) "
             "and run_stale re-runs what is needed"
         )
