@@ -40,6 +40,8 @@ class KernelArchive:
         self.kernel_id = kernel_id
         self.artifacts = self.dir / "artifacts"
         self.record = self.dir / "record.jsonl"
+        #: handle -> offset of its line in the record (this daemon's executions)
+        self.offsets: dict[str, int] = {}
 
     def mark_closed(self, reason: str, notebook: Path | None) -> None:
         """Leave ``closed.json``, from which a later daemon tells why this kernel id is gone."""
@@ -106,16 +108,34 @@ class KernelArchive:
             "outputs": [self._compact(o) for o in ex.nbformat_outputs()],
             "notes": ex.notes,
         }
-        self._append(entry)
+        self.offsets[ex.handle] = self._append(entry)
+
+    def execution_entry(self, handle: str) -> dict[str, Any] | None:
+        """The record's entry of an execution this daemon archived (None: not there)."""
+        offset = self.offsets.get(handle)
+        if offset is None:
+            return None
+        with open(self.record, "rb") as fh:
+            fh.seek(offset)
+            entry: dict[str, Any] = json.loads(fh.readline())
+        return entry if entry.get("handle") == handle else None
+
+    def resolve(self, uri: str, mime: str) -> str:
+        """An artifact's content, as the record's output it replaced held it."""
+        return self._inline(uri, mime)
 
     def append_markdown(self, source: str) -> dict[str, Any]:
         entry = {"type": "markdown", "source": source, "at": time.time()}
         self._append(entry)
         return entry
 
-    def _append(self, entry: dict[str, Any]) -> None:
-        with open(self.record, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, default=str) + "\n")
+    def _append(self, entry: dict[str, Any]) -> int:
+        """Append one line; returns its offset."""
+        line = (json.dumps(entry, default=str) + "\n").encode("utf-8")
+        with open(self.record, "ab") as fh:
+            offset = fh.tell()
+            fh.write(line)
+        return offset
 
     def entries(self) -> list[dict[str, Any]]:
         if not self.record.exists():

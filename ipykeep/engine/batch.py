@@ -39,10 +39,14 @@ _STOP_REASONS = {
 }
 
 
-def archive(session: KernelSession, ex: Execution) -> None:
-    """Append to the kernel's record; a full or read-only disk costs the record, not the run."""
+def archive(session: KernelSession, ex: Execution, retain: bool = True) -> None:
+    """Append to the kernel's record; a full or read-only disk costs the record, not the run.
+    With ``retain``, the execution counts against the output budget (``retention.py``) at once;
+    a batch's cells count once their outputs are queued for the notebook."""
     try:
         session.archive.append_execution(ex)
+        if retain:
+            session.retain([ex])
     except OSError as exc:
         log.warning("record of %s not written: %s", ex.handle, exc)
         session.notice_once(
@@ -85,7 +89,7 @@ async def _run_cell(
     session.cell_runs[cell.cell_id] = CellRun(
         ex.handle, cell.source, ex.state, ex.execution_count, cell.index
     )
-    archive(session, ex)
+    archive(session, ex, retain=False)
     for observer in runner.observers:
         await observer.after_cell(session, cell, ex)
 
@@ -167,6 +171,7 @@ async def run_batch(
                 _skip(session, ex, cell, previous[cell.cell_id], "the client disconnected", skipped)
         with contextlib.suppress(Exception):
             writeback.queue(session, ran)  # written by the timer: nobody waits for this reply
+        session.retain([ex for ex, _ in ran])
         raise
     finally:
         # Whatever failed above (a full disk, a bug), no cell stays queued or running.
@@ -180,10 +185,13 @@ async def run_batch(
                         session.cell_runs.pop(cell.cell_id, None)
                     else:
                         session.cell_runs[cell.cell_id] = before
-    if wait_for_write:
-        write = await writeback.write_now(session, ran)
-    else:
-        write = writeback.pending_result(writeback.queue(session, ran))
+    try:
+        if wait_for_write:
+            write = await writeback.write_now(session, ran)
+        else:
+            write = writeback.pending_result(writeback.queue(session, ran))
+    finally:
+        session.retain([ex for ex, _ in ran])
     if stopped == "kernel_died":
         lost = (
             f"{len(skipped)} cell(s) did not run"

@@ -43,6 +43,10 @@ class Config:
     write_delay_ms: int = 200
     #: Bytes of output recorded per execution before the rest is dropped with a note.
     output_cap_bytes: int = 2_000_000
+    #: Finished executions per kernel whose output the daemon keeps in memory, and their bytes;
+    #: older ones are read back from the kernel's archive on disk.
+    kept_outputs: int = 100
+    kept_outputs_mb: int = 64
     #: Characters of text output returned in one response (head + tail are kept).
     max_output_chars: int = 2500
     #: Seconds an interrupted cell gets to stop before the kernel is killed and restarted.
