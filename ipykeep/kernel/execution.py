@@ -157,8 +157,10 @@ class Execution:
             self.outputs = []
 
     def spill(self) -> None:
-        """Let go of the recorded outputs (a finished execution, archived)."""
+        """Let go of the recorded outputs (a finished execution, archived) and of its probes'
+        requests and results (read by the observers when it finished)."""
         self.outputs, self.events, self.spilled = [], [], True
+        self.expressions, self.expression_results = {}, {}
 
     def add_note(self, note: str) -> None:
         self.notes.append(note)
