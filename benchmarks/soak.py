@@ -85,7 +85,8 @@ async def soak(root: Path, seconds: float, clients: int, print_mb: int, every: f
         i = 0
         while time.monotonic() < deadline:
             tag = f"tag-{c}-{i}"
-            code = f"{big}; print({tag!r})" if i % 3 == 0 else f"print({tag!r})"
+            # the tag first: past ``output_cap_bytes`` the rest of a large print is not recorded
+            code = f"print({tag!r}); {big}" if i % 3 == 0 else f"print({tag!r})"
             res = await client.call_tool(
                 "ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 30000}
             )

@@ -92,11 +92,15 @@ def test_a_value_whose_pickling_hangs_is_stopped_at_the_budget(proj):
     assert "x" in named["values"]
 
 
-def test_a_kernel_lost_after_its_last_cell_makes_run_fail(proj):
-    root, client = proj
-    # pickling in the kernel itself, as where os.fork does not exist: the crash reaches it
-    client.call("execute", code="import sys; sys.modules['_ipykeep_ckpt']._cfg['fork'] = False")
-    res = run_cli("run", "c0", cwd=root, env=ENV)
-    assert res.returncode == 7, res.stdout + res.stderr
-    assert "the kernel died" in res.stderr
-    client.call("restart")
+def test_a_kernel_lost_after_its_last_cell_makes_run_fail(tmp_path):
+    # pickling in the kernel itself (as where os.fork does not exist): the crash reaches it
+    env = {**ENV, "IPYKEEP_CHECKPOINT_PICKLE_IN": "kernel"}
+    root = tmp_path / "p"
+    start_project(root, ["z = 0"], env=env)
+    try:
+        write_notebook(root / "nb.ipynb", CELLS)
+        res = run_cli("run", "c0", cwd=root, env=env)
+        assert res.returncode == 7, res.stdout + res.stderr
+        assert "the kernel died" in res.stderr
+    finally:
+        stop_daemon(root)

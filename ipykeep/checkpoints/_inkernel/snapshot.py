@@ -5,7 +5,7 @@ Installed once per kernel as ``sys.modules["_ipykeep_ckpt"]`` and called through
 are pickled (each bounded by the per-value limit, all of them by the per-cell limit and a time
 budget) in a forked child of the kernel, which then writes the blobs, or — without ``os.fork``
 — into memory here, and one writer thread writes them; the writer thread writes each cell's
-signed manifest, in order (``_cfg["fork"] = False`` picks the in-kernel way where fork exists).
+signed manifest, in order (``configure(..., fork=False)`` picks the in-kernel way).
 Loading is ``loading.py``'s (installed after this module, as ``_ipykeep_ckpt_load``).
 
 Format (shared with ``ipykeep/checkpoints/store.py``): blobs are described in ``blobfmt.py``
@@ -86,19 +86,29 @@ def _ns():
     return ip.user_ns, ip
 
 
-def configure(
-    root, key_path, max_value, max_cell, max_pending, budget, exclude_names, exclude_types
-):
+def _unavailable():
+    """Why checkpoints cannot work in this kernel (JSON), or None."""
     try:
         import cloudpickle  # noqa: F401
     except Exception as exc:
-        return json.dumps(
-            {
-                "protocol": PROTOCOL,
-                "available": False,
-                "reason": f"cloudpickle is not importable: {exc}",
-            }
-        )
+        why = f"cloudpickle is not importable: {exc}"
+        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": why})
+    return None
+
+
+def configure(
+    root,
+    key_path,
+    max_value,
+    max_cell,
+    max_pending,
+    budget,
+    exclude_names,
+    exclude_types,
+    fork=True,
+):
+    if (why := _unavailable()) is not None:
+        return why
     return _configure(
         root,
         _read_key(key_path),
@@ -108,24 +118,17 @@ def configure(
         budget,
         exclude_names,
         exclude_types,
+        fork=fork,
     )
 
 
 def configure_remote(
-    root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types
+    root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, fork=True
 ):
     """As ``configure`` for a kernel on another host: blobs under ``root`` (``~`` and relative
     paths resolved here), the key given as hex; manifests go to ``_outbox``."""
-    try:
-        import cloudpickle  # noqa: F401
-    except Exception as exc:
-        return json.dumps(
-            {
-                "protocol": PROTOCOL,
-                "available": False,
-                "reason": f"cloudpickle is not importable: {exc}",
-            }
-        )
+    if (why := _unavailable()) is not None:
+        return why
     try:
         key = bytes.fromhex(key_hex)
         root = os.path.abspath(os.path.expanduser(root))
@@ -140,7 +143,16 @@ def configure_remote(
         )
     out = json.loads(
         _configure(
-            root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, True
+            root,
+            key,
+            max_value,
+            max_cell,
+            max_pending,
+            budget,
+            exclude_names,
+            exclude_types,
+            remote=True,
+            fork=fork,
         )
     )
     out["root"] = root
@@ -148,7 +160,16 @@ def configure_remote(
 
 
 def _configure(
-    root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, remote=False
+    root,
+    key,
+    max_value,
+    max_cell,
+    max_pending,
+    budget,
+    exclude_names,
+    exclude_types,
+    remote=False,
+    fork=True,
 ):
     global _jobs
     if len(key) != 32:
@@ -163,6 +184,7 @@ def _configure(
         budget=float(budget),
         exclude_names=set(exclude_names),
         exclude_types=set(exclude_types),
+        fork=bool(fork),
     )
     if _jobs is None:
         _jobs = queue.Queue()
@@ -359,7 +381,7 @@ def snapshot(meta_json, names):
 
 
 def _forking():
-    return _cfg.get("fork", True) and hasattr(os, "fork") and hasattr(os, "waitstatus_to_exitcode")
+    return _cfg["fork"] and hasattr(os, "fork") and hasattr(os, "waitstatus_to_exitcode")
 
 
 def _pickle_all(todo, failed, started, report):
@@ -436,9 +458,7 @@ def _snapshot_forked(meta, ns, todo, failed, started):
     name holds that object), and so does one still pickling when the budget is spent (it is
     killed). The writer thread reads the rest and writes the manifest.
     """
-    with _lock:
-        behind = _pending[0] > _cfg["max_pending"]
-    if behind:
+    if _pending[0] > _cfg["max_pending"]:  # read without the lock: a hint, as inline
         failed.update({n: "skipped: the checkpoint writer is behind" for n, _, _ in todo})
         todo = []
     if not todo:
@@ -450,13 +470,12 @@ def _snapshot_forked(meta, ns, todo, failed, started):
         warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded": see above
         pid = os.fork()
     if pid == 0:  # the child: never returns
-        code = 70
         try:
             os.close(read_fd)
             _child(todo, dict(failed), started, write_fd)
-            code = 0
-        finally:
-            os._exit(code)
+        except BaseException:
+            os._exit(70)
+        os._exit(0)
     os.close(write_fd)
     pipe = _Pipe(read_fd)
     sizes: dict = {}
@@ -539,8 +558,7 @@ class _Pipe:
     """The kernel's end of a child's pipe: one JSON event per line."""
 
     def __init__(self, fd):
-        self.fd = fd
-        self.buffer = b""
+        self.fd, self.buffer = fd, b""
 
     def next(self, deadline=None):
         """The next event; None at the end of the pipe; "timeout" past ``deadline``."""
@@ -568,17 +586,14 @@ def _kill(pid):
 
 
 def _reap(pid):
-    try:
+    with contextlib.suppress(ChildProcessError):
         return os.waitpid(pid, 0)[1]
-    except ChildProcessError:
-        return 0
+    return 0
 
 
 def _exit_text(status):
     code = os.waitstatus_to_exitcode(status)
-    if code < 0:
-        return f"killed by signal {signal.Signals(-code).name}"
-    return f"exit status {code}"
+    return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
 
 
 def _shared(ns, saved):
