@@ -28,7 +28,6 @@ import json
 import os
 import queue
 import secrets
-import select
 import signal
 import sys
 import threading
@@ -40,6 +39,7 @@ PROTOCOL_VERSION = 2
 #: the spelling this module's replies and the loader's use
 PROTOCOL = PROTOCOL_VERSION
 _fmt = sys.modules["_ipykeep_ckpt_blob"]
+_fork = sys.modules["_ipykeep_ckpt_fork"]
 MAGIC = _fmt.MAGIC
 # hidden state the staleness tracker treats as a value (see statemon): saved and restored too
 _HIDDEN = ("<numpy.random>", "<random>")
@@ -477,7 +477,7 @@ def _snapshot_forked(meta, ns, todo, failed, started):
             os._exit(70)
         os._exit(0)
     os.close(write_fd)
-    pipe = _Pipe(read_fd)
+    pipe = _fork.Pipe(read_fd)
     sizes: dict = {}
     current = None
     try:
@@ -492,9 +492,10 @@ def _snapshot_forked(meta, ns, todo, failed, started):
             elif "failed" in event:
                 failed[event["failed"]], current = event["why"], None
             elif "pickled" in event:
+                _fork.adopt_class_names(event.get("classes"))
                 break
     except BaseException:  # an interrupt while waiting: the child goes, the kernel's code runs on
-        _kill(pid)
+        _fork.kill(pid)
         pipe.close()
         raise
     if event is not None and event != "timeout":
@@ -507,13 +508,13 @@ def _snapshot_forked(meta, ns, todo, failed, started):
     # the child died, or was still pickling when the budget ran out: nothing of it is kept
     budget = _cfg["budget"]
     if event == "timeout":
-        _kill(pid)
+        _fork.kill(pid)
         why = (
             f"pickling it took longer than the snapshot time budget ({budget:g} s); "
             "the process pickling it was stopped"
         )
     else:
-        why = f"pickling it ended the process that pickled it ({_exit_text(_reap(pid))})"
+        why = f"pickling it ended the process that pickled it ({_fork.exit_text(_fork.reap(pid))})"
     pipe.close()
     culprit = current if current is not None else "the values"
     if current is not None:
@@ -544,56 +545,15 @@ def _child(todo, failed, started, write_fd):
     def report(**event):
         pipe.write((json.dumps(event) + "\n").encode())
 
+    named = _fork.named_classes()
     taken, _, _ = _pickle_all(todo, failed, started, report)
-    report(pickled=True)
+    report(pickled=True, classes=_fork.new_class_names(named))
     ids: dict = {}
     for name, kind, blob in taken:
         if id(blob) not in ids:
             ids[id(blob)] = _write_blob(blob)
         report(blob=name, id=ids[id(blob)], size=blob.size, kind=kind)
     report(written=True)
-
-
-class _Pipe:
-    """The kernel's end of a child's pipe: one JSON event per line."""
-
-    def __init__(self, fd):
-        self.fd, self.buffer = fd, b""
-
-    def next(self, deadline=None):
-        """The next event; None at the end of the pipe; "timeout" past ``deadline``."""
-        while b"\n" not in self.buffer:
-            if deadline is not None:
-                left = deadline - time.perf_counter()
-                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                    return "timeout"
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def close(self):
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-
-
-def _kill(pid):
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    _reap(pid)
-
-
-def _reap(pid):
-    with contextlib.suppress(ChildProcessError):
-        return os.waitpid(pid, 0)[1]
-    return 0
-
-
-def _exit_text(status):
-    code = os.waitstatus_to_exitcode(status)
-    return f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
 
 
 def _shared(ns, saved):
@@ -757,9 +717,9 @@ def _child_blobs(pid, pipe):
             }
     finally:
         pipe.close()
-        status = _reap(pid)
+        status = _fork.reap(pid)
     if event is None or status != 0:
-        raise OSError(f"the process writing the blobs ended early ({_exit_text(status)})")
+        raise OSError(f"the process writing the blobs ended early ({_fork.exit_text(status)})")
     return values
 
 
