@@ -16,6 +16,7 @@ from benchmarks.scenarios import (
     s13_remote,
     s14_checkpoints,
     s15_debugger,
+    s16_plan_scale,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -35,5 +36,6 @@ ALL = (
     s13_remote,
     s14_checkpoints,
     s15_debugger,
+    s16_plan_scale,
     s6_output_volume,
 )

@@ -62,6 +62,7 @@ def configure_call(store: CheckpointStore, root: str | None, limits: Limits, con
         limits.snapshot_budget_s,
         list(config.checkpoint_exclude_names),
         list(config.checkpoint_exclude_types),
+        config.checkpoint_pickle_in == "fork",
     )
     if root is None:
         return _call("configure", str(store.root), str(store.key_path), *common)

@@ -208,11 +208,9 @@ class CheckpointService(SessionObserver):
             st.cells.pop(cell.cell_id, None)
             st.cheap.pop(cell.cell_id, None)
             return
-        writes = sorted(
-            n
-            for n, c in tracker.last_writers().items()
-            if c == cell.cell_id and (n.isidentifier() or n in HIDDEN)
-        )
+        writes = [
+            n for n in tracker.still_written_by(cell.cell_id) if n.isidentifier() or n in HIDDEN
+        ]
         # importing numpy creates its global generator: that state is the import's own doing, and
         # re-running the import recreates it as a fresh run would (without this, a slow
         # ``import numpy`` cell was never cheap, and every fast cell reading ``np`` was pickled

@@ -41,6 +41,8 @@ class KernelArchive:
         self.kernel_id = kernel_id
         self.artifacts = self.dir / "artifacts"
         self.record = self.dir / "record.jsonl"
+        #: handle -> offset of its line in the record (this daemon's executions)
+        self.offsets: dict[str, int] = {}
 
     def mark_closed(self, reason: str, notebook: Path | None) -> None:
         """Leave ``closed.json``, from which a later daemon tells why this kernel id is gone."""
@@ -107,7 +109,21 @@ class KernelArchive:
             "outputs": [self._compact(o) for o in ex.nbformat_outputs()],
             "notes": ex.notes,
         }
-        self._append(entry)
+        self.offsets[ex.handle] = self._append(entry)
+
+    def execution_entry(self, handle: str) -> dict[str, Any] | None:
+        """The record's entry of an execution this daemon archived (None: not there)."""
+        offset = self.offsets.get(handle)
+        if offset is None:
+            return None
+        with open(self.record, "rb") as fh:
+            fh.seek(offset)
+            entry: dict[str, Any] = json.loads(fh.readline())
+        return entry if entry.get("handle") == handle else None
+
+    def resolve(self, uri: str, mime: str) -> str:
+        """An artifact's content, as the record's output it replaced held it."""
+        return self._inline(uri, mime)
 
     def append_markdown(self, source: str) -> dict[str, Any]:
         entry = {"type": "markdown", "source": source, "at": time.time()}
@@ -118,10 +134,14 @@ class KernelArchive:
         """An event of the kernel's life that is not an execution (a package installed)."""
         self._append({"type": "event", "event": event, "at": time.time(), **details})
 
-    def _append(self, entry: dict[str, Any]) -> None:
+    def _append(self, entry: dict[str, Any]) -> int:
+        """Append one line (the file owner-only); returns its offset."""
+        line = (json.dumps(entry, default=str) + "\n").encode("utf-8")
         fd = os.open(self.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        with open(fd, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry, default=str) + "\n")
+        with open(fd, "ab") as fh:
+            offset = fh.seek(0, os.SEEK_END)
+            fh.write(line)
+        return offset
 
     def entries(self) -> list[dict[str, Any]]:
         if not self.record.exists():

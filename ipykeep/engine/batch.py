@@ -40,10 +40,14 @@ _STOP_REASONS = {
 }
 
 
-def archive(session: KernelSession, ex: Execution) -> None:
-    """Append to the kernel's record; a full or read-only disk costs the record, not the run."""
+def archive(session: KernelSession, ex: Execution, retain: bool = True) -> None:
+    """Append to the kernel's record; a full or read-only disk costs the record, not the run.
+    With ``retain``, the execution counts against the output budget (``retention.py``) at once;
+    a batch's cells count once their outputs are queued for the notebook."""
     try:
         session.archive.append_execution(ex)
+        if retain:
+            session.retain([ex])
     except OSError as exc:
         log.warning("record of %s not written: %s", ex.handle, exc)
         session.notice_once(
@@ -91,7 +95,7 @@ async def _run_cell(
     session.cell_runs[cell.cell_id] = CellRun(
         ex.handle, cell.source, ex.state, ex.execution_count, cell.index
     )
-    archive(session, ex)
+    archive(session, ex, retain=False)
     for observer in runner.observers:
         await observer.after_cell(session, cell, ex)
 
@@ -158,6 +162,13 @@ async def run_batch(
                 results.append(execution_record(session, ex))
                 if progress is not None:
                     progress.done += 1
+            if stopped is None and ran and not session.closed:
+                # the kernel can go after its last cell, in what runs then (a checkpoint, a
+                # thread the cell started): the batch's state is gone with it all the same
+                if not session.process.alive:
+                    stopped = "kernel_died"
+                elif session.process.generation != generation:
+                    stopped = "kernel_restarted"
     except asyncio.CancelledError:
         # The caller went away (a disconnected client): stop the running cell, run no more.
         if current is not None and not current.finished:
@@ -168,6 +179,7 @@ async def run_batch(
                 _skip(session, ex, cell, previous[cell.cell_id], "the client disconnected", skipped)
         with contextlib.suppress(Exception):
             writeback.queue(session, ran)  # written by the timer: nobody waits for this reply
+        session.retain([ex for ex, _ in ran])
         raise
     finally:
         # Whatever failed above (a full disk, a bug), no cell stays queued or running.
@@ -181,18 +193,27 @@ async def run_batch(
                         session.cell_runs.pop(cell.cell_id, None)
                     else:
                         session.cell_runs[cell.cell_id] = before
-    if wait_for_write:
-        write = await writeback.write_now(session, ran)
-    else:
-        write = writeback.pending_result(writeback.queue(session, ran))
+    try:
+        if wait_for_write:
+            write = await writeback.write_now(session, ran)
+        else:
+            write = writeback.pending_result(writeback.queue(session, ran))
+    finally:
+        session.retain([ex for ex, _ in ran])
     if stopped == "kernel_unresponsive":
         session.notices.append(
             f"{session.process.unresponsive}; {len(skipped)} cell(s) did not run — "
-            f"{session.process.responsiveness.fix}, then run_stale re-runs what is needed"
+            f"{session.process.responsiveness.fix}, then `ipykeep run-stale --execute` / the "
+            "run_stale tool re-runs what is needed"
         )
     if stopped == "kernel_died":
+        lost = (
+            f"{len(skipped)} cell(s) did not run"
+            if skipped
+            else "the state its cells built is gone"
+        )
         session.notices.append(
-            f"kernel {session.kernel_id} died; {len(skipped)} cell(s) did not run — "
+            f"kernel {session.kernel_id} died; {lost} — "
             "restart it (`ipykeep restart` / the restart_kernel tool) "
             "and `ipykeep run-stale --execute` / the run_stale tool re-runs what is needed"
         )

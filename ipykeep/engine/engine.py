@@ -505,6 +505,7 @@ class Engine:
     async def note_foreign_execution(self, session: KernelSession, ex: Execution) -> None:
         """Code another client (a browser) ran in this kernel: it may have changed state."""
         session.archive.append_execution(ex)
+        session.retain([ex])
         for observer in self.observers:
             with contextlib.suppress(Exception):
                 await observer.after_scratch(session, ex, origin="browser")

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from ipykeep.api.records import EnvironmentInfo, WarmProgress
 from ipykeep.engine.archive import KernelArchive
+from ipykeep.engine.retention import OutputRetention
 from ipykeep.kernel.driver import KernelProcess
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.config import Config
@@ -111,6 +112,8 @@ class KernelSession:
     state: SessionState = "starting"
     closed: bool = False
     executions: dict[str, Execution] = field(default_factory=dict)
+    #: which finished executions still hold their outputs in memory (``retention.py``)
+    retention: OutputRetention = field(default_factory=OutputRetention)
     cell_runs: dict[str, CellRun] = field(default_factory=dict)
     #: request_id -> (code, handle), so a retried call returns the first execution
     request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -125,6 +128,12 @@ class KernelSession:
     hosting: HostingState = field(default_factory=HostingState)
     features: FeatureStates = field(default_factory=FeatureStates)
     writes: WriteBackState = field(default_factory=WriteBackState)
+
+    def retain(self, executions: list[Execution]) -> None:
+        """Finished, archived ``executions`` count against the kernel's output budget."""
+        archived = [ex for ex in executions if ex.handle in self.archive.offsets]
+        mb = self.config.kept_outputs_mb
+        self.retention.keep(archived, self.config.kept_outputs, mb * 1_000_000)
 
     def touch(self) -> None:
         self.last_activity = time.time()

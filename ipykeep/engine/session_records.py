@@ -19,6 +19,7 @@ from ipykeep.api.records import (
     KernelRecord,
     OutputView,
 )
+from ipykeep.engine.retention import from_archive
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.notebook import NotebookSnapshot
@@ -71,7 +72,9 @@ def error_info(session: KernelSession, ex: Execution) -> ErrorInfo | None:
 
 def execution_record(session: KernelSession, ex: Execution, cursor: int = 0) -> ExecutionRecord:
     """The execution's record with the output since ``cursor`` (its ``cursor`` field is the new
-    one)."""
+    one). A spilled execution's output is read from the archive (``retention.py``)."""
+    if ex.spilled:
+        ex = from_archive(session.archive, ex)
     output, new_cursor = output_view(session, ex, cursor)
     index = None
     if ex.cell_id and ex.cell_id in session.cell_runs:

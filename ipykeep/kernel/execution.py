@@ -102,6 +102,8 @@ class Execution:
     #: user_expressions sent with the request (probes), and their results from the reply
     expressions: dict[str, str] = field(default_factory=dict)
     expression_results: dict[str, Any] = field(default_factory=dict)
+    #: the outputs left the daemon's memory; the kernel's archive has them (engine/retention.py)
+    spilled: bool = False
     _clear_pending: bool = False
     _done: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -156,6 +158,12 @@ class Execution:
         if self._clear_pending:
             self._clear_pending = False
             self.outputs = []
+
+    def spill(self) -> None:
+        """Let go of the recorded outputs (a finished execution, archived) and of its probes'
+        requests and results (read by the observers when it finished)."""
+        self.outputs, self.events, self.spilled = [], [], True
+        self.expressions, self.expression_results = {}, {}
 
     def add_note(self, note: str) -> None:
         self.notes.append(note)

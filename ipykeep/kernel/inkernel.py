@@ -89,9 +89,14 @@ IPYFLOW = InKernelModule("_ipykeep_ipyflow", "staleness/_inkernel/ipyflow_probe.
 INSPECT = InKernelModule("_ipykeep_inspect", "inspection/_inkernel/summarize.py", 1, adopt="_adopt")
 #: the checkpoint blob format and its authentication
 CHECKPOINT_BLOB = InKernelModule("_ipykeep_ckpt_blob", "checkpoints/_inkernel/blobfmt.py", 1)
+#: the kernel's side of the forked child that pickles a checkpoint
+CHECKPOINT_FORK = InKernelModule("_ipykeep_ckpt_fork", "checkpoints/_inkernel/forked.py", 1)
 #: the checkpoint writer
 CHECKPOINT = InKernelModule(
-    "_ipykeep_ckpt", "checkpoints/_inkernel/snapshot.py", 2, requires=(CHECKPOINT_BLOB,)
+    "_ipykeep_ckpt",
+    "checkpoints/_inkernel/snapshot.py",
+    2,
+    requires=(CHECKPOINT_BLOB, CHECKPOINT_FORK),
 )
 #: the checkpoint loader (authenticate, unpickle); reads the writer's configuration
 CHECKPOINT_LOAD = InKernelModule(
@@ -117,6 +122,7 @@ MODULES: tuple[InKernelModule, ...] = (
     IPYFLOW,
     INSPECT,
     CHECKPOINT_BLOB,
+    CHECKPOINT_FORK,
     CHECKPOINT,
     CHECKPOINT_LOAD,
     ENVTOOLS,

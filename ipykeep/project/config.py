@@ -47,6 +47,10 @@ class Config:
     write_delay_ms: int = 200
     #: Bytes of output recorded per execution before the rest is dropped with a note.
     output_cap_bytes: int = 2_000_000
+    #: Finished executions per kernel whose output the daemon keeps in memory, and their bytes;
+    #: older ones are read back from the kernel's archive on disk.
+    kept_outputs: int = 100
+    kept_outputs_mb: int = 32
     #: Characters of text output returned in one response (head + tail are kept).
     max_output_chars: int = 2500
     #: Seconds an interrupted cell gets to stop before the kernel is killed and restarted.
@@ -99,6 +103,10 @@ class Config:
     checkpoint_max_age_days: float = 14.0
     #: Seconds the kernel may spend pickling one cell's values; the rest is not checkpointed.
     checkpoint_snapshot_budget_s: float = 10.0
+    #: Where values are pickled: "fork", a forked child of the kernel (a crash or a hang while
+    #: pickling cannot reach the kernel; the fork costs ~0.3-0.5 s per GB the kernel holds), or
+    #: "kernel", the kernel itself (what platforms without os.fork always do).
+    checkpoint_pickle_in: Literal["fork", "kernel"] = "fork"
     #: A cell's values are checkpointed only when re-running it (with the cheap cells it reads
     #: from, which are not checkpointed either) takes at least this many seconds; cheaper cells
     #: re-run on restore instead (storing them would cost more than recomputing them).

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ipykeep.staleness")
 
 _OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
+#: reasons a cell keeps until it runs itself, whatever the cells above it do
+_OWN_REASONS = frozenset({"never_run", "kernel_restarted", "source_changed", "failed"})
 
 
 def stat_for(session: KernelSession) -> StatFn:
@@ -352,6 +354,12 @@ class StalenessService(SessionObserver):
             expected = {c.cell_id for c in cells if c.expects_failure}
             tracker = self.tracker(session)
             first = plan.stale[0].cell_id
+            # only a cell planned for what other cells did can leave the plan when they re-run;
+            # re-planning before the others (each re-plan is linear in the notebook) made a
+            # plan's execution quadratic in its size
+            replan = {e.cell_id for e in plan.stale if not e.kinds & _OWN_REASONS}
+            # the re-plan made since the last cell that ran (a dropped cell runs nothing)
+            replanned: list[frozenset[str]] = []
 
             def skip_if(cell_id: str, failed: set[str]) -> str | None:
                 bad = deps.get(cell_id, set()) & ((failed - expected) | skipped)
@@ -361,14 +369,15 @@ class StalenessService(SessionObserver):
                 # The plan was made before anything ran. Re-plan with what the cells above
                 # just did: a reader planned because an edited cell might change its input is
                 # dropped when the kernel saw that input keep its value (a print-only edit).
-                if (
-                    cell_id != first
-                    and cell_id not in tracker.plan(cells, stat_for(session)).cell_ids
-                ):
-                    return (
-                        "no longer stale: the values it reads kept their value "
-                        "when the cells above re-ran"
-                    )
+                if cell_id != first and cell_id in replan:
+                    if not replanned:
+                        replanned.append(frozenset(tracker.plan(cells, stat_for(session)).cell_ids))
+                    if cell_id not in replanned[0]:
+                        return (
+                            "no longer stale: the values it reads kept their value "
+                            "when the cells above re-ran"
+                        )
+                replanned.clear()  # this cell runs: what it does can change the plan
                 return None
 
             await self._forget_changed_modules(session, plan)

@@ -179,6 +179,17 @@ class StalenessTracker:
         """Name -> id of the notebook cell that last wrote it (scratch writes are left out)."""
         return {name: w.cell_id for name, w in self.state.writers.items() if w.cell_id is not None}
 
+    def still_written_by(self, cell_id: str) -> list[str]:
+        """The names the cell's last run wrote that no later write replaced, sorted (from that
+        run's own record: the cost is the cell's names, not the notebook's)."""
+        run = self.state.runs.get(cell_id)
+        if run is None:
+            return []
+        writers = self.state.writers
+        return sorted(
+            n for n in run.versions if (w := writers.get(n)) is not None and w.cell_id == cell_id
+        )
+
     def run_inputs(self, cell_id: str) -> dict[str, str | None]:
         """Name the cell's last run read -> the notebook cell whose write it saw (None: scratch
         code, or nothing had written it)."""

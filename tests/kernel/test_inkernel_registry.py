@@ -203,6 +203,7 @@ def test_requirements_come_first_in_the_registry_and_in_an_install() -> None:
     order = install_order([inkernel.CHECKPOINT_LOAD, inkernel.STATEMON])
     assert order == (
         inkernel.CHECKPOINT_BLOB,
+        inkernel.CHECKPOINT_FORK,
         inkernel.CHECKPOINT,
         inkernel.CHECKPOINT_LOAD,
         inkernel.REACH,

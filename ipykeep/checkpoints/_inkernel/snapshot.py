@@ -1,11 +1,12 @@
 """In-kernel checkpoint writer (standard library + cloudpickle; never imports ipykeep).
 
 Installed once per kernel as ``sys.modules["_ipykeep_ckpt"]`` and called through silent
-``user_expressions``. ``snapshot`` is the only step that holds the kernel: it pickles the
-named values into memory (each bounded by the per-value limit, all of them by the per-cell
-limit and a time budget) and queues them; one writer thread hashes, authenticates and writes
-the blobs, then the cell's signed manifest, in order. Loading is ``loading.py``'s (installed
-after this module, as ``_ipykeep_ckpt_load``).
+``user_expressions``. ``snapshot`` is the only step that holds the kernel: the named values
+are pickled (each bounded by the per-value limit, all of them by the per-cell limit and a time
+budget) in a forked child of the kernel, which then writes the blobs, or — without ``os.fork``
+— into memory here, and one writer thread writes them; the writer thread writes each cell's
+signed manifest, in order (``configure(..., fork=False)`` picks the in-kernel way).
+Loading is ``loading.py``'s (installed after this module, as ``_ipykeep_ckpt_load``).
 
 Format (shared with ``ipykeep/checkpoints/store.py``): blobs are described in ``blobfmt.py``
 (installed first, as ``_ipykeep_ckpt_blob``); a blob's file name is its id (a chunked
@@ -27,15 +28,18 @@ import json
 import os
 import queue
 import secrets
+import signal
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 PROTOCOL_VERSION = 2
 #: the spelling this module's replies and the loader's use
 PROTOCOL = PROTOCOL_VERSION
 _fmt = sys.modules["_ipykeep_ckpt_blob"]
+_fork = sys.modules["_ipykeep_ckpt_fork"]
 MAGIC = _fmt.MAGIC
 # hidden state the staleness tracker treats as a value (see statemon): saved and restored too
 _HIDDEN = ("<numpy.random>", "<random>")
@@ -48,6 +52,8 @@ _pending = [0]
 _lock = threading.Lock()
 _written: list = []  # (label, ok, message) of finished jobs, read by ``status``
 _outbox: list = []  # remote: (daemon's manifest path, signed manifest) not yet taken
+#: name -> (id of the object, why): a value whose pickling killed or outlasted the child
+_poisoned: dict = {}
 
 
 class _TooLarge(Exception):
@@ -80,19 +86,29 @@ def _ns():
     return ip.user_ns, ip
 
 
-def configure(
-    root, key_path, max_value, max_cell, max_pending, budget, exclude_names, exclude_types
-):
+def _unavailable():
+    """Why checkpoints cannot work in this kernel (JSON), or None."""
     try:
         import cloudpickle  # noqa: F401
     except Exception as exc:
-        return json.dumps(
-            {
-                "protocol": PROTOCOL,
-                "available": False,
-                "reason": f"cloudpickle is not importable: {exc}",
-            }
-        )
+        why = f"cloudpickle is not importable: {exc}"
+        return json.dumps({"protocol": PROTOCOL, "available": False, "reason": why})
+    return None
+
+
+def configure(
+    root,
+    key_path,
+    max_value,
+    max_cell,
+    max_pending,
+    budget,
+    exclude_names,
+    exclude_types,
+    fork=True,
+):
+    if (why := _unavailable()) is not None:
+        return why
     return _configure(
         root,
         _read_key(key_path),
@@ -102,24 +118,17 @@ def configure(
         budget,
         exclude_names,
         exclude_types,
+        fork=fork,
     )
 
 
 def configure_remote(
-    root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types
+    root, key_hex, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, fork=True
 ):
     """As ``configure`` for a kernel on another host: blobs under ``root`` (``~`` and relative
     paths resolved here), the key given as hex; manifests go to ``_outbox``."""
-    try:
-        import cloudpickle  # noqa: F401
-    except Exception as exc:
-        return json.dumps(
-            {
-                "protocol": PROTOCOL,
-                "available": False,
-                "reason": f"cloudpickle is not importable: {exc}",
-            }
-        )
+    if (why := _unavailable()) is not None:
+        return why
     try:
         key = bytes.fromhex(key_hex)
         root = os.path.abspath(os.path.expanduser(root))
@@ -134,7 +143,16 @@ def configure_remote(
         )
     out = json.loads(
         _configure(
-            root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, True
+            root,
+            key,
+            max_value,
+            max_cell,
+            max_pending,
+            budget,
+            exclude_names,
+            exclude_types,
+            remote=True,
+            fork=fork,
         )
     )
     out["root"] = root
@@ -142,7 +160,16 @@ def configure_remote(
 
 
 def _configure(
-    root, key, max_value, max_cell, max_pending, budget, exclude_names, exclude_types, remote=False
+    root,
+    key,
+    max_value,
+    max_cell,
+    max_pending,
+    budget,
+    exclude_names,
+    exclude_types,
+    remote=False,
+    fork=True,
 ):
     global _jobs
     if len(key) != 32:
@@ -157,6 +184,7 @@ def _configure(
         budget=float(budget),
         exclude_names=set(exclude_names),
         exclude_types=set(exclude_types),
+        fork=bool(fork),
     )
     if _jobs is None:
         _jobs = queue.Queue()
@@ -304,15 +332,20 @@ def _load(data):
 
 
 def snapshot(meta_json, names):
-    """Pickle ``names`` now; a thread writes them and the manifest. Returns what was taken."""
+    """Pickle ``names`` now; the blobs and the manifest are written in the background. Returns
+    what was taken.
+
+    Where the platform has ``os.fork``, the values are pickled in a forked child of the kernel
+    (``_snapshot_forked``): a value whose pickling crashes the process or never ends costs that
+    child, never the kernel. Elsewhere they are pickled here (``_snapshot_inline``).
+    """
     if not _cfg:
         return json.dumps({"protocol": PROTOCOL, "available": False, "reason": "not configured"})
     meta = json.loads(meta_json)
     ns, _ = _ns()
     started = time.perf_counter()
-    taken, failed, sizes = [], {}, {}
-    total = 0
-    pickled: dict = {}  # id of an object already pickled here -> its blob (one object, one pickle)
+    failed = {}
+    todo = []  # (name, kind, object) to pickle, in name order
     for name in sorted(set(names)):
         if name in _cfg["exclude_names"]:
             failed[name] = "excluded by the checkpoint_exclude_names setting"
@@ -326,48 +359,15 @@ def snapshot(meta_json, names):
                 f"its type {_type_name(obj)} is excluded by the checkpoint_exclude_types setting"
             )
             continue
-        if time.perf_counter() - started > _cfg["budget"]:
-            failed[name] = f"skipped: the snapshot time budget ({_cfg['budget']:g} s) was spent"
+        poisoned = _poisoned.get(name)
+        if kind == "value" and poisoned is not None and poisoned[0] == id(obj):
+            failed[name] = f"{poisoned[1]} (not tried again while the name holds this value)"
             continue
-        if kind == "value" and id(obj) in pickled:
-            sizes[name] = pickled[id(obj)].size
-            taken.append((name, kind, pickled[id(obj)]))
-            continue
-        limit = min(_cfg["max_value"], _cfg["max_cell"] - total)
-        try:
-            buf = _pickle(obj, limit + 1, started + _cfg["budget"])
-        except _TooSlow:
-            failed[name] = (
-                "skipped: pickling it took longer than the snapshot time budget "
-                f"({_cfg['budget']:g} s)"
-            )
-            continue
-        except _TooLarge:
-            which = "per-value" if limit == _cfg["max_value"] else "per-cell"
-            failed[name] = f"larger than the {which} checkpoint limit ({limit / 2**20:.0f} MB)"
-            continue
-        except BaseException as exc:  # any pickling failure: the cell is re-run instead
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            failed[name] = f"cannot be pickled: {type(exc).__name__}: {str(exc)[:160]}"
-            continue
-        size = buf.size
-        total += size
-        sizes[name] = size
-        taken.append((name, kind, buf))
-        if kind == "value":
-            pickled[id(obj)] = buf
-    meta["shared"] = _shared(ns, {n: ns[n] for n, kind, _ in taken if kind == "value"})
-    queued = True
-    with _lock:
-        if taken and _pending[0] + total > _cfg["max_pending"]:
-            queued = False
-        else:
-            _pending[0] += total
-    if not queued:
-        failed.update({n: "skipped: the checkpoint writer is behind" for n, _, _ in taken})
-        taken, sizes = [], {}
-    _jobs.put((meta, taken, failed, total))
+        todo.append((name, kind, obj))
+    if _forking():
+        sizes = _snapshot_forked(meta, ns, todo, failed, started)
+    else:
+        sizes = _snapshot_inline(meta, ns, todo, failed, started)
     return json.dumps(
         {
             "protocol": PROTOCOL,
@@ -378,6 +378,182 @@ def snapshot(meta_json, names):
             "manifests": _take(),
         }
     )
+
+
+def _forking():
+    return _cfg["fork"] and hasattr(os, "fork") and hasattr(os, "waitstatus_to_exitcode")
+
+
+def _pickle_all(todo, failed, started, report):
+    """Pickle ``todo`` within the limits and the time budget: ``(taken, sizes, total)``, each
+    failure in ``failed``; ``report(**event)`` is told of each step (the forked child's pipe)."""
+    taken, sizes = [], {}
+    total = 0
+    budget = _cfg["budget"]
+    pickled: dict = {}  # id of an object already pickled here -> its blob (one object, one pickle)
+    for name, kind, obj in todo:
+        if time.perf_counter() - started > budget:
+            failed[name] = f"skipped: the snapshot time budget ({budget:g} s) was spent"
+            report(failed=name, why=failed[name])
+            continue
+        if kind == "value" and id(obj) in pickled:
+            sizes[name] = pickled[id(obj)].size
+            taken.append((name, kind, pickled[id(obj)]))
+            report(ok=name, size=sizes[name])
+            continue
+        limit = min(_cfg["max_value"], _cfg["max_cell"] - total)
+        report(begin=name)
+        try:
+            buf = _pickle(obj, limit + 1, started + budget)
+        except _TooSlow:
+            failed[name] = (
+                f"skipped: pickling it took longer than the snapshot time budget ({budget:g} s)"
+            )
+        except _TooLarge:
+            which = "per-value" if limit == _cfg["max_value"] else "per-cell"
+            failed[name] = f"larger than the {which} checkpoint limit ({limit / 2**20:.0f} MB)"
+        except BaseException as exc:  # any pickling failure: the cell is re-run instead
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            failed[name] = f"cannot be pickled: {type(exc).__name__}: {str(exc)[:160]}"
+        else:
+            total += buf.size
+            sizes[name] = buf.size
+            taken.append((name, kind, buf))
+            if kind == "value":
+                pickled[id(obj)] = buf
+            report(ok=name, size=buf.size)
+            continue
+        report(failed=name, why=failed[name])
+    return taken, sizes, total
+
+
+def _snapshot_inline(meta, ns, todo, failed, started):
+    """Pickle in the kernel (no ``os.fork``): the budget is checked as each pickle grows, so a
+    value whose pickling hangs without writing, or kills the process, reaches the kernel."""
+    taken, sizes, total = _pickle_all(todo, failed, started, lambda **_: None)
+    meta["shared"] = _shared(ns, {n: ns[n] for n, kind, _ in taken if kind == "value"})
+    queued = True
+    with _lock:
+        if taken and _pending[0] + total > _cfg["max_pending"]:
+            queued = False
+        else:
+            _pending[0] += total
+    if not queued:
+        failed.update({n: "skipped: the checkpoint writer is behind" for n, _, _ in taken})
+        taken, sizes, total = [], {}, 0
+    _jobs.put((meta, taken, failed, total, None))
+    return sizes
+
+
+def _snapshot_forked(meta, ns, todo, failed, started):
+    """Pickle ``todo`` in a forked child, waiting for it up to the time budget.
+
+    The child has the kernel's memory as it is at the fork (copy-on-write), so it needs no copy
+    of the values and the kernel may go on at once; it runs only this module's code (pickling
+    and writing files, then ``os._exit``: the kernel's other threads, sockets and streams are
+    not in it). It tells over a pipe which name it starts, each result, when everything is
+    pickled, then each blob written. The kernel waits until everything is pickled: a child that
+    dies meanwhile costs the value it was pickling (reported, and not tried again while the
+    name holds that object), and so does one still pickling when the budget is spent (it is
+    killed). The writer thread reads the rest and writes the manifest.
+    """
+    if _pending[0] > _cfg["max_pending"]:  # read without the lock: a hint, as inline
+        failed.update({n: "skipped: the checkpoint writer is behind" for n, _, _ in todo})
+        todo = []
+    if not todo:
+        _jobs.put((meta, [], failed, 0, None))
+        return {}
+    objects = {n: obj for n, _, obj in todo}
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded": see above
+        pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.close(read_fd)
+            _child(todo, dict(failed), started, write_fd)
+        except BaseException:
+            os._exit(70)
+        os._exit(0)
+    os.close(write_fd)
+    pipe = _fork.Pipe(read_fd)
+    sizes: dict = {}
+    current = None
+    try:
+        while True:
+            event = pipe.next(started + _cfg["budget"])
+            if event is None or event == "timeout":
+                break
+            if "begin" in event:
+                current = event["begin"]
+            elif "ok" in event:
+                sizes[event["ok"]], current = event["size"], None
+            elif "failed" in event:
+                failed[event["failed"]], current = event["why"], None
+            elif "pickled" in event:
+                _fork.adopt_class_names(event.get("classes"))
+                break
+    except BaseException:  # an interrupt while waiting: the child goes, the kernel's code runs on
+        _fork.kill(pid)
+        pipe.close()
+        raise
+    if event is not None and event != "timeout":
+        total = sum(sizes.values())
+        with _lock:
+            _pending[0] += total
+        meta["shared"] = _shared(ns, {n: ns[n] for n, k, _ in todo if n in sizes and k == "value"})
+        _jobs.put((meta, [], failed, total, (pid, pipe)))
+        return sizes
+    # the child died, or was still pickling when the budget ran out: nothing of it is kept
+    budget = _cfg["budget"]
+    if event == "timeout":
+        _fork.kill(pid)
+        why = (
+            f"pickling it took longer than the snapshot time budget ({budget:g} s); "
+            "the process pickling it was stopped"
+        )
+    else:
+        why = f"pickling it ended the process that pickled it ({_fork.exit_text(_fork.reap(pid))})"
+    pipe.close()
+    culprit = current if current is not None else "the values"
+    if current is not None:
+        failed[current] = why
+        if todo and next(k for n, k, _ in todo if n == current) == "value":
+            _poisoned[current] = (id(objects[current]), why)
+    for name, _, _ in todo:
+        if name not in failed:
+            failed[name] = f"skipped: pickling {culprit} failed ({why.split(';')[0]})"
+    _jobs.put((meta, [], failed, 0, None))
+    return {}
+
+
+def _child(todo, failed, started, write_fd):
+    """The forked child: pickle, tell, write the blobs, tell. Only this thread exists here, and
+    the locks other kernel threads held at the fork may never be released: it makes its own."""
+    global _lock, _live_lock
+    _lock, _live_lock = threading.Lock(), threading.Lock()
+    del _live[:]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kernel's interrupt is the kernel's
+    quiet = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(quiet, fd)
+    # the kernel's sys.stdout sends to its I/O thread, which the child does not have
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+    pipe = os.fdopen(write_fd, "wb", buffering=0)
+
+    def report(**event):
+        pipe.write((json.dumps(event) + "\n").encode())
+
+    named = _fork.named_classes()
+    taken, _, _ = _pickle_all(todo, failed, started, report)
+    report(pickled=True, classes=_fork.new_class_names(named))
+    ids: dict = {}
+    for name, kind, blob in taken:
+        if id(blob) not in ids:
+            ids[id(blob)] = _write_blob(blob)
+        report(blob=name, id=ids[id(blob)], size=blob.size, kind=kind)
+    report(written=True)
 
 
 def _shared(ns, saved):
@@ -483,7 +659,7 @@ def _blob_path(blob_id):
 
 def _writer():
     while True:
-        meta, taken, failed, total = _jobs.get()
+        meta, taken, failed, total, child = _jobs.get()
         try:
             values: dict = {}
             ids: dict = {}
@@ -493,6 +669,9 @@ def _writer():
                 else:
                     blob_id = ids[id(blob)] = _write_blob(blob)
                 values[name] = {"blob": blob_id, "size": blob.size, "kind": kind}
+            if child is not None:
+                values = _child_blobs(*child)
+            for name in values:
                 if name in meta.get("shared", {}):
                     values[name]["shared"] = meta["shared"][name]
             manifest = dict(meta.get("manifest") or {})
@@ -521,6 +700,27 @@ def _writer():
                 _pending[0] -= total
             del _written[:-50]
             _jobs.task_done()
+
+
+def _child_blobs(pid, pipe):
+    """The blobs a forked child wrote (see ``_snapshot_forked``), once it has exited."""
+    values = {}
+    try:
+        while True:
+            event = pipe.next()
+            if event is None or "written" in event:
+                break
+            values[event["blob"]] = {
+                "blob": event["id"],
+                "size": event["size"],
+                "kind": event["kind"],
+            }
+    finally:
+        pipe.close()
+        status = _fork.reap(pid)
+    if event is None or status != 0:
+        raise OSError(f"the process writing the blobs ended early ({_fork.exit_text(status)})")
+    return values
 
 
 def flush(timeout):

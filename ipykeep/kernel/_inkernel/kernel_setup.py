@@ -280,7 +280,66 @@ def install_text_guard():
         session._ipykeep_text_guard = True
 
 
+class _NoOutputs(dict):
+    """Stands in for IPython 9's ``history_manager.outputs``: each write lands in a list that
+    is not kept (IPython appends every stream chunk and result of every execution to it, for
+    the life of the kernel)."""
+
+    def __missing__(self, key):
+        return []
+
+    def setdefault(self, key, default=None):
+        return default if default is not None else []
+
+
+def drop_output_history():
+    """Keep no output history in the kernel: ``Out``/``_N`` and the history manager's outputs
+    held every execution's results and prints forever (``_``, ``__``, ``___`` still work;
+    ipykeep keeps outputs in its own record)."""
+    from IPython.core.getipython import get_ipython
+
+    shell: Any = get_ipython()
+    if shell is None:
+        return
+    history = getattr(shell, "history_manager", None)
+    if history is not None and hasattr(history, "outputs"):
+        history.outputs = _NoOutputs()
+    hook = getattr(shell, "displayhook", None)
+    if hook is not None and hasattr(hook, "do_full_cache"):
+        hook.do_full_cache = False
+
+
+_WRITE_CHUNK = 1 << 20
+
+
+def send_large_writes_in_parts():
+    """A write over 1 MiB to the kernel's stdout or stderr goes out 1 MiB per message.
+
+    ipykernel sends what a flush interval buffered as one message: ``print`` of 100 MB was one
+    100 MB message, which the daemon had to decode whole (its bytes, the decoded text and the
+    JSON: ~2.5x the size) before its recording cap dropped most of it.
+    """
+    streams: tuple[Any, ...] = (sys.stdout, sys.stderr)
+    for stream in streams:
+        if type(stream).__name__ != "OutStream" or getattr(stream, "_ipykeep_parts", False):
+            continue
+        write = stream.write
+
+        def in_parts(string, _write=write, _stream=stream):
+            if not isinstance(string, str) or len(string) <= _WRITE_CHUNK:
+                return _write(string)
+            for start in range(0, len(string), _WRITE_CHUNK):
+                _write(string[start : start + _WRITE_CHUNK])
+                _stream.flush()
+            return len(string)
+
+        stream.write = in_parts
+        stream._ipykeep_parts = True
+
+
 install_interrupt_patch()
+drop_output_history()
+send_large_writes_in_parts()
 install_orphan_guard()
 install_subshell_guard()
 install_text_guard()

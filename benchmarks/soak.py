@@ -1,0 +1,181 @@
+"""A bounded soak: MCP clients and CLI calls with large prints, daemon and kernel RSS over time.
+
+``python -m benchmarks.soak [--seconds 180] [--clients 3] [--print-mb 3] [--every 10]`` starts a
+temporary project with a notebook kernel, then for ``seconds``: ``clients`` official MCP
+clients (stdio ``ipykeep mcp-serve``) each send ``ipython`` calls one after another, every
+third one printing ``print-mb`` MB, the others a tag; beside them a CLI loop runs ``ipykeep
+exec`` (a large print every other time) and ``ipykeep status``. Every ``every`` seconds the
+daemon's and the kernel's RSS are sampled. Prints JSON: the samples, the calls made and whether
+each got its own output, and per process the RSS at start, the highest RSS in each third of
+the run (a plateau: the last third's peak is not above the middle third's by more than the
+``--plateau-mb`` margin) and the highest overall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import psutil
+from mcp import Client
+
+from benchmarks.load import _text, server_params
+
+MB = 2**20
+
+
+def _cli_env(root: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "XDG_CONFIG_HOME": str(root / ".xdg"),
+        "IPYKEEP_IDLE_TIMEOUT": "0",
+        "IPYKEEP_DATAFLOW": "static",
+    }
+
+
+async def _cli(root: Path, *args: str) -> int:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "ipykeep",
+        *args,
+        cwd=root,
+        env=_cli_env(root),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    return await proc.wait()
+
+
+def _rss(pid: int) -> int:
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
+
+
+async def soak(root: Path, seconds: float, clients: int, print_mb: int, every: float) -> dict:
+    from ipykeep.client.connection import DaemonClient, find_daemon
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("data = list(range(1000))")]
+    nbformat.write(nb, root / "nb.ipynb")
+    if await _cli(root, "start", "nb.ipynb") != 0:
+        raise RuntimeError("ipykeep start failed")
+    desc = find_daemon(root)
+    assert desc is not None
+    daemon = DaemonClient(desc)
+    (kernel,) = daemon.call("list_kernels")
+    kid, kernel_pid = kernel["kernel_id"], int(kernel["pid"])
+    deadline = time.monotonic() + seconds
+    counts = {"mcp": 0, "mcp_correct": 0, "cli": 0, "cli_ok": 0}
+    big = f"print('x' * {print_mb * 1_000_000})"
+
+    async def mcp_loop(client: Client, c: int) -> None:
+        i = 0
+        while time.monotonic() < deadline:
+            tag = f"tag-{c}-{i}"
+            # the tag first: past ``output_cap_bytes`` the rest of a large print is not recorded
+            code = f"print({tag!r}); {big}" if i % 3 == 0 else f"print({tag!r})"
+            res = await client.call_tool(
+                "ipython", {"kernel_id": kid, "code": code, "yield_time_ms": 30000}
+            )
+            counts["mcp"] += 1
+            counts["mcp_correct"] += int(not res.is_error and tag in _text(res))
+            i += 1
+
+    async def cli_loop() -> None:
+        i = 0
+        while time.monotonic() < deadline:
+            args = ("exec", big) if i % 2 == 0 else ("status",)
+            counts["cli"] += 1
+            counts["cli_ok"] += int(await _cli(root, *args) == 0)
+            i += 1
+
+    samples: list[dict[str, float]] = []
+    started = time.monotonic()
+
+    async def sampler() -> None:
+        while time.monotonic() < deadline:
+            samples.append(
+                {
+                    "t": round(time.monotonic() - started, 1),
+                    "daemon_mb": round(_rss(desc.pid) / MB, 1),
+                    "kernel_mb": round(_rss(kernel_pid) / MB, 1),
+                }
+            )
+            await asyncio.sleep(every)
+
+    params = server_params(root, "static")
+    async with AsyncExitStack() as stack:
+        sessions = [
+            await stack.enter_async_context(Client(params, mode="legacy"))  # type: ignore[arg-type]
+            for _ in range(clients)
+        ]
+        await asyncio.gather(
+            sampler(), cli_loop(), *(mcp_loop(s, c) for c, s in enumerate(sessions))
+        )
+    samples.append(
+        {
+            "t": round(time.monotonic() - started, 1),
+            "daemon_mb": round(_rss(desc.pid) / MB, 1),
+            "kernel_mb": round(_rss(kernel_pid) / MB, 1),
+        }
+    )
+    return {"calls": counts, "samples": samples}
+
+
+def summary(samples: list[dict[str, float]], key: str, margin_mb: float) -> dict[str, Any]:
+    values = [s[key] for s in samples]
+    third = max(1, len(values) // 3)
+    peaks = [max(values[:third]), max(values[third : 2 * third]), max(values[2 * third :])]
+    return {
+        "start_mb": values[0],
+        "end_mb": values[-1],
+        "peak_mb": max(values),
+        "peak_per_third_mb": peaks,
+        "plateau": peaks[2] <= peaks[1] + margin_mb,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.soak")
+    p.add_argument("--seconds", type=float, default=180)
+    p.add_argument("--clients", type=int, default=3)
+    p.add_argument("--print-mb", type=int, default=3)
+    p.add_argument("--every", type=float, default=10)
+    p.add_argument("--plateau-mb", type=float, default=30)
+    args = p.parse_args(argv)
+    from ipykeep.client.connection import DaemonClient, find_daemon
+
+    root = Path(tempfile.mkdtemp(prefix="ipykeep-soak-"))
+    (root / ".git").mkdir()
+    try:
+        result = asyncio.run(soak(root, args.seconds, args.clients, args.print_mb, args.every))
+    finally:
+        desc = find_daemon(root)
+        if desc is not None:
+            try:
+                DaemonClient(desc).call("shutdown")
+            except Exception:
+                pass
+    for key in ("daemon_mb", "kernel_mb"):
+        result[key.replace("_mb", "")] = summary(result["samples"], key, args.plateau_mb)
+    print(json.dumps(result, indent=2))
+    calls = result["calls"]
+    correct = calls["mcp"] == calls["mcp_correct"] and calls["cli"] == calls["cli_ok"]
+    return 0 if correct and result["daemon"]["plateau"] and result["kernel"]["plateau"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""Which finished executions keep their output in the daemon's memory: per kernel, the latest
+ones within a count and a byte budget; the others are read back from the kernel's archive.
+
+Every finished execution is in the archive (``archive.py``: ``record.jsonl`` and its
+artifacts) before it is handed here, so letting go of its outputs loses nothing: a read of a
+spilled execution rebuilds them from its archived entry, large outputs included.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ipykeep.engine.archive import KernelArchive
+from ipykeep.kernel.execution import Execution
+
+
+@dataclass
+class OutputRetention:
+    """Per kernel: the finished executions still holding their outputs, oldest first."""
+
+    kept: OrderedDict[str, Execution] = field(default_factory=OrderedDict)
+    held_bytes: int = 0
+
+    def keep(self, executions: Iterable[Execution], max_records: int, max_bytes: int) -> None:
+        """Count ``executions`` (finished and archived); spill the oldest past the budget."""
+        for ex in executions:
+            if ex.spilled or ex.handle in self.kept:
+                continue
+            self.kept[ex.handle] = ex
+            self.held_bytes += ex.recorded_bytes
+        while self.kept and (len(self.kept) > max_records or self.held_bytes > max_bytes):
+            _, oldest = self.kept.popitem(last=False)
+            self.held_bytes -= oldest.recorded_bytes
+            oldest.spill()
+
+
+def from_archive(archive: KernelArchive, ex: Execution) -> Execution:
+    """A spilled execution with its outputs as the archive has them (a copy: the daemon's own
+    record stays spilled). Without an archived entry, the copy has no output but a note."""
+    copy = Execution(
+        handle=ex.handle,
+        kernel_id=ex.kernel_id,
+        code=ex.code,
+        kind=ex.kind,
+        cell_id=ex.cell_id,
+        state=ex.state,
+        execution_count=ex.execution_count,
+        started_at=ex.started_at,
+        finished_at=ex.finished_at,
+    )
+    copy.cap = max(ex.cap, ex.recorded_bytes) + 1
+    try:
+        entry = archive.execution_entry(ex.handle)
+    except (OSError, ValueError):
+        entry = None
+    if entry is None:
+        copy.add_note("its output is no longer in memory, and the archive does not have it")
+        copy.error = ex.error
+        return copy
+    for output in entry.get("outputs", []):
+        copy.on_iopub(_as_message(archive, output))
+    copy.error = ex.error
+    if ex.dropped_bytes:
+        copy.dropped_bytes = ex.dropped_bytes
+        copy.add_note(f"output past {ex.cap:,} bytes is not recorded")
+    return copy
+
+
+def _as_message(archive: KernelArchive, output: dict[str, Any]) -> dict[str, Any]:
+    """An archived nbformat output as the iopub message it came from."""
+    kind = output.get("output_type", "stream")
+    content = dict(output)
+    if kind == "stream" and "artifact" in output:
+        content["text"] = archive.resolve(output["artifact"], "text/plain")
+    data = output.get("data")
+    if isinstance(data, dict):
+        content["data"] = {
+            mime: archive.resolve(value["artifact"], mime)
+            if isinstance(value, dict) and "artifact" in value
+            else value
+            for mime, value in data.items()
+        }
+    return {"header": {"msg_type": kind}, "content": content}
