@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, Final
 
-from ipykeep.api import checkpoints, execution, inspection, kernels, serve, staleness
+from ipykeep.api import checkpoints, editing, execution, inspection, kernels, serve, staleness
 from ipykeep.api.checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
+from ipykeep.api.editing import EDIT_CELL
 from ipykeep.api.execution import (
     EXECUTE,
     INTERRUPT,
@@ -41,6 +42,7 @@ __all__ = [
     "BY_NAME",
     "CLOSE_KERNEL",
     "CREATE_KERNEL",
+    "EDIT_CELL",
     "EXECUTE",
     "INSPECT",
     "INTERRUPT",
@@ -72,6 +74,7 @@ DECLARING: Final[tuple[ModuleType, ...]] = (
     kernels,
     execution,
     staleness,
+    editing,
     inspection,
     serve,
     checkpoints,

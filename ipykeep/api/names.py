@@ -30,6 +30,8 @@ READ_ARTIFACT: Final = "read_artifact"
 RUN_STALE: Final = "run_stale"
 PLAN_PROGRESS: Final = "plan_progress"
 WATCH_FILE: Final = "watch_file"
+# editing
+EDIT_CELL: Final = "edit_cell"
 # inspection
 INSPECT: Final = "inspect"
 NAMESPACE: Final = "namespace"
@@ -63,6 +65,7 @@ ALL: Final = frozenset(
         RUN_STALE,
         PLAN_PROGRESS,
         WATCH_FILE,
+        EDIT_CELL,
         INSPECT,
         NAMESPACE,
         SERVE,

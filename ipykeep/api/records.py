@@ -64,6 +64,8 @@ class CellState(Record):
     execution_count: int | None = None
     reasons: list[dict[str, Any]] | None = None
     first_line: str | None = None
+    #: hash of the cell's exact source: what a cell edit (``edit_cell``) names as its base
+    version: str | None = None
 
 
 class WarmProgress(Record):

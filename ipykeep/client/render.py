@@ -95,7 +95,8 @@ def render_cell_line(c: CellState) -> str:
     if c.reasons:
         reasons = "  ← " + "; ".join(str(r.get("message") or r.get("kind")) for r in c.reasons)
     first = f"  {c.first_line}" if c.first_line else ""
-    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{first[:60]}{reasons}"
+    version = f" @{c.version}" if c.version else ""
+    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{version}{first[:60]}{reasons}"
 
 
 def render_kernel(k: KernelRecord) -> str:

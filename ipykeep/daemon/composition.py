@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from ipykeep.api.spec import Bindings
 from ipykeep.checkpoints.service import CheckpointService
+from ipykeep.editing.service import EditService
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.inspection.service import InspectionService
@@ -57,6 +58,8 @@ class Composition:
     checkpoints: CheckpointService
     inspection: InspectionService
     serve: ServeService
+    #: not an observer: it reacts to no engine event, it only serves ``edit_cell``
+    editing: EditService
 
     def services(self) -> dict[str, SessionObserver]:
         """The feature services by the names ``OBSERVER_ORDER`` uses."""
@@ -75,6 +78,7 @@ class Composition:
             *self.inspection.bindings(),
             *self.serve.bindings(),
             *self.checkpoints.bindings(),
+            *self.editing.bindings(),
         )
 
 
@@ -87,6 +91,7 @@ def compose(paths: ProjectPaths, config: Config) -> Composition:
         CheckpointService(engine),
         InspectionService(engine, defining_cells=staleness.defining_cells),
         ServeService(engine),
+        EditService(engine, stale_reasons=staleness.stale_reasons),
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))
