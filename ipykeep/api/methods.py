@@ -33,7 +33,7 @@ from ipykeep.api.kernels import (
     STATUS,
     WAIT_WARM,
 )
-from ipykeep.api.serve import PUBLISH, SERVE, UNSERVE
+from ipykeep.api.serve import CONSOLE, PUBLISH, SERVE, UNSERVE
 from ipykeep.api.spec import Method
 from ipykeep.api.staleness import PLAN_PROGRESS, RUN_STALE, WATCH_FILE
 
@@ -41,6 +41,7 @@ __all__ = [
     "ALL",
     "BY_NAME",
     "CLOSE_KERNEL",
+    "CONSOLE",
     "CREATE_KERNEL",
     "EDIT_CELL",
     "EXECUTE",

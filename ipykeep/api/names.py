@@ -39,6 +39,7 @@ NAMESPACE: Final = "namespace"
 SERVE: Final = "serve"
 UNSERVE: Final = "unserve"
 PUBLISH: Final = "publish"
+CONSOLE: Final = "console"
 # checkpoints
 CHECKPOINT: Final = "checkpoint"
 RESTORE: Final = "restore"
@@ -71,6 +72,7 @@ ALL: Final = frozenset(
         SERVE,
         UNSERVE,
         PUBLISH,
+        CONSOLE,
         CHECKPOINT,
         RESTORE,
         CHECKPOINTS,

@@ -391,6 +391,17 @@ COMMANDS: tuple[Command, ...] = (
         (NOTEBOOK_ONCE,),
     ),
     Command(
+        "console",
+        "Attach a terminal console to the kernel the agent drives, after printing its recent "
+        "history.",
+        "ipykeep.cli.console:console",
+        (
+            *notebook_either_way(),
+            Param("history", "Recent executions to print first.", ("--history",), "int", 10),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
         "publish",
         "A live, token-protected view of the kernel's notebook with captioned cells.",
         f"{_SERVE}:publish",

@@ -18,6 +18,7 @@ from ipykeep.engine.observer import SessionObserver
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
+from ipykeep.serve.console import ConsoleService
 from ipykeep.serve.service import ServeService
 from ipykeep.staleness.service import StalenessService
 
@@ -60,6 +61,8 @@ class Composition:
     serve: ServeService
     #: not an observer: it reacts to no engine event, it only serves ``edit_cell``
     editing: EditService
+    #: not an observer either: it only serves ``console``
+    console: ConsoleService
 
     def services(self) -> dict[str, SessionObserver]:
         """The feature services by the names ``OBSERVER_ORDER`` uses."""
@@ -79,6 +82,7 @@ class Composition:
             *self.serve.bindings(),
             *self.checkpoints.bindings(),
             *self.editing.bindings(),
+            *self.console.bindings(),
         )
 
 
@@ -92,6 +96,7 @@ def compose(paths: ProjectPaths, config: Config) -> Composition:
         InspectionService(engine, defining_cells=staleness.defining_cells),
         ServeService(engine),
         EditService(engine, stale_reasons=staleness.stale_reasons),
+        ConsoleService(engine),
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))
