@@ -23,7 +23,7 @@ class EditCellParams(KernelParams):
     action: Literal["replace", "insert", "delete", "move"] = Field(
         default="replace", description="replace (default), insert, delete or move"
     )
-    cell_id: CellRef | None = Field(
+    cell: CellRef | None = Field(
         default=None, description="cell to replace, delete or move (id or 0-based index)"
     )
     version: str | None = Field(

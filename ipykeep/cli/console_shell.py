@@ -22,7 +22,6 @@ from jupyter_console.ptshell import ZMQTerminalInteractiveShell
 
 from ipykeep.api import names
 
-
 #: What a person types to leave: handled by the console, never run in the kernel.
 LEAVE = re.compile(r"\s*%?(exit|quit)\s*(\(\s*\))?\s*;?\s*")
 

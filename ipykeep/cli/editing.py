@@ -39,7 +39,7 @@ def render_edit(res: EditCellResult) -> str:
 
 def edit_cell(cell: str, source: str, version: str, notebook: str | None, as_json: bool) -> int:
     return _edit(
-        notebook, as_json, action="replace", cell_id=cell, version=version, source=_source(source)
+        notebook, as_json, action="replace", cell=cell, version=version, source=_source(source)
     )
 
 
@@ -63,7 +63,7 @@ def insert_cell(
 
 
 def delete_cell(cell: str, version: str, notebook: str | None, as_json: bool) -> int:
-    return _edit(notebook, as_json, action="delete", cell_id=cell, version=version)
+    return _edit(notebook, as_json, action="delete", cell=cell, version=version)
 
 
 def move_cell(
@@ -75,5 +75,5 @@ def move_cell(
     as_json: bool,
 ) -> int:
     return _edit(
-        notebook, as_json, action="move", cell_id=cell, version=version, after=after, before=before
+        notebook, as_json, action="move", cell=cell, version=version, after=after, before=before
     )

@@ -55,7 +55,7 @@ class EditService:
         kernel_id: str | None = None,
         notebook: str | None = None,
         action: EditAction = "replace",
-        cell_id: str | None = None,
+        cell: str | None = None,
         version: str | None = None,
         source: str | None = None,
         cell_type: str = "code",
@@ -65,7 +65,7 @@ class EditService:
         """Apply one versioned cell edit to the kernel's notebook; a stale version is refused."""
         edit = CellEdit(
             action,
-            cell_id=cell_id,
+            cell_id=cell,
             version=version,
             source=source,
             cell_type="markdown" if cell_type == "markdown" else "code",

@@ -1,4 +1,4 @@
-"""Versioned edits of one notebook cell: replace its source, insert, delete, move; stale ones refused.
+"""Versioned edits of one notebook cell (replace, insert, delete, move); stale ones refused.
 
 A cell's *version* is a hash of its exact source (``cell_version``). An edit names the cell it
 changes and the version it was based on; when the cell's source is no longer that version, the

@@ -19,6 +19,7 @@ def test_api_exports_its_modules() -> None:
     assert ipykeep.api.__all__ == [
         "bounding",
         "checkpoints",
+        "editing",
         "error_codes",
         "errors",
         "execution",

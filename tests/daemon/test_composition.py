@@ -10,10 +10,12 @@ from ipykeep.api import names
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.daemon.composition import OBSERVER_ORDER, compose, compose_for_daemon
 from ipykeep.daemon.server import Daemon
+from ipykeep.editing.service import EditService
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
+from ipykeep.serve.console import ConsoleService
 from ipykeep.serve.service import ServeService
 from ipykeep.staleness.service import StalenessService
 
@@ -29,6 +31,8 @@ SERVICE_METHODS = {
     "checkpoint": (CheckpointService, "checkpoint"),
     "restore": (CheckpointService, "restore"),
     "checkpoints": (CheckpointService, "checkpoints"),
+    "edit_cell": (EditService, "edit_cell"),
+    "console": (ConsoleService, "console"),
 }
 
 

@@ -1,4 +1,4 @@
-"""``edit_cell`` on a real kernel: the MCP tool (official client over stdio) and the CLI commands."""
+"""``edit_cell`` on a real kernel: the MCP tool (official client, stdio) and the CLI commands."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_an_edit_reports_its_version_and_the_cells_it_made_stale(
     mcp: McpSession, kernel: str, project: Path
 ) -> None:
     version = _versions(mcp, kernel)["load"]
-    res = _ok(_edit(mcp, kernel, cell_id="load", version=version, source="clean = [1, 2, 3, 4]"))
+    res = _ok(_edit(mcp, kernel, cell="load", version=version, source="clean = [1, 2, 3, 4]"))
     out = json.loads(_text(res))
     assert out["cell_id"] == "load" and out["document"] == "file"
     assert out["version"] == _versions(mcp, kernel)["load"] != version
@@ -95,13 +95,13 @@ def test_a_stale_version_is_refused_with_the_current_source(
     nb = nbformat.read(project / NOTEBOOK, as_version=4)
     nb.cells[1].source = "total = sum(clean) * 100\nprint(total)"
     nbformat.write(nb, project / NOTEBOOK)
-    env = envelope(_edit(mcp, kernel, cell_id="total", version=old, source="total = 0"))
+    env = envelope(_edit(mcp, kernel, cell="total", version=old, source="total = 0"))
     assert env["code"] == "stale_version" and env["retryable"] is True
     assert "total = sum(clean) * 100" in env["message"]
     current = env["details"]["version"]
     assert current == _versions(mcp, kernel)["total"] and f"version={current}" in env["hint"]
     assert _sources(project)["total"].startswith("total = sum(clean) * 100")  # theirs kept
-    retry = _ok(_edit(mcp, kernel, cell_id="total", version=current, source="total = -1"))
+    retry = _ok(_edit(mcp, kernel, cell="total", version=current, source="total = -1"))
     assert json.loads(_text(retry))["version"] == _versions(mcp, kernel)["total"]
 
 
@@ -114,25 +114,17 @@ def test_insert_move_delete(mcp: McpSession, kernel: str, project: Path) -> None
     v = _versions(mcp, kernel)
     moved = json.loads(
         _text(
-            _ok(
-                _edit(
-                    mcp, kernel, action="move", cell_id="other", version=v["other"], before="load"
-                )
-            )
+            _ok(_edit(mcp, kernel, action="move", cell="other", version=v["other"], before="load"))
         )
     )
     assert moved["index"] == 0 and list(_sources(project))[0] == "other"
     gone = json.loads(
         _text(
-            _ok(
-                _edit(
-                    mcp, kernel, action="delete", cell_id=made["cell_id"], version=made["version"]
-                )
-            )
+            _ok(_edit(mcp, kernel, action="delete", cell=made["cell_id"], version=made["version"]))
         )
     )
     assert made["cell_id"] in gone["no_longer_stale"] and made["cell_id"] not in _sources(project)
-    env = envelope(_edit(mcp, kernel, action="move", cell_id="other", version=v["other"]))
+    env = envelope(_edit(mcp, kernel, action="move", cell="other", version=v["other"]))
     assert env["code"] == "bad_argument" and "after or before" in env["message"]
 
 

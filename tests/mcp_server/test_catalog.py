@@ -30,6 +30,7 @@ CATALOG = {
     "publish",
     "checkpoint",
     "restore",
+    "edit_cell",
 }
 
 
