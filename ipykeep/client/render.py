@@ -184,6 +184,10 @@ def render_plan(result: dict[str, Any]) -> str:
     batch = result.get("batch")
     if batch:
         lines.append(render_batch(view(batch)))
+    if result.get("reads") == "saved_file":
+        lines.append(
+            "plan of the notebook as last saved: unsaved edits in the browser are not in it"
+        )
     for notice in result.get("notices") or []:
         lines.append(f"notice: {notice}")
     return "\n".join(lines)

@@ -171,6 +171,8 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
     }
     if cut:
         out["reasons_cut"] = cut
+    if raw.get("reads"):
+        out["reads"] = raw["reads"]
     if raw.get("cost"):
         out["cost"] = raw["cost"]
     if raw.get("fresh_run"):

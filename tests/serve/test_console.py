@@ -9,7 +9,9 @@ the kernel.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +88,12 @@ def test_the_console_shares_the_agents_kernel(agent: McpSession, project: Path) 
         child.expect(PROMPT)
         child.sendline("console_value = agent_value * 2; base = 5")
         child.expect(PROMPT)
+        # Ctrl-C during a run interrupts the kernel (through the daemon) and keeps its state
+        child.sendline("import time; time.sleep(60)")
+        time.sleep(1.5)
+        child.sendintr()
+        child.expect("KeyboardInterrupt")
+        child.expect(PROMPT)
         child.sendline("exit")
         child.expect(pexpect.EOF)
     finally:
@@ -101,3 +109,49 @@ def test_the_console_shares_the_agents_kernel(agent: McpSession, project: Path) 
     plan = _ok(agent.tool("run_stale", {"kernel_id": kid})).structured_content
     reasons = {e["cell_id"]: e["reasons"] for e in plan["stale"]}
     assert any("scratch" in r["message"] for r in reasons["base"]), plan
+
+
+def test_without_jupyter_console_the_command_says_which_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    from ipykeep.api.errors import MissingExtraError
+    from ipykeep.cli import console
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "jupyter_console" else real(name, *a),
+    )
+    with pytest.raises(MissingExtraError, match="jupyter_console") as info:
+        console.console(None, 10)
+    assert "ipykeep[console]" in info.value.hint
+
+
+def test_a_plan_of_a_served_notebook_says_it_reads_the_saved_file(
+    agent: McpSession, project: Path
+) -> None:
+    kid = _ok(agent.tool("create_kernel", {"notebook": NOTEBOOK})).structured_content["kernel_id"]
+    assert "reads" not in _ok(agent.tool("run_stale", {"kernel_id": kid})).structured_content
+    served = subprocess.run(
+        [sys.executable, "-m", "ipykeep", "serve", NOTEBOOK],
+        cwd=project,
+        env=server_env(project),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert served.returncode == 0, served.stderr
+    try:
+        plan = _ok(agent.tool("run_stale", {"kernel_id": kid}))
+        assert plan.structured_content["reads"] == "saved_file"
+        assert "unsaved edits in the browser are not in it" in text_of(plan)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "ipykeep", "serve", NOTEBOOK, "--stop"],
+            cwd=project,
+            env=server_env(project),
+            timeout=120,
+        )
