@@ -21,20 +21,18 @@ from ipykeep.api.spec import CellRef, KernelParams, Method
 
 class EditCellParams(KernelParams):
     action: Literal["replace", "insert", "delete", "move"] = Field(
-        default="replace", description="replace (default), insert, delete or move"
+        default="replace", description="default replace"
     )
     cell: CellRef | None = Field(
-        default=None, description="cell to replace, delete or move (id or 0-based index)"
+        default=None, description="cell id or index (replace, delete, move)"
     )
-    version: str | None = Field(
-        default=None, description="that cell's version (list_cells) your edit is based on"
-    )
-    source: str | None = Field(default=None, description="new source (replace, insert)")
+    version: str | None = Field(default=None, description="its version from list_cells")
+    source: str | None = Field(default=None, description="replace, insert")
     cell_type: Literal["code", "markdown"] = Field(
-        default="code", description="insert: code (default) or markdown"
+        default="code", description="insert; default code"
     )
     after: CellRef | None = Field(
-        default=None, description="insert/move: after this cell (insert default: at the end)"
+        default=None, description="insert/move: after this cell (insert default: end)"
     )
     before: CellRef | None = Field(default=None, description="insert/move: before this cell")
 
@@ -70,7 +68,6 @@ EDIT_CELL: Method[EditCellParams, EditCellResult] = Method(
     KERNEL_LOOKUP
     + (e.STALE_VERSION, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED)
     + (e.NOTEBOOK_CONFLICT,),
-    "Edit one notebook cell against its version (list_cells): replace its source, insert,"
-    " delete or move; a stale version is refused with the current source. Returns the cell's"
-    " new version and the cells it made stale.",
+    "Edit a notebook cell against its version: replace, insert, delete, move. A stale version"
+    " is refused with the current source. Returns the new version and the cells made stale.",
 )
