@@ -65,10 +65,14 @@ class AttachedConsole(ZMQTerminalIPythonApp):  # type: ignore[misc]
     def handle_sigint(self, *args: Any) -> None:
         if not self.shell._executing:
             raise KeyboardInterrupt
+        from ipykeep.api.errors import IpykeepError
         from ipykeep.client.connection import connect
 
         print("\ninterrupting (through ipykeep)…", file=sys.stderr)
-        connect(self.project).call(names.INTERRUPT, kernel_id=self.kernel_id)
+        try:
+            connect(self.project).call(names.INTERRUPT, kernel_id=self.kernel_id)
+        except IpykeepError as exc:  # the daemon is gone: say so, keep the console usable
+            print(f"could not interrupt: {exc.message}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> None:

@@ -25,7 +25,7 @@ from ipykeep.api.errors import UsageError
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine import writeback
 from ipykeep.engine.session import KernelSession
-from ipykeep.project.cell_edits import CellEdit, EditAction, edit_notebook_file
+from ipykeep.project.cell_edits import CellEdit, CellType, EditAction, edit_notebook_file
 from ipykeep.project.notebook import NotebookSnapshot, read_notebook
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class EditService:
         cell: str | None = None,
         version: str | None = None,
         source: str | None = None,
-        cell_type: str = "code",
+        cell_type: CellType = "code",
         after: str | None = None,
         before: str | None = None,
     ) -> EditCellResult:
@@ -68,7 +68,7 @@ class EditService:
             cell_id=cell,
             version=version,
             source=source,
-            cell_type="markdown" if cell_type == "markdown" else "code",
+            cell_type=cell_type,
             after=after,
             before=before,
         )
