@@ -63,6 +63,7 @@ def _namespace(agent: McpSession, kid: str) -> dict[str, dict[str, object]]:
     return {e["name"]: e for e in listing["entries"]}
 
 
+@pytest.mark.posix  # a pty drives the console
 def test_the_console_shares_the_agents_kernel(agent: McpSession, project: Path) -> None:
     kid = _ok(agent.tool("create_kernel", {"notebook": NOTEBOOK})).structured_content["kernel_id"]
     _ok(agent.tool("ipython", {"kernel_id": kid, "code": "agent_value = 41\nprint('agent ran')"}))
