@@ -4,9 +4,9 @@
 - ``errors``: the one error tree; ``error_codes``: the registry of codes -> classes that
   rebuilds errors on the client side, whatever modules the client happened to import.
 - ``spec``: ``Method`` (name + params model + result type + error codes) and ``Binding``.
-- ``kernels``, ``execution``, ``staleness``, ``inspection``, ``serve``, ``checkpoints``,
-  ``environments``, ``debugger``: the declarations; ``records``, ``summaries``: the result
-  models they share; ``bounding``: the one rule that cuts long text.
+- ``kernels``, ``execution``, ``staleness``, ``editing``, ``inspection``, ``serve``,
+  ``checkpoints``, ``environments``, ``debugger``: the declarations; ``records``,
+  ``summaries``: the result models they share; ``bounding``: the one rule that cuts long text.
 - ``methods``: all of them, by name.
 
 The daemon dispatches through ``Binding``s of these methods (each service lists its own; the
@@ -23,6 +23,7 @@ __all__ = [
     "bounding",
     "checkpoints",
     "debugger",
+    "editing",
     "environments",
     "error_codes",
     "errors",

@@ -28,6 +28,7 @@ UNAUTHORIZED: Final = "unauthorized"
 NOTEBOOK_INVALID: Final = "notebook_invalid"
 NOTEBOOK_WRITE_FAILED: Final = "notebook_write_failed"
 NOTEBOOK_CONFLICT: Final = "notebook_conflict"
+STALE_VERSION: Final = "stale_version"
 UNKNOWN_CELL: Final = "unknown_cell"
 UNKNOWN_KERNEL: Final = "unknown_kernel"
 UNKNOWN_NAME: Final = "unknown_name"
@@ -60,6 +61,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     NOTEBOOK_INVALID: "ipykeep.api.errors:NotebookInvalidError",
     NOTEBOOK_WRITE_FAILED: "ipykeep.api.errors:NotebookWriteError",
     NOTEBOOK_CONFLICT: "ipykeep.api.errors:NotebookConflictError",
+    STALE_VERSION: "ipykeep.api.errors:StaleCellVersionError",
     UNKNOWN_CELL: "ipykeep.api.errors:UnknownCellError",
     UNKNOWN_KERNEL: "ipykeep.api.errors:UnknownKernelError",
     UNKNOWN_NAME: "ipykeep.api.errors:UnknownNameError",

@@ -17,6 +17,7 @@ error into another. The tree (a test pins it)::
     ├── NotebookInvalidError                  notebook_invalid
     ├── NotebookWriteError                    notebook_write_failed
     ├── NotebookConflictError                 notebook_conflict
+    ├── StaleCellVersionError                 stale_version
     ├── UnknownCellError                      unknown_cell
     ├── UnknownKernelError                    unknown_kernel
     ├── UnknownNameError                      unknown_name
@@ -108,6 +109,15 @@ class NotebookWriteError(IpykeepError):
 
 class NotebookConflictError(IpykeepError):
     code = "notebook_conflict"
+    exit_code = 4
+    retryable = True
+
+
+class StaleCellVersionError(IpykeepError):
+    """A cell edit based on a version of the cell that is not its current one; the message
+    carries the current source and ``details`` its ``cell_id`` and current ``version``."""
+
+    code = "stale_version"
     exit_code = 4
     retryable = True
 

@@ -13,6 +13,7 @@ from typing import Any, Final
 from ipykeep.api import (
     checkpoints,
     debugger,
+    editing,
     environments,
     execution,
     inspection,
@@ -22,6 +23,7 @@ from ipykeep.api import (
 )
 from ipykeep.api.checkpoints import CHECKPOINT, CHECKPOINTS, RESTORE
 from ipykeep.api.debugger import DEBUG
+from ipykeep.api.editing import EDIT_CELL
 from ipykeep.api.environments import ADD_PACKAGES
 from ipykeep.api.execution import (
     EXECUTE,
@@ -43,7 +45,7 @@ from ipykeep.api.kernels import (
     STATUS,
     WAIT_WARM,
 )
-from ipykeep.api.serve import PUBLISH, SERVE, UNSERVE
+from ipykeep.api.serve import CONSOLE, PUBLISH, SERVE, UNSERVE
 from ipykeep.api.spec import Method
 from ipykeep.api.staleness import PLAN_PROGRESS, RUN_STALE, WATCH_FILE
 
@@ -52,8 +54,10 @@ __all__ = [
     "ALL",
     "BY_NAME",
     "CLOSE_KERNEL",
+    "CONSOLE",
     "CREATE_KERNEL",
     "DEBUG",
+    "EDIT_CELL",
     "EXECUTE",
     "INSPECT",
     "INTERRUPT",
@@ -85,6 +89,7 @@ DECLARING: Final[tuple[ModuleType, ...]] = (
     kernels,
     execution,
     staleness,
+    editing,
     inspection,
     serve,
     checkpoints,

@@ -30,6 +30,8 @@ READ_ARTIFACT: Final = "read_artifact"
 RUN_STALE: Final = "run_stale"
 PLAN_PROGRESS: Final = "plan_progress"
 WATCH_FILE: Final = "watch_file"
+# editing
+EDIT_CELL: Final = "edit_cell"
 # inspection
 INSPECT: Final = "inspect"
 NAMESPACE: Final = "namespace"
@@ -37,6 +39,7 @@ NAMESPACE: Final = "namespace"
 SERVE: Final = "serve"
 UNSERVE: Final = "unserve"
 PUBLISH: Final = "publish"
+CONSOLE: Final = "console"
 # checkpoints
 CHECKPOINT: Final = "checkpoint"
 RESTORE: Final = "restore"
@@ -67,11 +70,13 @@ ALL: Final = frozenset(
         RUN_STALE,
         PLAN_PROGRESS,
         WATCH_FILE,
+        EDIT_CELL,
         INSPECT,
         NAMESPACE,
         SERVE,
         UNSERVE,
         PUBLISH,
+        CONSOLE,
         CHECKPOINT,
         RESTORE,
         CHECKPOINTS,

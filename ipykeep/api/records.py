@@ -68,6 +68,8 @@ class CellState(Record):
     execution_count: int | None = None
     reasons: list[dict[str, Any]] | None = None
     first_line: str | None = None
+    #: hash of the cell's exact source: what a cell edit (``edit_cell``) names as its base
+    version: str | None = None
 
 
 class WarmProgress(Record):
@@ -186,3 +188,6 @@ class RunStaleResult(Record):
     cost: dict[str, Any] | None = None
     #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
     fresh_run: bool | None = None
+    #: ``saved_file`` while the notebook is served: the plan is of the file as last saved, so
+    #: edits a person has not saved in the browser are not in it
+    reads: Literal["saved_file"] | None = None

@@ -1,4 +1,5 @@
-"""Serving: hosting a kernel in the project's Jupyter server, and publishing a live view."""
+"""Serving: hosting a kernel in the project's Jupyter server, publishing a live view, and
+attaching a terminal console to the kernel."""
 
 from __future__ import annotations
 
@@ -20,6 +21,32 @@ class PublishParams(KernelParams):
         default=False,
         description="public cloudflared quick tunnel instead of a local URL (default false)",
     )
+
+
+class ConsoleParams(KernelParams):
+    history: int = Field(
+        default=10, ge=0, le=200, description="recent executions to return (default 10)"
+    )
+
+
+class ConsoleEntry(Record):
+    """One recent execution: its code and (bounded) output."""
+
+    handle: str
+    kind: str
+    state: str
+    code: str
+    output: str = ""
+    cell_id: str | None = None
+
+
+class ConsoleInfo(Record):
+    """Where a console attaches to the kernel (its connection file), and what ran lately."""
+
+    kernel_id: str
+    connection_file: str
+    notebook: str | None = None
+    history: list[ConsoleEntry] = Field(default_factory=list)
 
 
 class PublishResult(Record):
@@ -51,4 +78,12 @@ PUBLISH: Method[PublishParams, PublishResult] = Method(
     _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
     "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells"
     " highlighted; returns the URL.",
+)
+CONSOLE: Method[ConsoleParams, ConsoleInfo] = Method(
+    names.CONSOLE,
+    ConsoleParams,
+    ConsoleInfo,
+    KERNEL_LOOKUP + (e.NOT_SUPPORTED,),
+    "The kernel's connection file for a terminal console on the same kernel, and its recent"
+    " executions (code and bounded output).",
 )

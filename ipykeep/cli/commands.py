@@ -64,6 +64,29 @@ _KERNELS = "ipykeep.cli.kernels"
 _CHECKPOINTS = "ipykeep.cli.checkpoints"
 _SERVE = "ipykeep.cli.serve"
 _SCAFFOLD = "ipykeep.cli.scaffold"
+_EDITING = "ipykeep.cli.editing"
+
+
+def _cell(help: str = "The cell: its id, or its 0-based index among all cells.") -> Param:
+    return Param("cell", help, required=True)
+
+
+def _version() -> Param:
+    return Param(
+        "version",
+        "The cell's version your edit is based on (`ipykeep status` shows it after @); "
+        "a cell changed since is refused with its current source.",
+        ("--version", "-v"),
+        required=True,
+    )
+
+
+def _neighbours(what: str) -> tuple[Param, Param]:
+    return (
+        Param("after", f"{what} after this cell.", ("--after",), metavar="CELL"),
+        Param("before", f"{what} before this cell.", ("--before",), metavar="CELL"),
+    )
+
 
 _RUN_STALE_HELP = """Which cells must re-run after edits, and why; --execute re-runs exactly those.
 
@@ -246,6 +269,42 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command(
+        "edit-cell",
+        "Replace a cell's source, checked against the version it was based on.",
+        f"{_EDITING}:edit_cell",
+        (
+            _cell(),
+            Param("source", "The new source ('-' reads stdin).", required=True),
+            _version(),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
+        "insert-cell",
+        "Insert a cell (at the end unless --after or --before).",
+        f"{_EDITING}:insert_cell",
+        (
+            Param("source", "Its source ('-' reads stdin).", required=True),
+            *_neighbours("Insert it"),
+            flag("markdown", "--markdown", "A markdown cell (default: code)."),
+            notebook_option(),
+            json_flag(),
+        ),
+    ),
+    Command(
+        "delete-cell",
+        "Delete a cell, checked against the version it was based on.",
+        f"{_EDITING}:delete_cell",
+        (_cell(), _version(), notebook_option(), json_flag()),
+    ),
+    Command(
+        "move-cell",
+        "Move a cell after or before another one, checked against its version.",
+        f"{_EDITING}:move_cell",
+        (_cell(), _version(), *_neighbours("Move it"), notebook_option(), json_flag()),
+    ),
+    Command(
         "watch",
         "Register PATH as an input of the notebook: its changes make the cells that use it stale.",
         f"{_KERNELS}:watch",
@@ -364,6 +423,17 @@ COMMANDS: tuple[Command, ...] = (
             *notebook_either_way(),
             flag("stop", "--stop", "Detach the kernel from the Jupyter server instead."),
             json_flag(),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
+        "console",
+        "Attach a terminal console to the kernel the agent drives, after printing its recent "
+        "history.",
+        "ipykeep.cli.console:console",
+        (
+            *notebook_either_way(),
+            Param("history", "Recent executions to print first.", ("--history",), "int", 10),
         ),
         (NOTEBOOK_ONCE,),
     ),

@@ -98,7 +98,11 @@ def render_cell_line(c: CellState) -> str:
         reasons = "  ← " + "; ".join(str(r.get("message") or r.get("kind")) for r in c.reasons)
     first = f"  {c.first_line}" if c.first_line else ""
     paused = f"  (paused at {c.paused})" if c.paused else ""
-    return f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{first[:60]}{reasons}{paused}"
+    version = f" @{c.version}" if c.version else ""
+    return (
+        f"  [{c.index:>3}] {c.cell_id:<14} {c.state:<9}{handle:<6}{version}{first[:60]}"
+        f"{reasons}{paused}"
+    )
 
 
 def render_kernel(k: KernelRecord) -> str:
@@ -188,6 +192,10 @@ def render_plan(result: dict[str, Any]) -> str:
     batch = result.get("batch")
     if batch:
         lines.append(render_batch(view(batch)))
+    if result.get("reads") == "saved_file":
+        lines.append(
+            "plan of the notebook as last saved: unsaved edits in the browser are not in it"
+        )
     for notice in result.get("notices") or []:
         lines.append(f"notice: {notice}")
     return "\n".join(lines)

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from ipykeep.api.spec import Bindings
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.debugger.service import DebuggerService
+from ipykeep.editing.service import EditService
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.environments.service import EnvironmentService
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
+from ipykeep.serve.console import ConsoleService
 from ipykeep.serve.service import ServeService
 from ipykeep.staleness.service import StalenessService
 
@@ -72,6 +74,11 @@ class Composition:
     environments: EnvironmentService
     debugger: DebuggerService
 
+    #: not an observer: it reacts to no engine event, it only serves ``edit_cell``
+    editing: EditService
+    #: not an observer either: it only serves ``console``
+    console: ConsoleService
+
     def services(self) -> dict[str, SessionObserver]:
         """The feature services by the names ``OBSERVER_ORDER`` uses."""
         return {
@@ -93,6 +100,8 @@ class Composition:
             *self.checkpoints.bindings(),
             *self.environments.bindings(),
             *self.debugger.bindings(),
+            *self.editing.bindings(),
+            *self.console.bindings(),
         )
 
 
@@ -111,6 +120,8 @@ def compose(paths: ProjectPaths, config: Config) -> Composition:
         ServeService(engine),
         environments,
         DebuggerService(engine, load_before=checkpoints.load_before),
+        EditService(engine, stale_reasons=staleness.stale_reasons),
+        ConsoleService(engine),
     )
     services = composition.services()
     engine.attach(*(services[slot.name] for slot in OBSERVER_ORDER))

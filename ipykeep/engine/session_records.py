@@ -22,6 +22,7 @@ from ipykeep.api.records import (
 from ipykeep.engine.retention import from_archive
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
+from ipykeep.project.cell_edits import cell_version
 from ipykeep.project.notebook import NotebookSnapshot
 
 log = logging.getLogger("ipykeep.engine")
@@ -152,6 +153,7 @@ def cell_states(
                     cell_type=cell.cell_type,
                     state="markdown",
                     first_line=first,
+                    version=cell_version(cell.source),
                 )
             )
             continue
@@ -179,6 +181,7 @@ def cell_states(
                 execution_count=run.execution_count if run else None,
                 reasons=reasons.get(cell.cell_id),
                 first_line=first,
+                version=cell_version(cell.source),
             )
         )
     return out

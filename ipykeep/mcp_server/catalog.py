@@ -334,6 +334,13 @@ TOOLS: tuple[ToolSpec, ...] = (
         max_result_chars=BOUNDED_RESULT_CHARS,
     ),
     ToolSpec(
+        "edit_cell",
+        "Edit cell",
+        names.EDIT_CELL,
+        # Changes the user's notebook (delete removes a cell); a replay is refused as stale.
+        Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
+    ),
+    ToolSpec(
         "inspect",
         "Inspect variable",
         names.INSPECT,

@@ -175,6 +175,8 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
     }
     if cut:
         out["reasons_cut"] = cut
+    if raw.get("reads"):
+        out["reads"] = raw["reads"]
     if raw.get("cost"):
         out["cost"] = raw["cost"]
     if raw.get("fresh_run"):
@@ -186,6 +188,8 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
 
 def _cell_entry(c: CellState) -> dict[str, Any]:
     out: dict[str, Any] = {"cell_id": c.cell_id, "index": c.index, "state": c.state}
+    if c.version:
+        out["version"] = c.version
     if c.handle:
         out["handle"] = c.handle
     if c.paused:

@@ -170,7 +170,7 @@ def _clean_stale_temps(path: Path) -> None:
         _NO_TEMPS.add(path)
 
 
-def _check_writable(path: Path) -> None:
+def _check_writable(path: Path, what: str, kept: str) -> None:
     """Refuse a notebook its owner made read-only, even where the rename would succeed."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -178,9 +178,10 @@ def _check_writable(path: Path) -> None:
         return
     if not mode & 0o222:
         raise NotebookWriteError(
-            f"{path} is read-only (mode {mode:o}); outputs were not written",
-            hint="make it writable (chmod u+w) or start with --no-write-outputs; "
-            "the results stay in ipykeep's record",
+            f"{path} is read-only (mode {mode:o}); {what} were not written",
+            hint="make it writable (chmod u+w)"
+            + (" or start with --no-write-outputs" if what == "outputs" else "")
+            + f"; {kept}",
         )
 
 
@@ -435,16 +436,9 @@ def write_outputs(
     right before ``os.replace``; a change in between restarts the merge, so a concurrent save
     by an editor is never overwritten with stale content.
     """
-    path = Path(path).resolve()
     report = WriteReport()
-    _clean_stale_temps(path)
-    for attempt in range(1, retries + 1):
-        report.attempts = attempt
-        data, raw = _load_json(path)
-        nb = _to_v4(data, path)
-        # The same position-derived ids as read_notebook gives, so records made before the
-        # first write keep pointing at the same cells after it.
-        report.repairs = _repair_ids(nb)
+
+    def merge(nb: Any) -> bool:
         by_id = {c.get("id"): c for c in nb.cells}
         report.updated, report.skipped_edited, report.skipped_missing = [], [], []
         for cell_id, upd in updates.items():
@@ -458,39 +452,82 @@ def write_outputs(
             cell["outputs"] = [from_dict(o) for o in upd.outputs]
             cell["execution_count"] = upd.execution_count
             report.updated.append(cell_id)
-        if not report.updated and not report.repairs:
-            return report
+        return bool(report.updated)
+
+    done = rewrite_notebook(path, merge, what="outputs", retries=retries)
+    report.attempts, report.repairs = done.attempts, done.repairs
+    report.written, report.content_hash = done.written, done.content_hash
+    return report
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What ``rewrite_notebook`` did."""
+
+    written: bool
+    content_hash: str | None
+    repairs: list[str]
+    attempts: int
+
+
+#: What a failed rewrite tells the user stays safe.
+_KEPT = "the results stay in ipykeep's record"
+
+
+def rewrite_notebook(
+    path: Path | str,
+    change: Callable[[Any], bool],
+    *,
+    what: str,
+    kept: str = _KEPT,
+    retries: int = 5,
+) -> Rewrite:
+    """Apply ``change`` to the notebook on disk and replace it atomically, never over a save.
+
+    Each attempt parses the file afresh, repairs ids (the same position-derived ids as
+    ``read_notebook`` gives, so records made before the first write keep pointing at the same
+    cells), and calls ``change(node)``; it returns whether there is anything to write (repairs
+    alone are written too). The new bytes replace the file only if it still holds the bytes
+    that attempt read (checked under the directory lock); otherwise the change is applied
+    again to the newer file, so ``change`` must decide from the node it is given. ``what``
+    names the change in errors (``outputs``); ``kept`` says where its content stays.
+    """
+    path = Path(path).resolve()
+    _clean_stale_temps(path)
+    for attempt in range(1, retries + 1):
+        data, raw = _load_json(path)
+        nb = _to_v4(data, path)
+        repairs = _repair_ids(nb)
+        if not change(nb) and not repairs:
+            return Rewrite(False, None, repairs, attempt)
         captured: dict[str, Any] = {}
         text = writes(nb, capture_validation_error=captured)  # validates once
         if "ValidationError" in captured:
             exc = captured["ValidationError"]
             raise NotebookInvalidError(
-                f"{path}: merging outputs would make an invalid notebook ({exc.message}); "
+                f"{path}: merging {what} would make an invalid notebook ({exc.message}); "
                 "nothing was written",
-                hint="please report this; the outputs stay in ipykeep's record",
+                hint=f"please report this; {kept}",
             )
         if not text.endswith("\n"):
             text += "\n"
         encoded = text.encode("utf-8")
-        _check_writable(path)
+        _check_writable(path, what, kept)
         try:
             replaced = replace_file(path, encoded, unchanged_since=raw)
         except OSError as exc:
             raise NotebookWriteError(
-                f"outputs not written to {path}: {exc.strerror or exc}",
-                hint="free disk space or make the notebook's directory writable; "
-                "the results stay in ipykeep's record",
+                f"{what} not written to {path}: {exc.strerror or exc}",
+                hint=f"free disk space or make the notebook's directory writable; {kept}",
             ) from exc
         if not replaced:
-            continue  # someone saved meanwhile: merge again from their version
-        report.written = True
-        report.content_hash = content_hash(encoded)
+            continue  # someone saved meanwhile: apply the change again to their version
+        digest = content_hash(encoded)
         # what the next read_notebook would parse from these bytes (validated above)
-        _SNAPSHOTS[path] = _snapshot(path, nb, report.content_hash, [])
-        return report
+        _SNAPSHOTS[path] = _snapshot(path, nb, digest, [])
+        return Rewrite(True, digest, repairs, attempt)
     raise NotebookConflictError(
-        f"{path} kept changing while outputs were written ({retries} attempts); "
-        "outputs were not written",
-        hint="the notebook is being saved continuously by another program; "
-        "outputs stay in ipykeep's record",
+        f"{path} kept changing while {what} were written ({retries} attempts); "
+        f"{what} were not written",
+        hint=f"the notebook is being saved continuously by another program; {kept}",
     )

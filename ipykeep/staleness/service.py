@@ -405,6 +405,8 @@ class StalenessService(SessionObserver):
             notices=session.take_notices(),
             cost=cost,
             fresh_run=True if fresh else None,
+            # Served, a browser holds its own copy: say that the plan is of the saved file.
+            reads="saved_file" if session.hosting.served_url else None,
         )
 
     async def _forget_changed_modules(self, session: KernelSession, plan: Plan) -> None:

@@ -20,6 +20,7 @@ def test_api_exports_its_modules() -> None:
         "bounding",
         "checkpoints",
         "debugger",
+        "editing",
         "environments",
         "error_codes",
         "errors",

@@ -11,11 +11,13 @@ from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.daemon.composition import OBSERVER_ORDER, compose, compose_for_daemon
 from ipykeep.daemon.server import Daemon
 from ipykeep.debugger.service import DebuggerService
+from ipykeep.editing.service import EditService
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.environments.service import EnvironmentService
 from ipykeep.inspection.service import InspectionService
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
+from ipykeep.serve.console import ConsoleService
 from ipykeep.serve.service import ServeService
 from ipykeep.staleness.service import StalenessService
 
@@ -33,6 +35,8 @@ SERVICE_METHODS = {
     "checkpoints": (CheckpointService, "checkpoints"),
     "add_packages": (EnvironmentService, "add_packages"),
     "debug": (DebuggerService, "debug"),
+    "edit_cell": (EditService, "edit_cell"),
+    "console": (ConsoleService, "console"),
 }
 
 

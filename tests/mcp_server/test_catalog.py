@@ -32,6 +32,7 @@ CATALOG = {
     "checkpoint",
     "restore",
     "debug",
+    "edit_cell",
 }
 
 
@@ -64,7 +65,8 @@ def _listed(tmp_path: Path) -> list[dict]:
 
 def test_tools_list_under_budget(tmp_path: Path) -> None:
     payload = json.dumps({"tools": _listed(tmp_path)})
-    assert len(payload.encode()) < 12_000, len(payload.encode())
+    # 25 tools at about 500 bytes each; the eight Claude Code always loads are about 5.5 KB
+    assert len(payload.encode()) < 13_000, len(payload.encode())
     assert all("outputSchema" not in t for t in json.loads(payload)["tools"])
 
 
