@@ -626,6 +626,7 @@ class Engine:
             if not ex.finished:
                 ex.add_note("kernel killed and restarted")
         await session.process.restart()
+        session.warm = None  # the new process ran no cell: an earlier warm-up says nothing now
         session.notices.append(
             f"kernel {session.kernel_id} was restarted ({reason}); all variables are gone — "
             "executing the stale plan re-runs what is needed"
