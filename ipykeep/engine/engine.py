@@ -192,7 +192,7 @@ class Engine:
     def record(
         self, session: KernelSession, ex: Execution, *, cursor: int = 0, reader: str | None = None
     ) -> ExecutionRecord:
-        rec = execution_record(session, ex, cursor)
+        rec = execution_record(session, ex, cursor, reader)
         if reader is not None:
             self._readers[(reader, ex.handle)] = rec.cursor
         return rec
