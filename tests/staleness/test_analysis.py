@@ -113,6 +113,8 @@ def test_shell_command_text_is_no_path(source: str) -> None:
 
 
 def test_shell_cells_stay_opaque_and_other_paths_count() -> None:
-    an = analyze_source("import os\nos.system('echo c3 >> run.log')\ntext = open('notes.txt').read()")
+    an = analyze_source(
+        "import os\nos.system('echo c3 >> run.log')\ntext = open('notes.txt').read()"
+    )
     assert an.shell
     assert an.paths == ("notes.txt",)
