@@ -15,6 +15,7 @@ from benchmarks.scenarios import (
     s12_mcp_startup,
     s13_remote,
     s14_checkpoints,
+    s15_hidden_state,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -33,5 +34,6 @@ ALL = (
     s12_mcp_startup,
     s13_remote,
     s14_checkpoints,
+    s15_hidden_state,
     s6_output_volume,
 )

@@ -26,6 +26,8 @@ _VOLATILE_PREFIXES = ("_invalid", "_cached", "_renderer", "_transformed")
 #: artists whose path matplotlib recomputes when it draws (from the view limits)
 _DRAWN_PATHS = frozenset({"Spine", "Text", "Annotation"})
 _PLAIN = (int, float, complex, bool, str, bytes, type(None))
+#: the arrays the running ``fingerprint`` hashed (the probe runs on one thread at a time)
+_seen_arrays: list = []
 
 
 def _data(values):
@@ -34,6 +36,8 @@ def _data(values):
     if numpy is None:
         return repr(values)
     try:
+        if isinstance(values, numpy.ndarray):
+            _seen_arrays.append(values)  # user memory the artist may share (``a[:100]``)
         arr = numpy.asarray(values)
         if arr.dtype.hasobject:
             return repr(values)
@@ -115,24 +119,33 @@ def _own(artist):
     return tuple(parts)
 
 
-def fingerprint(artist):
-    """(fingerprint, complete) of a matplotlib artist and everything drawn in it."""
+def fingerprint(artist, memo):
+    """(fingerprint, complete, arrays) of a matplotlib artist and everything drawn in it;
+    ``memo`` (id -> part) shares the artists of one figure between the globals naming them
+    (``fig``, ``ax``, ``line``); ``arrays`` are the numpy arrays hashed on the way."""
     parts = []
     stack = [artist]
     seen = set()
+    del _seen_arrays[:]
     while stack:
         a = stack.pop()
         if id(a) in seen:
             continue
         seen.add(id(a))
         if len(seen) > MAX_ARTISTS:
-            return (hash(tuple(parts)), len(seen)), False
-        parts.append(_own(a))
-        if type(a).__name__ in ("XAxis", "YAxis", "Legend"):
-            continue  # their children are made on demand (ticks) or shown above (texts)
-        try:
-            children = a.get_children()
-        except Exception:
-            continue
-        stack.extend(reversed(children))
-    return (hash(tuple(parts)), len(seen)), True
+            return (hash(tuple(parts)), len(seen)), False, list(_seen_arrays)
+        part = memo.get(id(a))
+        if part is None:
+            part = memo[id(a)] = (_own(a), _children(a))
+        parts.append(part[0])
+        stack.extend(reversed(part[1]))
+    return (hash(tuple(parts)), len(seen)), True, list(_seen_arrays)
+
+
+def _children(a):
+    if type(a).__name__ in ("XAxis", "YAxis", "Legend"):
+        return ()  # their children are made on demand (ticks) or shown above (texts)
+    try:
+        return tuple(a.get_children())
+    except Exception:
+        return ()

@@ -143,25 +143,11 @@ def _record(tree):
     if threading.current_thread() is not threading.main_thread():
         _state["full"] = True  # a subshell: runs beside the main shell's cell
         return
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            if node.attr in ESCAPES:
-                _state["full"] = True
-        elif isinstance(node, ast.alias):
-            names.add(node.name.split(".")[0])
-            if node.asname:
-                names.add(node.asname)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            names.update(node.names)
+    names = _scan(tree)
     if names & ESCAPES:
         _state["full"] = True
+        _state["escaped"] = True
     _state["names"] |= names
-    _record_uses(tree)
     if not _state.get("worth", True):
         _state["full"] = True  # nothing big enough to spare: the next look is a full one
         return
@@ -188,39 +174,59 @@ def _read_only(node, parent, grand):
     return isinstance(parent, (ast.FormattedValue, ast.Expr))
 
 
-def _record_uses(tree):
-    parents = {}
-    formats = imports = False
-    escaped = bool(_state["names"] & ESCAPES)
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-        if isinstance(node, ast.JoinedStr):
-            formats = True
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-            formats = formats or name in FORMATTERS
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-            formats = formats or isinstance(node.left, (ast.Constant, ast.JoinedStr))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports = True
-        elif isinstance(node, ast.Attribute):
-            _state["attrs"].add(node.attr)
-            escaped = escaped or node.attr in ESCAPES
-    body = getattr(tree, "body", None)
-    if body and isinstance(body[-1], ast.Expr):
-        formats = True  # the last expression is displayed
-    readonly, mixed = _state["readonly"], _state["mixed"]
-    for node, parent in parents.items():
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load) and _read_only(node, parent, parents.get(parent)):
+def _scan(tree):
+    """The names ``tree`` mentions; records on the way how it uses them (``mentions``). One
+    pass over the tree, each node with its parent and grandparent."""
+    names = set()
+    formats = imports = escaped = False
+    attrs, readonly, mixed = _state["attrs"], _state["readonly"], _state["mixed"]
+    stack = [(tree, None, None)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, parent, grand = pop()
+        kind = type(node)
+        if kind is ast.Name:
+            names.add(node.id)
+            if type(node.ctx) is ast.Load and _read_only(node, parent, grand):
                 readonly.add(node.id)
             else:
                 mixed.add(node.id)
+            continue
+        if kind is ast.Attribute:
+            attrs.add(node.attr)
+            if node.attr in ESCAPES:
+                escaped = True
+        elif kind is ast.Call:
+            func = node.func
+            name = func.id if type(func) is ast.Name else getattr(func, "attr", None)
+            formats = formats or name in FORMATTERS
+        elif kind is ast.JoinedStr:
+            formats = True
+        elif kind is ast.BinOp and type(node.op) is ast.Mod:
+            formats = formats or isinstance(node.left, (ast.Constant, ast.JoinedStr))
+        elif kind is ast.alias:
+            names.add(node.name.split(".")[0])
+            if node.asname:
+                names.add(node.asname)
+        elif kind is ast.Import:
+            imports = True
+        elif kind is ast.ImportFrom:
+            imports = True
+            if node.module:
+                names.add(node.module.split(".")[0])
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            names.update(node.names)
+        for child in ast.iter_child_nodes(node):
+            push((child, node, parent))
+    body = getattr(tree, "body", None)
+    if body and isinstance(body[-1], ast.Expr):
+        formats = True  # the last expression is displayed
+    if escaped:
+        _state["full"] = True
     _state["formats"] = _state["formats"] or formats
     _state["imports"] = _state["imports"] or imports
     _state["escaped"] = _state["escaped"] or escaped
+    return names
 
 
 def mentions():

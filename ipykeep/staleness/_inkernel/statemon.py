@@ -104,7 +104,18 @@ class _Fp(_DataHash):
     data pointer, blocks) and shares no memory with a touched array.
     """
 
-    __slots__ = ("memo", "np", "pd", "touched", "cache", "ns", "hits", "hashed")
+    __slots__ = (
+        "memo",
+        "np",
+        "pd",
+        "touched",
+        "cache",
+        "ns",
+        "hits",
+        "hashed",
+        "artists",
+        "artist_arrays",
+    )
 
     def __init__(self, touched=None, cache=None, ns=None):
         self.memo = {}
@@ -115,8 +126,22 @@ class _Fp(_DataHash):
         self.ns = ns
         self.hits = 0
         self.hashed = 0
+        self.artists = {}  # one figure's artists, shared by the globals naming them
+        self.artist_arrays = {}
 
-    def _big(self, obj, compute):
+    def _artist(self, obj):
+        """A matplotlib artist by what it shows (``plotfp``); remembers the arrays it holds."""
+        fp, complete, arrays = sys.modules[PLOTFP_MODULE].fingerprint(obj, self.artists)
+        self.artist_arrays[id(obj)] = arrays
+        return ("artist", id(type(obj))) + fp, False, not complete
+
+    def _artist_owners(self, obj, reach):
+        """The memory owners of the arrays an artist shows (a line over ``a[:100]``)."""
+        np = self.np
+        arrays = self.artist_arrays.get(id(obj), ())
+        return {("root", reach.roots_of_array(a, np)) for a in arrays} if np is not None else set()
+
+    def _big(self, obj, compute, owners=None):
         """``compute()``, or the cached result when ``obj`` cannot have changed (see class doc)."""
         key = id(obj)
         try:
@@ -148,7 +173,12 @@ class _Fp(_DataHash):
                 raise LookupError("no reach module: values are not cached")
             # a full look uses the entry only for its cost (``worth_walking``): the memory
             # owners (an object graph walk) are found by the first look that can reuse it
-            roots = None if touched is None else frozenset(reach.owners(obj, self.ns))
+            if touched is None:
+                roots = None
+            elif owners is not None:
+                roots = frozenset(owners(obj, reach))
+            else:
+                roots = frozenset(reach.owners(obj, self.ns))
             self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
         except Exception:  # no weak references, or memory that cannot be bounded: no caching
             self.cache.pop(key, None)
@@ -157,6 +187,8 @@ class _Fp(_DataHash):
     def _signal(self, obj):
         """Cheap structure of a big value: changes when pandas or numpy swap what is under it."""
         np = self.np
+        if id(obj) in self.artist_arrays or _is_artist(obj):
+            return ("artist", id(obj))  # what it shows is looked at only when it was reached
         if np is not None and isinstance(obj, np.ndarray):
             return ("nd", obj.shape, obj.strides, obj.dtype.str, obj.__array_interface__["data"][0])
         mgr = getattr(obj, "_mgr", None)
@@ -257,8 +289,7 @@ class _Fp(_DataHash):
             return ("random", hash(obj.getstate())), True, False
         artist = _artist_type()
         if artist is not None and isinstance(obj, artist):
-            fp, complete = sys.modules[PLOTFP_MODULE].fingerprint(obj)
-            return ("artist", id(t)) + fp, False, not complete
+            return self._big(obj, lambda: self._artist(obj), owners=self._artist_owners)
         # type-based checks only: ``hasattr`` would run a custom ``__getattr__`` (a mock, a
         # lazy proxy) and could change the very object being observed
         if isinstance(obj, (type, types.FunctionType)):
@@ -336,6 +367,11 @@ def _caching_slot(cls, key):
             _SLOTS.clear()
         _SLOTS[(cls, key)] = found
     return found
+
+
+def _is_artist(obj):
+    artist = _artist_type()
+    return artist is not None and isinstance(obj, artist)
 
 
 def _artist_type():
