@@ -14,6 +14,7 @@ that matplotlib makes lazily are never asked for.
 
 import hashlib
 import sys
+from typing import Any
 
 PROTOCOL_VERSION = 1
 #: artists looked at per figure; past this the fingerprint is partial (and says so)
@@ -123,7 +124,7 @@ def fingerprint(artist, memo):
     """(fingerprint, complete, arrays) of a matplotlib artist and everything drawn in it;
     ``memo`` (id -> part) shares the artists of one figure between the globals naming them
     (``fig``, ``ax``, ``line``); ``arrays`` are the numpy arrays hashed on the way."""
-    parts = []
+    parts: list[Any] = []
     stack = [artist]
     seen = set()
     del _seen_arrays[:]

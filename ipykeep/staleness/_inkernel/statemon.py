@@ -311,7 +311,8 @@ class _Fp(_DataHash):
             ]
             # one hash per attribute, so an addition can be told from a change (``_cache_fill``),
             # and the fingerprints of objects held, to tell it one level down too
-            hashes, inner = [], []
+            hashes: list[int] = []
+            inner: list[Any] = []
             for v in (attrs[k] for k in attr_keys):
                 if type(v) in _LEAF_TYPES:
                     hashes.append(hash((type(v), v)))
