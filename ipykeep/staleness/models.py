@@ -115,9 +115,11 @@ class Observed:
     #: names whose content is fingerprinted only in part (sampled) or not at all (identity): a
     #: mutation of them may go unseen, so static guesses about them stand
     opaque: frozenset[str] = frozenset()
-    #: for hidden state (``<numpy.random>``): a digest of the state after the run, so a reseed
-    #: to the same seed gives the same value as before
+    #: for hidden state (``<numpy.random>``, ``<numpy.printoptions>``): a digest of the state
+    #: after the run, so a reseed to the same seed gives the same value as before
     states: Mapping[str, str] = field(default_factory=dict)
+    #: process-wide settings (pseudo-names, ``<numpy.printoptions>``) the code used: inputs
+    read: frozenset[str] = frozenset()
 
     @property
     def changed(self) -> frozenset[str]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from ipykeep.staleness.graph import Graph, GraphCell
 from ipykeep.staleness.models import REASON_ORDER, FreshCell, Plan, PlanEntry, Reason
+from ipykeep.staleness.process_state import symbol_label
 from ipykeep.staleness.tracker_imports import (
     imported_as,
     kernel_holds_import,
@@ -51,10 +52,10 @@ def propagate(
                 ):
                     by_producer.setdefault(producer, []).append(name)
             for producer, names in by_producer.items():
+                said = ", ".join(map(symbol_label, names))  # hidden state in words
                 reason = Reason(
                     "upstream",
-                    f"uses {', '.join(names)} from {cell_label(graph, producer)} "
-                    f"({drafts[producer].cause()})",
+                    f"uses {said} from {cell_label(graph, producer)} ({drafts[producer].cause()})",
                     cells=(producer,),
                     symbols=tuple(names),
                 )
