@@ -36,3 +36,38 @@ def source_hash(source: str) -> str:
     every cell, and parsing and dumping the AST of 60 cells took most of a plan's time)."""
     digest = hashlib.sha256(normalize_source(source).encode("utf-8", "surrogatepass"))
     return _PREFIX + digest.hexdigest()[:32]
+
+
+#: calls that show values without changing them: a statement that is only one of these (with
+#: no other call inside) is display, not computation
+_DISPLAY_CALLS = frozenset({"print", "display", "pprint", "repr", "str", "len", "format"})
+
+
+def _displays_only(stmt: ast.stmt) -> bool:
+    """Whether a top-level statement only shows values: a bare expression with no call, or a
+    call of ``print``/``display``/… whose arguments make no call (f-strings included)."""
+    if not isinstance(stmt, ast.Expr):
+        return False
+    value = stmt.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        if value.func.id not in _DISPLAY_CALLS:
+            return False
+        inner = [*value.args, *(k.value for k in value.keywords)]
+    else:
+        inner = [value]
+    return not any(
+        isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for e in inner for n in ast.walk(e)
+    )
+
+
+@lru_cache(maxsize=4096)
+def effect_hash(source: str) -> str | None:
+    """A hash of what the cell computes: its source without the statements that only show
+    values (``print('total', total)`` → ``print(f'the total is {total}')`` keeps it). Equal
+    hashes with equal inputs give equal values; None when the cell does not parse."""
+    tree = parse_cell(source)
+    if tree is None:
+        return None
+    kept = [s for s in tree.body if not _displays_only(s)]
+    dump = "|".join(ast.dump(s, annotate_fields=False, include_attributes=False) for s in kept)
+    return _PREFIX + hashlib.sha256(dump.encode("utf-8", "surrogatepass")).hexdigest()[:32]
