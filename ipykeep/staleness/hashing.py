@@ -38,26 +38,29 @@ def source_hash(source: str) -> str:
     return _PREFIX + digest.hexdigest()[:32]
 
 
-#: calls that show values without changing them: a statement that is only one of these (with
-#: no other call inside) is display, not computation
-_DISPLAY_CALLS = frozenset({"print", "display", "pprint", "repr", "str", "len", "format"})
+#: builtins that show values without changing them (none consumes an iterator): a statement
+#: that only calls these is display, not computation
+_DISPLAY_CALLS = frozenset(
+    {"print", "display", "pprint", "repr", "str", "len", "format", "round", "type", "abs"}
+)
+
+
+def _shows_only(node: ast.AST) -> bool:
+    """Whether evaluating ``node`` calls only the display builtins (f-strings included)."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Await, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            return False
+        if isinstance(n, ast.Call) and not (
+            isinstance(n.func, ast.Name) and n.func.id in _DISPLAY_CALLS
+        ):
+            return False
+    return True
 
 
 def _displays_only(stmt: ast.stmt) -> bool:
-    """Whether a top-level statement only shows values: a bare expression with no call, or a
-    call of ``print``/``display``/… whose arguments make no call (f-strings included)."""
-    if not isinstance(stmt, ast.Expr):
-        return False
-    value = stmt.value
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
-        if value.func.id not in _DISPLAY_CALLS:
-            return False
-        inner = [*value.args, *(k.value for k in value.keywords)]
-    else:
-        inner = [value]
-    return not any(
-        isinstance(n, (ast.Call, ast.Await, ast.NamedExpr)) for e in inner for n in ast.walk(e)
-    )
+    """Whether a top-level statement only shows values: an expression statement calling only
+    ``print``/``display``/``len``/… (``print(f'the total is {total}')``, a bare ``df``)."""
+    return isinstance(stmt, ast.Expr) and _shows_only(stmt.value)
 
 
 @lru_cache(maxsize=4096)
