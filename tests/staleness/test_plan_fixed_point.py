@@ -7,8 +7,8 @@ self-rebinding (``L1 = L1 + [3]``) and values derived from them; then random edi
 changed, a cell inserted, a cell deleted). The notebook runs in one kernel, the edits are
 applied, the plan is executed, and:
 
-(a) the kernel's values equal a fresh top-to-bottom run of the edited notebook in a separate
-    interpreter (when a fresh run fails, the cell it fails at is blocked in the plan);
+(a) the values of the names the edited notebook defines equal a fresh top-to-bottom run of it
+    in a separate interpreter (when a fresh run fails, the cell it fails at is blocked);
 (b) the next plan is empty (blocked cells aside, which a fresh run fails too);
 (c) the cells run are among the cells whose values changed (their written names differ between
     fresh runs of the notebook before and after the edits, or the cell is new) plus their
@@ -267,7 +267,9 @@ class Harness:
         self.write(after_cells)
         res = self.plan(execute=True)
         next_plan = self.plan()
-        names = sorted(prefix + name for name in KIND)
+        # the names the edited notebook defines (a deleted cell's names stay in the kernel,
+        # as nothing in the notebook reads or defines them any more)
+        names = sorted(set().union(*(writes_of(src) for _, src in after_cells)) - {"np"})
         (old_after, _, _), (new_after, failed, fresh) = fresh_runs(
             [[s for _, s in before_cells], [s for _, s in after_cells]], names
         )
