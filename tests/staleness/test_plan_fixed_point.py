@@ -12,8 +12,8 @@ applied, the plan is executed, and:
 (b) the next plan is empty (blocked cells aside, which a fresh run fails too);
 (c) the cells run are among the cells whose values changed (their written names differ between
     fresh runs of the notebook before and after the edits, or the cell is new) plus their
-    restorers (the producers above of what they read) and the final writers of the names
-    those re-runs rebind.
+    restorers: the producers above of what they read and the final writers of the names they
+    (or deleted cells) rebind, transitively.
 
 One kernel per dataflow mode serves every example: each example's names carry a prefix of its
 own, so what earlier examples left in the kernel is never read. ``IPYKEEP_FIXED_POINT_EXAMPLES``
@@ -201,6 +201,11 @@ def fresh_runs(notebooks: list[list[str]], names: list[str]) -> list[Any]:
     return list(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def final_writers(cells: list[tuple[str, str]]) -> dict[str, str]:
+    """name -> id of the last cell writing it."""
+    return {name: cid for cid, src in cells for name in writes_of(src)}
+
+
 def writes_of(source: str) -> set[str]:
     an = analyze_source(source)
     return set(an.defs) | set(an.mutates)
@@ -291,23 +296,26 @@ class Harness:
         changed = {
             cid for (cid, _), vals in zip(after_cells, new_after) if old_by_id.get(cid) != vals
         }
-        bound = set(changed)
-        for pos, (cid, src) in enumerate(after_cells):
-            if cid not in changed:
-                continue
-            for name in analyze_source(src).uses:
-                producers = [c for c, s in after_cells[:pos] if name in writes_of(s)]
-                bound.update(producers[-1:])
-        # a deleted cell's names get their last word from the writers left
+        # the bound: those cells, the final writers of a deleted cell's names, and, until
+        # nothing changes, the producers above of what a bound cell reads (its restorers) and
+        # the final writers of what a bound cell writes (they have the last word again)
         deleted = {c for c, _ in before_cells} - {c for c, _ in after_cells}
         gone = set().union(*(writes_of(s) for c, s in before_cells if c in deleted))
-        for name in gone:
-            writers = [c for c, s in after_cells if name in writes_of(s)]
-            bound.update(writers[-1:])
-        touched = set().union(*(writes_of(s) for c, s in after_cells if c in bound))
-        for name in touched:
-            writers = [c for c, s in after_cells if name in writes_of(s)]
-            bound.update(writers[-1:])
+        finals = final_writers(after_cells)
+        bound = set(changed) | {finals[n] for n in gone if n in finals}
+        while True:
+            grown = set(bound)
+            for pos, (cid, src) in enumerate(after_cells):
+                if cid not in bound:
+                    continue
+                for name in analyze_source(src).uses:
+                    producers = [c for c, s in after_cells[:pos] if name in writes_of(s)]
+                    grown.update(producers[-1:])
+                for name in writes_of(src):
+                    grown.add(finals[name])
+            if grown == bound:
+                break
+            bound = grown
         ran = [r.cell_id for r in res.batch.results] if res.batch else []
         assert set(ran) <= bound, (notebook, ran, sorted(bound))
         self.figures.append((len(ran), len(changed)))
