@@ -17,7 +17,7 @@ applied, the plan is executed, and:
 
 One kernel per dataflow mode serves every example: each example's names carry a prefix of its
 own, so what earlier examples left in the kernel is never read. ``IPYKEEP_FIXED_POINT_EXAMPLES``
-(default 5) and ``IPYKEEP_FIXED_POINT_MODES`` (default ``static``; ``static,ipyflow`` for both)
+(default 4) and ``IPYKEEP_FIXED_POINT_MODES`` (default ``static``; ``static,ipyflow`` for both)
 set the run's size; docs/staleness.md has the longer run.
 """
 
@@ -48,7 +48,7 @@ from ipykeep.staleness.service import StalenessService
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
 
-EXAMPLES = int(os.environ.get("IPYKEEP_FIXED_POINT_EXAMPLES", "5"))
+EXAMPLES = int(os.environ.get("IPYKEEP_FIXED_POINT_EXAMPLES", "4"))
 MODES = tuple(os.environ.get("IPYKEEP_FIXED_POINT_MODES", "static").split(","))
 
 # What each kind of name may be: (template, names read, name written); ``{t}``/``{s}`` are
