@@ -18,6 +18,7 @@ from ipykeep.staleness.tracker_state import (
     cell_label,
     mentions,
     same_stamp,
+    unseeded,
     writer_label,
 )
 
@@ -198,6 +199,8 @@ def read_reason(
     producer = gc.producers.get(name)
     if producer is None or name not in run.reads:
         return  # no producer (reported above), or a new read: its edit already counts
+    if unseeded(graph, name, gc.cell_id):
+        return  # an unseeded generator: any state it drew from is as fresh as a fresh run's
     seen = run.reads[name]
     label = cell_label(graph, producer)
     said = symbol_label(name)  # hidden state in words (``numpy print options``)
