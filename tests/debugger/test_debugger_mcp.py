@@ -135,7 +135,7 @@ def test_breakpoint_by_cell_line_steps_and_scratch_goes_on(env: Any) -> None:
     mcp, kid, _ = env
     _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp"]}))
     armed = _debug(mcp, kid, "break loop:3")
-    assert "cell loop:3" in armed["breakpoints"]
+    assert armed["breakpoints"] == ["1 cell loop:3"]
     running = _run_in_background(mcp, kid, "loop")
     paused = _until_paused(mcp, kid)
     assert paused["where"]["cell_id"] == "loop" and paused["where"]["line"] == 3
