@@ -107,7 +107,7 @@ class KernelDebugger(bdb.Bdb):
         self.cell_id = None
         self.cell_file = None
         self.cell_lines_text: list = []  # the running cell's source lines
-        self.replay_line = None  # a replay's line in the running cell
+        self.replay_line: Any = None  # a replay's line in the running cell
         self.active_lines: set = set()
         self.called: Any = None
         self.last_raised: Any = None
