@@ -19,7 +19,7 @@ class DebugParams(KernelParams):
         max_length=2000,
         description=(
             "pdb-style: where, up [n], down [n], frame N, p EXPR, locals, list, "
-            "break CELL:LINE | FUNCTION | /TEXT/ | FILE:LINE, clear, catch on|off, "
+            "break CELL:LINE | FUNCTION | /TEXT/ | FILE:LINE, clear [N|SPEC], catch on|off, "
             "step, next, return, continue, quit, status, replay [CELL] [LINE]"
         ),
     )
@@ -61,6 +61,7 @@ class DebugResult(Record):
     #: the selected frame's locals, as a namespace listing
     locals: dict[str, Any] | None = None
     source: str | None = None
+    #: every breakpoint set, numbered as ``clear N`` takes them (``"1 cell loop:3"``)
     breakpoints: list[str] = Field(default_factory=list)
     stop_on_raise: bool = False
     notes: list[str] = Field(default_factory=list)

@@ -243,4 +243,16 @@ async def load_before(
     )
     results = {str(k): str(v) for k, v in reply["results"].items()}
     why.update({n: outcome for n, outcome in results.items() if outcome != "ok"})
-    return [n for n, outcome in results.items() if outcome == "ok"], why
+    loaded = [n for n, outcome in results.items() if outcome == "ok"]
+    if loaded:
+        # as after a restore: the namespace monitor's baseline takes the loaded values in (the
+        # cell replayed next did not bind them), and the tracker learns whose values they are,
+        # so their producers are not planned to restore what is already back
+        with contextlib.suppress(IpykeepError):
+            await session.process.eval_silent(probes.statemon_collect_expr())
+        tracker = staleness_of(session).tracker
+        source = {cp.cell_id: cp.source for cp in above}
+        for name in loaded:
+            writer = finals[name][0]
+            tracker.value_restored(name, writer, source[writer])
+    return loaded, why

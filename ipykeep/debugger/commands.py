@@ -41,7 +41,8 @@ _OPS = {spelling: op for op, spellings in _ALIASES.items() for spelling in spell
 RESUMING = frozenset({"step", "next", "return", "continue", "quit"})
 
 _HINT = (
-    "use a pdb command: where, up, down, frame N, p EXPR, locals, list, break SPEC, clear, "
+    "use a pdb command: where, up, down, frame N, p EXPR, locals, list, break SPEC, "
+    "clear [N|SPEC], "
     "catch on|off, step, next, return, continue, quit, status, replay [CELL] [LINE]"
 )
 
@@ -60,7 +61,8 @@ class Breakpoint:
 @dataclass(frozen=True)
 class Command:
     op: str
-    #: the op's argument: a count, an expression, ``Breakpoint``, a flag, or replay's target
+    #: the op's argument: a count, an expression, ``Breakpoint`` (or a breakpoint's number, for
+    #: ``clear``), a flag, or replay's target
     arg: Any = None
 
 
@@ -85,6 +87,8 @@ def parse(text: str) -> Command:
         return Command(op, _expression(rest, text))
     if op == "break":
         return Command(op, _breakpoint(rest) if rest else None)
+    if op == "clear":  # one breakpoint, by the number the listing gives or as it was set
+        return Command(op, (int(rest) if rest.isdigit() else _breakpoint(rest)) if rest else None)
     if op == "catch":
         if rest.lower() not in ("on", "off"):
             raise UsageError("catch takes on or off", hint="catch on  (stop on raised exceptions)")

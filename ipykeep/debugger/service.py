@@ -115,7 +115,7 @@ class DebuggerService(SessionObserver):
             return await self._replay(session, command, parsed.arg)
         kind = self._context_kind(session, handle)
         arg: Any = parsed.arg
-        if parsed.op == "break" and arg is not None:
+        if parsed.op in ("break", "clear") and isinstance(arg, commands.Breakpoint):
             arg = self._target(session, arg)
         if parsed.op == "break" and arg is None:
             parsed = commands.Command("status")

@@ -117,7 +117,7 @@ ENVTOOLS = InKernelModule("_ipykeep_env", "environments/_inkernel/envtools.py", 
 
 #: the debugger (bdb on the main thread, driven from subshells) and the last failure's frames;
 #: it summarises values with ``INSPECT``
-DEBUG = InKernelModule("_ipykeep_debug", "debugger/_inkernel/debug.py", 1, requires=(INSPECT,))
+DEBUG = InKernelModule("_ipykeep_debug", "debugger/_inkernel/debug.py", 2, requires=(INSPECT,))
 
 #: every helper, in an order that installs each after the helpers it requires
 MODULES: tuple[InKernelModule, ...] = (

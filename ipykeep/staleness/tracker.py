@@ -222,3 +222,10 @@ class StalenessTracker:
         """How the cell's last run ended (None: it has not run)."""
         run = self.state.runs.get(cell_id)
         return run.outcome if run is not None else None
+
+    def value_restored(self, name: str, cell_id: str, source: str) -> bool:
+        """The value of ``name`` that ``cell_id``'s last run (of ``source``) left was loaded back
+        into the kernel (from that run's checkpoint): the kernel holds that write again, so the
+        cell need not re-run to restore it. False, and nothing changes, when the cell's last run
+        is not that one (it was edited, failed, or ran in an earlier kernel since)."""
+        return tracker_events.value_restored(self.state, name, cell_id, source)

@@ -248,3 +248,19 @@ def note_functions(state: TrackerState, source: str) -> None:
 def watched_paths_for(state: TrackerState, source: str) -> tuple[str, ...]:
     """The watched files ``source`` names."""
     return tuple(p for p in state.watched if mentions(source, p))
+
+
+def value_restored(state: TrackerState, name: str, cell_id: str, source: str) -> bool:
+    """``name`` holds again the value ``cell_id``'s last run left (see
+    ``StalenessTracker.value_restored``)."""
+    run = state.runs.get(cell_id)
+    if (
+        run is None
+        or run.epoch != state.epoch
+        or run.outcome != "ok"
+        or run.source_hash != source_hash(source)
+        or name not in run.versions
+    ):
+        return False
+    state.writers[name] = NameWrite("cell", cell_id, run.seq, run.version_of(name))
+    return True

@@ -135,7 +135,7 @@ def test_breakpoint_by_cell_line_steps_and_scratch_goes_on(env: Any) -> None:
     mcp, kid, _ = env
     _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp"]}))
     armed = _debug(mcp, kid, "break loop:3")
-    assert "cell loop:3" in armed["breakpoints"]
+    assert armed["breakpoints"] == ["1 cell loop:3"]
     running = _run_in_background(mcp, kid, "loop")
     paused = _until_paused(mcp, kid)
     assert paused["where"]["cell_id"] == "loop" and paused["where"]["line"] == 3
@@ -212,6 +212,32 @@ def test_replay_a_failed_cell_without_rerunning_the_slow_one(env: Any) -> None:
     assert marker.read_text() == "ran\n"
     _debug(mcp, kid, "continue")
     assert _debug(mcp, kid, "status")["state"] == "post_mortem"
+
+
+def _plan(mcp: McpSession, kid: str) -> dict[str, list[str]]:
+    plan = _ok(mcp.tool("run_stale", {"kernel_id": kid}))
+    return {
+        e["cell_id"]: sorted(r["message"] for r in e["reasons"])
+        for e in plan["stale"] + plan.get("blocked", [])
+    }
+
+
+def test_replay_from_a_checkpoint_leaves_no_needless_restore_in_the_plan(env: Any) -> None:
+    mcp, kid, root = env
+    before = _plan(mcp, kid)  # `later` failed
+    assert "later" in before, before
+    clobber = _ok(mcp.tool("ipython", {"kernel_id": kid, "code": "base = -1"}))
+    assert clobber["state"] == "ok"
+    clobbered = _plan(mcp, kid)  # `slow` would re-run to give `base` back
+    assert any("base was overwritten" in m for m in clobbered.get("slow", [])), clobbered
+    replay = _debug(mcp, kid, "replay later")
+    assert replay["state"] == "paused" and "base restored" in replay["notes"][0], replay
+    assert _debug(mcp, kid, "p offset")["value"]["value"] == 11
+    _debug(mcp, kid, "continue")
+    after = _plan(mcp, kid)
+    # the value is back: the plan is the one before scratch code overwrote it
+    assert after == before, after
+    assert (root / "marker.txt").read_text() == "ran\n"
 
 
 def test_replay_restores_a_value_the_failed_run_mutated_from_its_checkpoint(env: Any) -> None:

@@ -1,7 +1,7 @@
 # In-kernel code (standard library only; sent as source, never imports ipykeep).
 # Installed once per kernel process as sys.modules["_ipykeep_debug"]: a bdb debugger run on
 # the kernel's main thread and driven from subshells, plus the post-mortem of the last failure.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 import bdb
 import fnmatch
@@ -46,6 +46,8 @@ def _is_machinery(frame) -> bool:
 def _is_library(frame) -> bool:
     """Installed code (the standard library, site-packages): raising there is not the user's."""
     filename = frame.f_code.co_filename
+    if filename.startswith("<frozen "):  # a frozen standard module (``os``, ``importlib``)
+        return True
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
     return "site-packages" in filename or any(filename.startswith(p) for p in prefixes)
 
@@ -88,6 +90,11 @@ class KernelDebugger(bdb.Bdb):
 
     def __init__(self) -> None:
         super().__init__(skip=SKIP)
+        #: number -> target ({"cell_id", "line"}, {"text"}, {"function"}, {"file", "line"}):
+        #: numbered as set and never renumbered (pdb's way), so ``clear N`` names one
+        self.points: dict = {}
+        self.next_number = 1
+        # the lookups derived from ``points`` (``_index``), read on every traced event
         self.cell_lines: dict = {}  # cell id -> set of 1-based lines
         self.texts: list = []  # line texts
         self.functions: set = set()  # function names (co_name or qualified name)
@@ -99,6 +106,8 @@ class KernelDebugger(bdb.Bdb):
         self.run_catch: set = set()
         self.cell_id = None
         self.cell_file = None
+        self.cell_lines_text: list = []  # the running cell's source lines
+        self.replay_line: Any = None  # a replay's line in the running cell
         self.active_lines: set = set()
         self.called: Any = None
         self.last_raised: Any = None
@@ -125,19 +134,16 @@ class KernelDebugger(bdb.Bdb):
         self.reset()
         self.cell_id = getattr(info, "cell_id", None)
         self.cell_file = None
-        raw = getattr(info, "raw_cell", "") or ""
-        lines = set(self.cell_lines.get(self.cell_id, ()))
-        for number, text in enumerate(raw.splitlines(), start=1):
-            if any(t in text for t in self.texts):
-                lines.add(number)
+        self.cell_lines_text = (getattr(info, "raw_cell", "") or "").splitlines()
         self.run_catch = set()
+        self.replay_line = None
         replay = self.replay
         if replay is not None and replay.get("cell_id") == self.cell_id:
             self.replay = None
             if replay.get("line"):
-                lines.add(int(replay["line"]))
+                self.replay_line = int(replay["line"])
             self.run_catch = set(replay.get("types") or ())
-        self.active_lines = lines
+        self.active_lines = self.lines_of_running_cell()
         self.called = None
         # Continue mode: stop only at breakpoints (stop_here is False for every frame but the
         # sentinel, which never runs a line).
@@ -146,6 +152,56 @@ class KernelDebugger(bdb.Bdb):
         self.running = True
         self._previous_trace = sys.gettrace()
         sys.settrace(self._chained(self._previous_trace))
+
+    def lines_of_running_cell(self) -> set:
+        """The running cell's lines to stop at: its cell breakpoints, the lines holding a
+        breakpoint's text (found in the source that runs, so they follow edits), a replay's."""
+        lines = set(self.cell_lines.get(self.cell_id, ()))
+        for number, text in enumerate(self.cell_lines_text, start=1):
+            if any(t in text for t in self.texts):
+                lines.add(number)
+        if self.replay_line is not None:
+            lines.add(self.replay_line)
+        return lines
+
+    # -- the breakpoint table ---------------------------------------------------------------
+    def add_point(self, target: dict) -> None:
+        if target not in self.points.values():
+            self.points[self.next_number] = target
+            self.next_number += 1
+        self._index()
+
+    def remove_points(self, which) -> str | None:
+        """Remove one breakpoint (its number, or its target) or all (None); an error or None."""
+        if which is None:
+            self.points.clear()
+        elif isinstance(which, int):
+            if self.points.pop(which, None) is None:
+                return f"no breakpoint {which}: {_numbers(self.points)}"
+        else:
+            numbers = [n for n, t in self.points.items() if t == which]
+            if not numbers:
+                return f"no breakpoint {_spec(which)}: {_numbers(self.points)}"
+            for n in numbers:
+                del self.points[n]
+        if not self.points:  # no number is in use: the next breakpoint is 1 again
+            self.next_number = 1
+        self._index()
+        return None
+
+    def _index(self) -> None:
+        self.cell_lines, self.texts, self.functions, self.files = {}, [], set(), {}
+        for t in self.points.values():
+            if t.get("cell_id") is not None:
+                self.cell_lines.setdefault(t["cell_id"], set()).add(int(t["line"]))
+            elif t.get("text"):
+                self.texts.append(str(t["text"]))
+            elif t.get("function"):
+                self.functions.add(str(t["function"]))
+            elif t.get("file"):
+                self.files.setdefault(str(t["file"]), set()).add(int(t["line"]))
+        if self.running:  # the running execution stops where the table says from now on
+            self.active_lines = self.lines_of_running_cell()
 
     def finish(self) -> None:
         sys.settrace(self._previous_trace)
@@ -194,6 +250,19 @@ class KernelDebugger(bdb.Bdb):
         qual = getattr(code, "co_qualname", code.co_name)
         return code.co_name in self.functions or qual in self.functions
 
+    def stop_here(self, frame) -> bool:
+        # Stepping stops in the user's frames only: not in what the kernel's machinery calls
+        # on its own (ipyflow's instrumentation of a cell calls into the standard library).
+        return super().stop_here(frame) and not self._called_by_machinery(frame)
+
+    def _called_by_machinery(self, frame) -> bool:
+        back = frame
+        while back is not None and not self._is_cell_frame(back):
+            back = back.f_back
+            if back is not None and _is_machinery(back):
+                return True
+        return False
+
     def break_anywhere(self, frame) -> bool:
         if self.stop_on_raise or self.run_catch:
             # exceptions are seen in every user frame they pass through; installed code is
@@ -227,9 +296,6 @@ class KernelDebugger(bdb.Bdb):
                 raise bdb.BdbQuit
             return self.trace_dispatch
         return super().dispatch_exception(frame, arg)
-
-    def do_clear(self, arg):
-        return None
 
     # -- pausing (main thread) --------------------------------------------------------------
     def user_line(self, frame):
@@ -365,13 +431,23 @@ def _status() -> dict:
     return out
 
 
+def _spec(target: dict) -> str:
+    if target.get("cell_id") is not None:
+        return f"cell {target['cell_id']}:{target['line']}"
+    if target.get("text"):
+        return f"text {target['text']!r}"
+    if target.get("function"):
+        return f"function {target['function']}"
+    return f"{target.get('file')}:{target.get('line')}"
+
+
+def _numbers(points: dict) -> str:
+    return f"set are {', '.join(map(str, points))}" if points else "none is set"
+
+
 def _breakpoints() -> list:
-    d = _debugger
-    out = [f"cell {c}:{n}" for c, lines in sorted(d.cell_lines.items()) for n in sorted(lines)]
-    out += [f"text {t!r}" for t in d.texts]
-    out += [f"function {f}" for f in sorted(d.functions)]
-    out += [f"{p}:{n}" for p, lines in sorted(d.files.items()) for n in sorted(lines)]
-    return out
+    """``"1 cell loop:3"``: each breakpoint with the number ``clear N`` takes."""
+    return [f"{n} {_spec(t)}" for n, t in _debugger.points.items()]
 
 
 def _context(kind):
@@ -483,25 +559,12 @@ def _command(op, arg, kind, budget, summarizers, wait_s) -> dict:
         d.replay = dict(arg)
         return {}
     if op == "break":
-        target = arg or {}
-        if target.get("cell_id") is not None:
-            d.cell_lines.setdefault(target["cell_id"], set()).add(int(target["line"]))
-            if d.running and target["cell_id"] == d.cell_id:
-                d.active_lines.add(int(target["line"]))
-        elif target.get("text"):
-            d.texts.append(str(target["text"]))
-        elif target.get("function"):
-            d.functions.add(str(target["function"]))
-        elif target.get("file"):
-            d.files.setdefault(str(target["file"]), set()).add(int(target["line"]))
+        if arg:
+            d.add_point(dict(arg))
         return {}
     if op == "clear":
-        d.cell_lines.clear()
-        d.texts.clear()
-        d.functions.clear()
-        d.files.clear()
-        d.active_lines = set()  # the running execution's lines go too
-        return {}
+        error = d.remove_points(dict(arg) if isinstance(arg, dict) else arg)
+        return {"error": error} if error else {}
     if op == "catch":
         d.stop_on_raise = bool(arg)
         return {}
