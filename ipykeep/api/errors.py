@@ -208,6 +208,14 @@ class MissingExtraError(IpykeepError):
     exit_code = 2
 
 
+class PlatformNotSupportedError(IpykeepError):
+    """An operation this operating system cannot do the way ipykeep does it elsewhere (the
+    hint names the way that works there)."""
+
+    code = "platform_not_supported"
+    exit_code = 2
+
+
 class InstallError(IpykeepError):
     """Installing packages into a kernel's environment failed or was refused; nothing was
     recorded (the message says why, the installer's log is named in the hint)."""
