@@ -94,8 +94,7 @@ def test_no_module_outside_the_seam_makes_an_os_specific_decision() -> None:
         if (found := violations(path.read_text(encoding="utf-8")))
     }
     assert not offenders, (
-        "use ipykeep/platform/ (docs/platforms.md) instead of these OS-specific calls: "
-        f"{offenders}"
+        f"use ipykeep/platform/ (docs/platforms.md) instead of these OS-specific calls: {offenders}"
     )
 
 

@@ -177,7 +177,7 @@ def test_windows_logic_stop_signals_go_through_signal_signal(
     assert stopped == [True]
 
 
-class FakeKernel32:
+class FakeKernel32:  # its methods carry the Win32 names the seam calls
     """Records kernel32 calls; handles are small integers."""
 
     def __init__(self, *, open_process: int = 7, assign_ok: bool = True, exit_code: int = 0):
@@ -187,32 +187,32 @@ class FakeKernel32:
         self.exit_code = exit_code
         self.limit_flags: int | None = None
 
-    def CreateJobObjectW(self, attrs: Any, name: Any) -> int:  # noqa: N802 (Win32 names)
+    def CreateJobObjectW(self, attrs: Any, name: Any) -> int:
         self.calls.append(("CreateJobObjectW",))
         return 3
 
-    def SetInformationJobObject(self, job: int, cls: int, info: Any, size: int) -> int:  # noqa: N802
+    def SetInformationJobObject(self, job: int, cls: int, info: Any, size: int) -> int:
         self.limit_flags = info._obj.BasicLimitInformation.LimitFlags
         self.calls.append(("SetInformationJobObject", job, cls, size))
         return 1
 
-    def OpenProcess(self, access: int, inherit: bool, pid: int) -> int:  # noqa: N802
+    def OpenProcess(self, access: int, inherit: bool, pid: int) -> int:
         self.calls.append(("OpenProcess", access, pid))
         return self.open_process
 
-    def AssignProcessToJobObject(self, job: int, process: int) -> int:  # noqa: N802
+    def AssignProcessToJobObject(self, job: int, process: int) -> int:
         self.calls.append(("AssignProcessToJobObject", job, process))
         return int(self.assign_ok)
 
-    def GetExitCodeProcess(self, handle: int, code: Any) -> int:  # noqa: N802
+    def GetExitCodeProcess(self, handle: int, code: Any) -> int:
         code._obj.value = self.exit_code
         return 1
 
-    def TerminateJobObject(self, job: int, code: int) -> int:  # noqa: N802
+    def TerminateJobObject(self, job: int, code: int) -> int:
         self.calls.append(("TerminateJobObject", job))
         return 1
 
-    def CloseHandle(self, handle: int) -> int:  # noqa: N802
+    def CloseHandle(self, handle: int) -> int:
         self.calls.append(("CloseHandle", handle))
         return 1
 
