@@ -32,6 +32,7 @@ error into another. The tree (a test pins it)::
     ├── KernelBusyError                       kernel_busy
     ├── RemoteNotSupportedError               not_supported
     ├── MissingExtraError                     missing_extra
+    ├── PlatformNotSupportedError             platform_not_supported
     ├── InstallError                          install_failed
     ├── CheckpointError (checkpoints.store)   checkpoint_error
     │   ├── TamperedCheckpointError           checkpoint_tampered
