@@ -23,8 +23,31 @@ SEAM = PACKAGE / "platform"
 EXEMPT_FILES = {PACKAGE / "kernel" / "providers" / "ssh_launcher.py"}
 
 POSIX_MODULES = {"fcntl", "msvcrt", "termios", "pwd", "grp", "resource", "winreg", "_winapi"}
-OS_CALLS = {"killpg", "setsid", "getpgid", "getpgrp", "fork", "forkpty", "getuid", "geteuid"}
-SIGNAL_NAMES = {"SIGKILL", "SIGSTOP", "SIGHUP", "SIGALRM", "SIGBREAK", "setitimer", "alarm"}
+OS_CALLS = {
+    "killpg",
+    "setsid",
+    "getpgid",
+    "getpgrp",
+    "fork",
+    "forkpty",
+    "getuid",
+    "geteuid",
+    "fchmod",
+    "pread",
+    "pwrite",
+    "O_CLOEXEC",
+}
+SIGNAL_NAMES = {
+    "SIGKILL",
+    "SIGSTOP",
+    "SIGHUP",
+    "SIGALRM",
+    "SIGBREAK",
+    "SIGUSR1",
+    "SIGUSR2",
+    "setitimer",
+    "alarm",
+}
 PLATFORM_TESTS = {("sys", "platform"), ("os", "name")}
 
 
@@ -110,6 +133,10 @@ def test_the_rule_sees_what_it_forbids() -> None:
         "os.getpgid(pid)",
         "if os.fork() == 0: pass",
         "os.getuid()",
+        "os.fchmod(fd, 0o600)",
+        "os.pread(fd, 1, 0)",
+        "os.open(p, os.O_CLOEXEC)",
+        "signal.SIGUSR1",
         "from os import killpg",
         "signal.SIGKILL",
         "signal.SIGSTOP",

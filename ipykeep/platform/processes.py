@@ -19,6 +19,9 @@
 - The user signal (SIGUSR1, "publish your descriptor again"): POSIX only. Windows has no
   user signal (and ``os.kill`` would terminate the process), so there it is never sent and
   never handled; clients wait for the descriptor instead.
+- Forking a kernel (checkpoints pickle values in a forked child): safe on Linux; not on macOS,
+  where a forked child of a process whose threads have used the system's frameworks may crash
+  (why Python's ``multiprocessing`` spawns there by default); absent on Windows.
 - A process's command line and its stopped state: ``/proc`` on Linux; elsewhere unknown
   (``None``, and "not stopped").
 """
@@ -120,6 +123,11 @@ class ProcessTree:
             return
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
+
+
+def fork_is_safe() -> bool:
+    """Whether a local kernel may fork a child that runs Python code without exec'ing."""
+    return not (system.IS_WINDOWS or system.IS_MACOS)
 
 
 def send_user_signal(pid: int) -> None:

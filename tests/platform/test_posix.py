@@ -157,6 +157,66 @@ def test_interrupting_a_gone_process_says_so() -> None:
         processes.interrupt_process_group(child.pid)
 
 
+def test_try_lock_is_exclusive_against_another_process_and_shared_probes_share(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "daemon.lock"
+    with open(path, "a+") as mine:
+        assert locks.try_lock_fd(mine.fileno(), shared=True)
+        with open(path) as other:  # a second open file: flock is per open file
+            assert locks.try_lock_fd(other.fileno(), shared=True)
+            assert not locks.try_lock_fd(other.fileno())
+        locks.unlock_fd(mine.fileno())
+        assert locks.try_lock_fd(mine.fileno())
+        assert other_process_gets(path, "file") == "held"
+
+
+def test_open_private_resets_an_existing_files_mode(tmp_path: Path) -> None:
+    path = tmp_path / "start.lock"
+    path.write_text("")
+    path.chmod(0o644)
+    fd = files.open_private(path, os.O_RDWR)
+    try:
+        assert mode(path) == 0o600
+        assert not os.get_inheritable(fd)
+        files.write_at(fd, b"4242\n", 0)
+        assert files.read_at(fd, 32, 0) == b"4242\n"
+    finally:
+        os.close(fd)
+
+
+def test_linux_sees_command_lines_and_stopped_processes() -> None:
+    if not system.IS_LINUX:
+        pytest.skip("/proc is Linux's")
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        deadline = time.monotonic() + 5
+        while b"sleep" not in (processes.command_line(child.pid) or []):  # until it has exec'd
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert processes.command_line(child.pid) == [b"sleep", b"60", b""]
+        assert not processes.process_stopped(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        while not processes.process_stopped(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert processes.process_stopped(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert processes.fork_is_safe()
+
+
+async def test_the_user_signal_reaches_its_handler() -> None:
+    loop = asyncio.get_running_loop()
+    got = asyncio.Event()
+    processes.on_user_signal(loop, got.set)
+    try:
+        processes.send_user_signal(os.getpid())
+        await asyncio.wait_for(got.wait(), 5)
+    finally:
+        loop.remove_signal_handler(signal.SIGUSR1)
+
+
 def test_kill_now_is_sigkill() -> None:
     child = subprocess.Popen(["sleep", "60"])
     processes.kill_now(child.pid)

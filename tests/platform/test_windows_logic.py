@@ -30,30 +30,96 @@ def on_windows(monkeypatch: pytest.MonkeyPatch) -> None:
 class FakeMsvcrt:
     LK_LOCK = 1
     LK_UNLCK = 0
+    LK_NBLCK = 2
 
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, held: bool = False) -> None:
         self.calls: list[tuple[int, int, int]] = []
+        self.offsets: list[int] = []
         self.failures = failures
+        self.held = held
 
     def locking(self, fd: int, mode: int, nbytes: int) -> None:
         self.calls.append((fd, mode, nbytes))
+        self.offsets.append(os.lseek(fd, 0, os.SEEK_CUR))
+        if mode == self.LK_NBLCK and self.held:
+            raise OSError(13, "Permission denied")
         if mode == self.LK_LOCK and self.failures:
             self.failures -= 1
             raise OSError(36, "Resource deadlock avoided")  # what LK_LOCK raises after 10 s
 
 
-def test_windows_logic_file_lock_locks_byte_zero_and_keeps_waiting(
+def test_windows_logic_file_lock_locks_one_byte_past_the_content_and_keeps_waiting(
     on_windows: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fake = FakeMsvcrt(failures=2)
     monkeypatch.setattr(locks, "_msvcrt", lambda: fake)
     with open(tmp_path / "start.lock", "a+") as fh:
-        fh.write("x")  # the position moves: the lock must still be on byte 0
+        fh.write("x")  # the position moves: the lock must stay on the same byte
         fh.flush()
         with locks.exclusive_lock(fh):
-            assert os.lseek(fh.fileno(), 0, os.SEEK_CUR) == 0
+            pass
         fd = fh.fileno()
     assert fake.calls == [(fd, 1, 1)] * 3 + [(fd, 0, 1)]
+    # Windows locks are mandatory: a lock on the content would keep others from reading it.
+    assert fake.offsets == [locks.LOCK_OFFSET] * 4
+
+
+def test_windows_logic_try_lock_says_whether_it_got_the_lock(
+    on_windows: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fd = os.open(tmp_path / "daemon.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        free = FakeMsvcrt()
+        monkeypatch.setattr(locks, "_msvcrt", lambda: free)
+        assert locks.try_lock_fd(fd) is True
+        assert locks.try_lock_fd(fd, shared=True) is True  # no shared lock there: exclusive
+        assert [mode for _, mode, _ in free.calls] == [free.LK_NBLCK] * 2
+        held = FakeMsvcrt(held=True)
+        monkeypatch.setattr(locks, "_msvcrt", lambda: held)
+        assert locks.try_lock_fd(fd) is False
+    finally:
+        os.close(fd)
+
+
+def test_windows_logic_private_open_and_positional_io(
+    on_windows: None, icacls: list[list[str]], tmp_path: Path
+) -> None:
+    path = tmp_path / "daemon.lock"
+    fd = files.open_private(path, os.O_RDWR)
+    try:
+        files.write_at(fd, b"4242\n", 0)
+        os.lseek(fd, 100, os.SEEK_SET)
+        assert files.read_at(fd, 32, 0) == b"4242\n"
+    finally:
+        os.close(fd)
+    assert icacls == [[str(path), "/inheritance:r", "/grant:r", "alice:F"]]
+
+
+def test_windows_logic_there_is_no_user_signal_and_no_fork(
+    on_windows: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "kill", lambda *a: pytest.fail("os.kill terminates on Windows"))
+    monkeypatch.setattr(signal, "signal", lambda *a: pytest.fail("no SIGUSR1 on Windows"))
+    processes.send_user_signal(4242)
+    processes.ignore_user_signal()
+
+    class Loop:
+        def add_signal_handler(self, *args: Any) -> None:
+            pytest.fail("the Windows event loop has no signal handlers")
+
+    processes.on_user_signal(Loop(), print)  # type: ignore[arg-type]
+    assert processes.fork_is_safe() is False
+    assert processes.command_line(os.getpid()) is None
+    assert processes.process_stopped(os.getpid()) is False
+
+
+def test_macos_logic_no_proc_and_no_fork_of_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(system, "IS_LINUX", False)
+    monkeypatch.setattr(system, "IS_MACOS", True)
+    assert processes.fork_is_safe() is False
+    assert processes.command_line(os.getpid()) is None
+    assert processes.process_stopped(os.getpid()) is False
+    assert processes.pid_alive(os.getpid())
 
 
 def test_windows_logic_directory_lock_is_a_lock_file_inside(
