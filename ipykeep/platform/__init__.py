@@ -7,10 +7,11 @@ imported, so the Windows branches can be exercised on Linux by substituting the 
 (``tests/platform/test_windows_logic.py``; that proves the logic, not that Windows works).
 
 - ``system``: which platform this is (the one place it is tested);
-- ``locks``: exclusive advisory locks on a file and on a directory;
-- ``files``: private (owner-only) files and directories, the umask, the per-user temp dir;
+- ``locks``: advisory locks on a file (blocking, non-blocking, shared) and on a directory;
+- ``files``: private (owner-only) files and directories, private opens, positional reads and
+  writes, the umask, the per-user temp dir;
 - ``processes``: pid liveness, detaching the daemon, a kernel's process tree (interrupt, kill),
-  the daemon's stop signals;
+  the daemon's stop and user signals, command lines and stopped states, fork safety;
 - ``transport``: the ZeroMQ transport local kernels use;
 - ``winapi``: the few Win32 calls made through ``ctypes`` (loaded only on Windows).
 

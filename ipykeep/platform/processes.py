@@ -18,7 +18,7 @@
   SIGBREAK through ``signal.signal`` on Windows (its event loop has no signal handlers).
 - The user signal (SIGUSR1, "publish your descriptor again"): POSIX only. Windows has no
   user signal (and ``os.kill`` would terminate the process), so there it is never sent and
-  never handled; clients wait for the descriptor instead.
+  never handled (a damaged descriptor is then not republished until the daemon restarts).
 - Forking a kernel (checkpoints pickle values in a forked child): safe on Linux; not on macOS,
   where a forked child of a process whose threads have used the system's frameworks may crash
   (why Python's ``multiprocessing`` spawns there by default); absent on Windows.
