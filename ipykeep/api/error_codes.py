@@ -40,6 +40,7 @@ EXECUTION_LOST: Final = "execution_lost"
 KERNEL_BUSY: Final = "kernel_busy"
 NOT_SUPPORTED: Final = "not_supported"
 MISSING_EXTRA: Final = "missing_extra"
+PLATFORM_NOT_SUPPORTED: Final = "platform_not_supported"
 PROBE_FAILED: Final = "probe_failed"
 SERVE_FAILED: Final = "serve_failed"
 TUNNEL_FAILED: Final = "tunnel_failed"
@@ -73,6 +74,7 @@ ERROR_CLASSES: Final[Mapping[str, str]] = {
     KERNEL_BUSY: "ipykeep.api.errors:KernelBusyError",
     NOT_SUPPORTED: "ipykeep.api.errors:RemoteNotSupportedError",
     MISSING_EXTRA: "ipykeep.api.errors:MissingExtraError",
+    PLATFORM_NOT_SUPPORTED: "ipykeep.api.errors:PlatformNotSupportedError",
     PROBE_FAILED: "ipykeep.api.errors:ProbeFailedError",
     SERVE_FAILED: "ipykeep.serve.errors:ServeError",
     TUNNEL_FAILED: "ipykeep.serve.errors:TunnelError",

@@ -32,6 +32,7 @@ error into another. The tree (a test pins it)::
     ├── KernelBusyError                       kernel_busy
     ├── RemoteNotSupportedError               not_supported
     ├── MissingExtraError                     missing_extra
+    ├── PlatformNotSupportedError             platform_not_supported
     ├── InstallError                          install_failed
     ├── CheckpointError (checkpoints.store)   checkpoint_error
     │   ├── TamperedCheckpointError           checkpoint_tampered
@@ -205,6 +206,14 @@ class RemoteNotSupportedError(IpykeepError):
 
 class MissingExtraError(IpykeepError):
     code = "missing_extra"
+    exit_code = 2
+
+
+class PlatformNotSupportedError(IpykeepError):
+    """An operation this operating system cannot do the way ipykeep does it elsewhere (the
+    hint names the way that works there)."""
+
+    code = "platform_not_supported"
     exit_code = 2
 
 

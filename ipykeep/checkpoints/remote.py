@@ -29,6 +29,7 @@ from ipykeep.checkpoints.state import KernelCheckpoints, call_loader
 from ipykeep.checkpoints.state import call as _call
 from ipykeep.checkpoints.store import CheckpointStore
 from ipykeep.engine.session import KernelSession
+from ipykeep.platform.processes import fork_is_safe
 
 log = logging.getLogger("ipykeep.checkpoints")
 
@@ -62,7 +63,8 @@ def configure_call(store: CheckpointStore, root: str | None, limits: Limits, con
         limits.snapshot_budget_s,
         list(config.checkpoint_exclude_names),
         list(config.checkpoint_exclude_types),
-        config.checkpoint_pickle_in == "fork",
+        # A remote kernel's host decides for itself (the in-kernel code checks for os.fork).
+        config.checkpoint_pickle_in == "fork" and (root is not None or fork_is_safe()),
     )
     if root is None:
         return _call("configure", str(store.root), str(store.key_path), *common)

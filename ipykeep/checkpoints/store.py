@@ -36,6 +36,7 @@ from typing import Any
 
 from ipykeep.api.errors import IpykeepError
 from ipykeep.checkpoints._inkernel import blobfmt
+from ipykeep.platform.files import others_can_access
 from ipykeep.project.atomic import atomic_write_bytes
 from ipykeep.project.layout import private_dir
 
@@ -117,7 +118,7 @@ class CheckpointStore:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(secrets.token_bytes(32))
         st = path.stat()
-        if st.st_mode & 0o077:
+        if others_can_access(st):
             raise CheckpointError(
                 f"the checkpoint key {path} is readable by other users "
                 f"(mode {st.st_mode & 0o777:o})",

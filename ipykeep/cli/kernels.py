@@ -20,6 +20,7 @@ from ipykeep.cli.output import CLI_READER, abs_path, echo, emit, kernel_target
 from ipykeep.client.connection import DaemonClient, connect, ensure_daemon, find_daemon, pid_alive
 from ipykeep.client.progress import ProgressLine, follow
 from ipykeep.client.render import render_kernel
+from ipykeep.platform.processes import kill_now
 
 
 def _client() -> DaemonClient:
@@ -183,8 +184,6 @@ def _stop_unreachable(as_json: bool) -> int:
 
 
 def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
-    import signal
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not any(pid_alive(p) for p in pids):
@@ -193,7 +192,7 @@ def _wait_gone(pids: list[int], timeout: float = 20.0) -> None:
     for p in pids:
         if pid_alive(p):
             try:
-                os.kill(p, signal.SIGKILL)
+                kill_now(p)
             except OSError:
                 pass
 

@@ -19,7 +19,6 @@ publish it again), and no second daemon is started while the lock is held.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import sys
@@ -30,6 +29,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ipykeep.api import names
 from ipykeep.api.errors import DaemonUnreachableError, IpykeepError
 from ipykeep.client.wire import Endpoint, call_sync
+from ipykeep.platform.files import make_private, open_private
+from ipykeep.platform.locks import lock_fd, unlock_fd
+from ipykeep.platform.processes import detached_popen_kwargs
+from ipykeep.platform.processes import pid_alive as pid_alive  # re-exported for its callers
 from ipykeep.project import daemon_lock
 from ipykeep.project.layout import ProjectPaths, find_project_root
 
@@ -54,21 +57,6 @@ class Descriptor(NamedTuple):  # immutable; a NamedTuple keeps dataclasses off t
     @property
     def endpoint(self) -> Endpoint:
         return Endpoint(self.host, self.port, self.token)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child (only possible when this process started the daemon) counts as dead.
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/stat") as fh:
-            if fh.read().split(")")[-1].split()[0] == "Z":
-                return False
-    return True
 
 
 def read_descriptor(paths: ProjectPaths) -> Descriptor | None:
@@ -102,7 +90,7 @@ def _recovered_descriptor(paths: ProjectPaths, owner: int, wait: float = 3.0) ->
     """The descriptor of ``owner``, the daemon holding the project's lock, asked to publish it
     again (the file was damaged, removed or overwritten by another's); None if it does not."""
     with contextlib.suppress(OSError):
-        os.kill(owner, daemon_lock.REPUBLISH_SIGNAL)
+        daemon_lock.ask_to_republish(owner)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         desc = read_descriptor(paths)
@@ -189,14 +177,13 @@ def ensure_daemon(root: Path | None = None, *, timeout: float = 60.0) -> DaemonC
     """
     paths = ProjectPaths(find_project_root(root))
     paths.ensure_run()
-    fd = os.open(paths.start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    os.fchmod(fd, 0o600)
+    fd = open_private(paths.start_lock, os.O_RDWR)
     with os.fdopen(fd, "r+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock_fd(lock.fileno())
         try:
             return _reach_or_start(paths, time.monotonic() + timeout)
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            unlock_fd(lock.fileno())
 
 
 def _reach_or_start(paths: ProjectPaths, deadline: float) -> DaemonClient:
@@ -218,7 +205,7 @@ def _reach_or_start(paths: ProjectPaths, deadline: float) -> DaemonClient:
             # A running daemon whose descriptor is damaged or stale: ask it to publish again
             # (ignored while it is still starting; it publishes when it is ready).
             with contextlib.suppress(OSError):
-                os.kill(owner, daemon_lock.REPUBLISH_SIGNAL)
+                daemon_lock.ask_to_republish(owner)
             asked = time.monotonic()
         time.sleep(0.05)
     if daemon_lock.holder(paths.daemon_lock) is not None:
@@ -234,7 +221,7 @@ def _spawn(paths: ProjectPaths) -> subprocess.Popen[bytes]:
     import subprocess  # only when a daemon must start
 
     log = open(paths.log, "ab")
-    os.chmod(paths.log, 0o600)
+    make_private(paths.log)
     env = dict(os.environ)
     try:
         return subprocess.Popen(
@@ -244,7 +231,7 @@ def _spawn(paths: ProjectPaths) -> subprocess.Popen[bytes]:
             stderr=log,
             cwd=paths.root,
             env=env,
-            start_new_session=True,
+            **detached_popen_kwargs(),
             close_fds=True,
         )
     finally:

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import secrets
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -35,6 +34,7 @@ from ipykeep.api.kernels import ShutdownResult
 from ipykeep.api.spec import Bindings, Served, bind
 from ipykeep.daemon.rpc import RpcServer
 from ipykeep.engine.engine import Engine
+from ipykeep.platform.processes import add_stop_handlers, ignore_user_signal, on_user_signal
 from ipykeep.project import daemon_lock
 from ipykeep.project.atomic import atomic_write_text
 from ipykeep.project.config import Config, load_config
@@ -100,8 +100,7 @@ class Daemon:
         server = RpcServer(self.methods(), self.token)
         host, port = await server.start()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(sig, self.stopping.set)
+        add_stop_handlers(loop, self.stopping.set)
         descriptor = {
             "pid": os.getpid(),
             "host": host,
@@ -112,7 +111,7 @@ class Daemon:
             "started_at": time.time(),
         }
         # A client that found the descriptor damaged (or removed) asks for it again.
-        loop.add_signal_handler(daemon_lock.REPUBLISH_SIGNAL, self._republish, descriptor)
+        on_user_signal(loop, self._republish, descriptor)
         write_descriptor(self.paths, descriptor)
         log.info("daemon %s serving %s on %s:%d", os.getpid(), self.paths.root, host, port)
         try:
@@ -149,7 +148,7 @@ def main(argv: list[str] | None, compose: Compose) -> None:
     paths = ProjectPaths(root)
     paths.ensure_run()
     # Ignored until the event loop handles it: a client may send it as soon as the lock is held.
-    signal.signal(daemon_lock.REPUBLISH_SIGNAL, signal.SIG_IGN)
+    ignore_user_signal()
     lock = daemon_lock.acquire(paths.daemon_lock)
     if lock is None:
         # One project, one daemon: a second one (two clients starting at once, a stray

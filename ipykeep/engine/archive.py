@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ipykeep.kernel.execution import Execution
+from ipykeep.platform.files import NO_INHERIT
 from ipykeep.project.atomic import atomic_write_bytes, atomic_write_text
 from ipykeep.project.layout import private_dir
 from ipykeep.project.notebook import from_dict, new_code_cell, new_markdown_cell, new_notebook
@@ -137,7 +138,7 @@ class KernelArchive:
     def _append(self, entry: dict[str, Any]) -> int:
         """Append one line (the file owner-only); returns its offset."""
         line = (json.dumps(entry, default=str) + "\n").encode("utf-8")
-        fd = os.open(self.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_INHERIT, 0o600)
         with open(fd, "ab") as fh:
             offset = fh.seek(0, os.SEEK_END)
             fh.write(line)

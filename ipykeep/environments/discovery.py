@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ipykeep.api.errors import ConfigError, KernelStartError
 from ipykeep.api.records import EnvironmentInfo
+from ipykeep.platform import system
 from ipykeep.project.config import Config, resolve_python
 
 if sys.version_info >= (3, 11):
@@ -30,7 +31,7 @@ SITE_PACKAGES = ("lib/python3*/site-packages", "Lib/site-packages")
 
 def env_python(prefix: Path) -> Path:
     """The interpreter of the environment at ``prefix`` (venv and conda layouts)."""
-    return prefix / "Scripts" / "python.exe" if os.name == "nt" else prefix / "bin" / "python"
+    return prefix / "Scripts" / "python.exe" if system.IS_WINDOWS else prefix / "bin" / "python"
 
 
 def _in_site_packages(prefix: Path, package: str) -> bool:

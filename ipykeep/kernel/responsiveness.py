@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ipykeep.platform import processes
+
 #: Seconds a local kernel's process may be in the stopped state before it is declared
 #: unresponsive (the state is exact; the grace lets a debugger's short stops pass).
 STOPPED_GRACE = 3.0
@@ -23,13 +25,8 @@ HEARTBEAT_GRACE = 10.0
 
 
 def process_stopped(pid: int) -> bool:
-    """Whether the local process ``pid`` is stopped (state ``T`` or ``t`` in /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state in (b"T", b"t")
+    """Whether the local process ``pid`` is stopped (``ipykeep/platform``: Linux's /proc)."""
+    return processes.process_stopped(pid)
 
 
 class Responsiveness:

@@ -23,23 +23,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from ipykeep.platform.files import current_umask, set_mode
+
 #: Suffix of every temporary file ipykeep writes (watchers and stale-file cleanup match it).
 TEMP_SUFFIX = ".ipykeep-tmp"
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where the platform allows."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    # Elsewhere the only way is set-and-restore (not atomic with respect to other threads).
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_temp_beside(
@@ -66,7 +53,7 @@ def write_temp_beside(
             if fsync:
                 fh.flush()
                 os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
+        set_mode(tmp, mode)  # on Windows a private mode is an owner-only ACL
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

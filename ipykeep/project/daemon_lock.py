@@ -1,25 +1,23 @@
 """The one-daemon-per-project lock: held by the running daemon, probed by its clients.
 
-The daemon holds an exclusive ``flock`` on ``.ipykeep/run/daemon.lock`` for as long as it
-runs and writes its pid into it. The kernel drops the lock when the process ends, however it
-ends, so the lock (unlike the descriptor, a plain file anyone can damage) always tells whether
-a daemon serves the project, and which one. Clients that find the descriptor damaged use it to
-find the live daemon (and ask it to publish its descriptor again, ``REPUBLISH_SIGNAL``), and a
-second daemon started for the project gives up instead of running beside the first.
+The daemon holds an exclusive lock (``ipykeep/platform/locks.py``) on
+``.ipykeep/run/daemon.lock`` for as long as it runs and writes its pid into it. The kernel drops
+the lock when the process ends, however it ends, so the lock (unlike the descriptor, a plain
+file anyone can damage) always tells whether a daemon serves the project, and which one. Clients
+that find the descriptor damaged use it to find the live daemon (and ask it to publish its
+descriptor again, ``ask_to_republish``; POSIX only, Windows has no user signal), and a second
+daemon started for the project gives up instead of running beside the first.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
-import signal
 import time
 from pathlib import Path
 
-#: Sent by a client to the lock holder: write your descriptor again (it was damaged or removed).
-REPUBLISH_SIGNAL = signal.SIGUSR1
+from ipykeep.platform import files, locks, processes
+
 #: What a daemon's command line holds (checked before a client signals the lock's pid).
 DAEMON_MODULE = "ipykeep.daemon"
 
@@ -31,35 +29,42 @@ def acquire(lock_path: Path, *, wait: float = 2.0) -> int | None:
     ``wait`` covers clients probing the lock (they hold it for microseconds), not a second
     daemon: the holder of a running daemon keeps it until it exits.
     """
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    os.fchmod(fd, 0o600)
+    fd = files.open_private(lock_path, os.O_RDWR)
     deadline = time.monotonic() + wait
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                os.close(fd)
-                return None
-            time.sleep(0.05)
+            if locks.try_lock_fd(fd):
+                break
+        except OSError:
+            os.close(fd)
+            return None
+        if time.monotonic() > deadline:
+            os.close(fd)
+            return None
+        time.sleep(0.05)
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    files.write_at(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def ask_to_republish(pid: int) -> None:
+    """Ask the lock holder to write its descriptor again (it was damaged or removed)."""
+    processes.send_user_signal(pid)
 
 
 def holder(lock_path: Path) -> int | None:
     """The pid of the process holding the lock, or None when nobody holds it."""
     try:
-        fd = os.open(lock_path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock_path, os.O_RDONLY | files.NO_INHERIT)
     except OSError:
         return None
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            if not locks.try_lock_fd(fd, shared=True):
+                return _pid_in(fd)
         except OSError:
             return _pid_in(fd)
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        locks.unlock_fd(fd)
         return None
     finally:
         os.close(fd)
@@ -69,7 +74,7 @@ def _pid_in(fd: int) -> int | None:
     # The holder writes its pid right after taking the lock: retry briefly for that moment.
     for _ in range(20):
         with contextlib.suppress(ValueError, OSError):
-            pid = int(os.pread(fd, 32, 0).decode("ascii").strip())
+            pid = int(files.read_at(fd, 32, 0).decode("ascii").strip())
             if pid > 0 and is_daemon(pid):
                 return pid
         time.sleep(0.01)
@@ -78,19 +83,9 @@ def _pid_in(fd: int) -> int | None:
 
 def is_daemon(pid: int) -> bool:
     """Whether ``pid`` runs an ipykeep daemon (so it is safe to signal)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return DAEMON_MODULE.encode() in fh.read().split(b"\0")
-    except OSError:
-        # No /proc (not Linux): trust the lock, which only a daemon writes.
-        return _exists(pid)
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    args = processes.command_line(pid)
+    if args is None:
+        # Unknown (no /proc: not Linux, or the process is gone): trust the lock, which only a
+        # daemon writes.
+        return processes.pid_alive(pid)
+    return DAEMON_MODULE.encode() in args

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from ipykeep.platform.files import PRIVATE_DIR, set_mode
+
 ROOT_MARKERS = ("ipykeep.toml", "pyproject.toml", ".git")
 
 
@@ -26,11 +28,12 @@ def find_project_root(start: Path | str | None = None) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` and make it 0700, like every parent this creates for it."""
+    """Create ``path`` and make it 0700, like every parent this creates for it (owner-only ACL
+    on Windows)."""
     missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True)
     for created in {path, *missing}:
-        os.chmod(created, 0o700)
+        set_mode(created, PRIVATE_DIR)
     return path
 
 

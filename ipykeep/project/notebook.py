@@ -14,7 +14,6 @@ ids derived from the cell position, so commands stay consistent between reads.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ from ipykeep.api.errors import (
     NotebookWriteError,
     UnknownCellError,
 )
+from ipykeep.platform import locks
 from ipykeep.project.atomic import TEMP_SUFFIX, write_temp_beside
 
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
@@ -107,18 +107,15 @@ class NotebookSnapshot:
 
 @contextlib.contextmanager
 def directory_lock(path: Path | str) -> Iterator[None]:
-    """Exclusive advisory lock on the directory holding ``path`` (no lock file is created).
+    """Exclusive advisory lock on the directory holding ``path`` (no lock file is created on
+    POSIX; Windows locks a file in it, ``ipykeep/platform/locks.py``).
 
     ipykeep's write-back and the Jupyter server's saves (``--serve``) both take it around
     their final check-and-replace, so neither can replace the file between the other's check
     and its rename.
     """
-    fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locks.directory_lock(os.path.dirname(os.path.abspath(path)) or "."):
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None = None) -> bool:

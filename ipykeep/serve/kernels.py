@@ -47,6 +47,8 @@ from jupyter_server.services.kernels.kernelmanager import (
 from tornado import web
 from traitlets import Bool, Dict, Integer, List, Unicode, default
 
+from ipykeep.platform.processes import interrupt_process_group, pid_alive
+
 if TYPE_CHECKING:  # older jupyter_client versions do not define it
     from jupyter_client.connect import KernelConnectionInfo
 
@@ -89,13 +91,7 @@ class AdoptedProvisioner(KernelProvisionerBase):
     async def poll(self) -> int | None:
         if self.pid <= 0:
             return None if self.interrupt_command else 1
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return 1
-        except PermissionError:
-            return None
-        return None
+        return None if pid_alive(self.pid) else 1
 
     async def wait(self) -> int | None:
         while await self.poll() is None:
@@ -179,7 +175,7 @@ async def interrupt_remote(command: list[str]) -> None:
 def interrupt_group(pid: int) -> None:
     """SIGINT the kernel's process group (the kernel is its group's leader)."""
     try:
-        os.killpg(os.getpgid(pid), signal.SIGINT)
+        interrupt_process_group(pid)
     except ProcessLookupError:
         raise web.HTTPError(404, "the kernel process is gone") from None
 

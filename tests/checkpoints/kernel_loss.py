@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 
 from ipykeep.engine.session import KernelSession
+from ipykeep.platform.processes import kill_now
 
 
 async def sigkill(session: KernelSession) -> None:
-    """SIGKILL the kernel process and wait until the engine has seen it die."""
-    os.kill(session.process.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    """Kill the kernel process at once (SIGKILL; TerminateProcess on Windows) and wait until
+    the engine has seen it die."""
+    kill_now(session.process.pid)  # type: ignore[arg-type]
     for _ in range(100):
         if session.state == "dead":
             return

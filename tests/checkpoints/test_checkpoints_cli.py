@@ -51,6 +51,7 @@ def wait_for_manifests(root: Path, n: int) -> None:
     raise AssertionError("cell checkpoints were not written")
 
 
+@pytest.mark.posix
 def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", example=False)
     (root / "data.csv").write_text("x,y\n1,2\n3,4\n")

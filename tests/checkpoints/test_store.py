@@ -27,6 +27,7 @@ def store(tmp_path: Path) -> CheckpointStore:
     return CheckpointStore(tmp_path / ".ipykeep")
 
 
+@pytest.mark.posix
 def test_key_and_blobs_are_private(store: CheckpointStore) -> None:
     blob = store.put_blob(b"hello")
     assert mode(store.key_path) == 0o600
@@ -86,6 +87,7 @@ def test_manifest_mac(store: CheckpointStore, tmp_path: Path) -> None:
     assert good == [] and len(bad) == 1
 
 
+@pytest.mark.posix
 def test_key_readable_by_others_is_an_error(store: CheckpointStore) -> None:
     store.put_blob(b"x")
     os.chmod(store.key_path, 0o644)

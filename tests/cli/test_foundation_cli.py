@@ -193,6 +193,7 @@ def test_bad_cells_give_clear_errors_and_change_nothing(example):
     assert (root / "01_eda.ipynb").read_bytes() == before
 
 
+@pytest.mark.posix
 def test_descriptor_is_private_and_wrong_tokens_are_refused(example):
     root, *_ = example
     desc_path = root / ".ipykeep" / "run" / "daemon.json"
@@ -243,6 +244,7 @@ def test_commands_without_daemon_say_what_to_run(tmp_path):
         assert "no ipykeep daemon is running" in res.stderr and "ipykeep start" in res.stderr
 
 
+@pytest.mark.posix
 def test_sigkill_of_the_daemon_leaves_no_kernel_and_next_start_works(tmp_path):
     root = make_project(tmp_path / "p", example=False)
     small_notebook(root / "a.ipynb", ["a = 1"])

@@ -71,6 +71,7 @@ async def test_a_reply_that_does_not_wait_queues_and_the_next_waiting_one_writes
     assert count.execution_count == second.results[0].execution_count
 
 
+@pytest.mark.posix
 async def test_the_timer_writes_without_another_call_and_a_failed_write_is_a_notice(eng):
     engine, _, _, kid, path = eng
     await engine.run_cells(["other"], kernel_id=kid, wait_for_write=False)

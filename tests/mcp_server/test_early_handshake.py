@@ -93,6 +93,7 @@ def test_a_different_protocol_version_is_not_answered_from_another(tmp_path: Pat
     )
 
 
+@pytest.mark.posix
 def test_a_wrong_entry_is_corrected_by_the_sdk(tmp_path: Path) -> None:
     path = tmp_path / "h.json"
     cache = HandshakeCache(path)
@@ -157,6 +158,7 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
 
 
+@pytest.mark.posix
 def test_real_server_answers_early_from_a_warm_cache_and_heals(
     project: Path, tmp_path: Path
 ) -> None:

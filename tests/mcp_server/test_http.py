@@ -102,6 +102,7 @@ def http_mcp(http_server: HttpServer) -> Iterator[McpSession]:
     session.close()
 
 
+@pytest.mark.posix
 def test_connection_file_and_stderr(http_server: HttpServer, project: Path) -> None:
     conn_file = project / ".ipykeep" / "mcp-http.json"
     assert stat.S_IMODE(conn_file.stat().st_mode) == 0o600

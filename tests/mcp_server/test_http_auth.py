@@ -74,6 +74,7 @@ def test_token_policy() -> None:
     assert is_loopback("localhost") and is_loopback("::1") and not is_loopback("192.168.1.2")
 
 
+@pytest.mark.posix
 def test_connection_file_is_private(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "conn.json"
     write_connection_file(path, "http://127.0.0.1:1/mcp", "tok")

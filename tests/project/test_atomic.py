@@ -16,6 +16,7 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.posix
 def test_private_mode_on_new_and_existing_files(tmp_path: Path) -> None:
     new = tmp_path / "secret.json"
     atomic_write_text(new, "{}", mode=0o600)
@@ -27,6 +28,7 @@ def test_private_mode_on_new_and_existing_files(tmp_path: Path) -> None:
     assert old.read_text() == "y" and _mode(old) == 0o600
 
 
+@pytest.mark.posix
 def test_default_mode_keeps_the_target_or_follows_umask(tmp_path: Path) -> None:
     kept = tmp_path / "kept"
     kept.write_text("a")

@@ -112,6 +112,7 @@ def test_merge_keeps_concurrent_edits(tmp_path):
     assert "".join(after["cells"][1]["outputs"][0]["text"]) == "A\n"
 
 
+@pytest.mark.posix
 def test_deleted_cell_gets_nothing_and_file_mode_kept(tmp_path):
     path = _nb(tmp_path / "n.ipynb", ["a = 1"])
     path.chmod(0o640)

@@ -44,6 +44,7 @@ def proj(tmp_path: Path):
     stop_daemon(root)
 
 
+@pytest.mark.posix  # the daemon is asked to publish again with SIGUSR1
 def test_a_damaged_descriptor_does_not_orphan_the_daemon(proj) -> None:
     root, client = proj
     pid = client.descriptor.pid
@@ -108,6 +109,7 @@ def test_two_daemons_launched_at_once_leave_exactly_one(tmp_path: Path) -> None:
                 p.wait()
 
 
+@pytest.mark.posix
 def test_daemon_start_collects_cut_writes_and_tightens_modes(tmp_path: Path) -> None:
     import stat
 

@@ -119,6 +119,7 @@ def test_an_archive_write_failing_mid_batch_leaves_no_cell_running(proj):
         record.write_bytes(saved)
 
 
+@pytest.mark.posix
 def test_a_read_only_notebook_is_refused_and_results_are_kept(proj):
     root, client = proj
     path = root / "nb.ipynb"
@@ -158,6 +159,7 @@ def test_a_concurrent_user_edit_is_kept(proj):
     write_notebook(root / "nb.ipynb", CELLS)
 
 
+@pytest.mark.posix
 def test_memory_error_fork_and_a_100_mb_flood_leave_the_daemon_bounded(proj):
     root, client = proj
     rec = client.call("execute", code="b = bytearray(1 << 46)")
@@ -187,6 +189,7 @@ def test_a_cell_ignoring_sigint_is_killed_and_the_kernel_restarted(proj):
     assert client.call("execute", code="print('alive')")["output"]["text"].strip() == "alive"
 
 
+@pytest.mark.posix
 def test_kernel_death_mid_cell_and_os_exit_give_exit_7_then_restart(proj):
     root, client = proj
     _restart_if_dead(client)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from ipykeep.client.connection import find_daemon
 from tests.conftest import run_cli, stop_daemon
@@ -24,6 +25,7 @@ from tests.reliability.helpers import (
 )
 
 
+@pytest.mark.posix
 def test_sigkill_of_the_daemon_leaves_no_orphans_within_5_s(tmp_path: Path) -> None:
     root = tmp_path / "p"
     client = start_project(root, ["x = 1"])
@@ -51,6 +53,7 @@ def test_sigkill_of_the_daemon_leaves_no_orphans_within_5_s(tmp_path: Path) -> N
         stop_daemon(root)
 
 
+@pytest.mark.posix
 def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cleaned(
     tmp_path: Path,
 ) -> None:

@@ -58,6 +58,7 @@ def test_a_hard_linked_file_or_a_fifo_in_an_artifacts_directory_serves_nothing(
     assert client.call("ping")["pid"] == client.descriptor.pid
 
 
+@pytest.mark.posix
 def test_every_entry_under_ipykeep_is_for_the_owner_only(proj):
     import stat
 

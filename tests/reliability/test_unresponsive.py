@@ -21,6 +21,7 @@ def _state(root: Path) -> str:
     return str(json.loads(res.stdout)["kernels"][0]["state"])
 
 
+@pytest.mark.posix
 def test_a_sigstopped_kernel_is_reported_with_the_fix_and_recovers_on_sigcont(
     tmp_path: Path,
 ) -> None:

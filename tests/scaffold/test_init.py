@@ -240,6 +240,7 @@ def test_dry_run_prints_diff_and_writes_nothing(
     assert "would create .gitignore" in out and "dry run: nothing written" in out
 
 
+@pytest.mark.posix
 def test_user_scope_merges_one_entry(app, runner, project: Path, home: Path) -> None:
     claude = home / ".claude.json"
     original = (
@@ -276,6 +277,7 @@ def test_agents_section_updated_in_place(project: Path) -> None:
     assert "old ipykeep text" not in text
 
 
+@pytest.mark.posix
 def test_file_mode_is_kept_and_edited_skill_is_a_conflict(project: Path) -> None:
     mcp = project / ".mcp.json"
     mcp.write_text("{}\n")

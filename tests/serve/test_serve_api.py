@@ -228,6 +228,7 @@ def test_interrupt_from_the_browser_reaches_the_kernel(served: Served) -> None:
     assert res.stdout == "12345\n"
 
 
+@pytest.mark.posix
 def test_stop_returns_once_the_jupyter_server_is_down(served: Served) -> None:
     """Runs last in this module: `ipykeep stop --all` takes the hosting server down with it."""
     import socket

@@ -74,6 +74,7 @@ def test_cell_options_parse() -> None:
         parse_captions(["=caption"])
 
 
+@pytest.mark.posix
 def test_adoption_list_is_private_and_round_trips(tmp_path: Path) -> None:
     spec = AdoptionSpec(
         daemon_pid=42,

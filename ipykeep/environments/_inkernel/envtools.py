@@ -56,6 +56,17 @@ def configure(uv=None, log_dir=None, refused=None):
     return json.dumps({"prefix": sys.prefix, "python": sys.executable})
 
 
+def _user_tag():
+    """The uid on POSIX; the user name on Windows, which has no uids (in-kernel code cannot
+    import ``ipykeep/platform``, so it carries this small branch of its own)."""
+    getuid = getattr(os, "getuid", None)
+    if getuid is not None:
+        return str(getuid())
+    import getpass
+
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", getpass.getuser()) or "user"
+
+
 def canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -162,7 +173,7 @@ def install_result(requirements, index_url=None, timeout=600.0, keep_event=True)
             "message": "neither uv nor pip is available for %s" % sys.executable,
         }
     log_dir = _state.get("log_dir") or os.path.join(
-        tempfile.gettempdir(), "ipykeep-installs-%d" % os.getuid()
+        tempfile.gettempdir(), "ipykeep-installs-%s" % _user_tag()
     )
     os.makedirs(log_dir, exist_ok=True)
     log = os.path.join(log_dir, "install-%d-%d.log" % (int(time.time() * 1000), os.getpid()))

@@ -158,9 +158,15 @@ def install_orphan_guard():
     ipykernel's parent poller ends the kernel itself, but processes a cell started (a
     ``subprocess.Popen``, a ``multiprocessing`` worker, a fork) would live on. The kernel leads
     its own process group, so killing the group ends them with it.
+
+    Windows has no process groups to kill: there the daemon holds the kernel in a Job Object
+    that kills every process in it when the daemon's handle closes (``ipykeep/platform``), so
+    this guard is POSIX only (in-kernel code cannot import the platform seam).
     """
     import os
 
+    if not hasattr(os, "killpg"):
+        return
     parent = os.getppid()
     if getattr(sys, "_ipykeep_orphan_guard", False) or os.getpgrp() != os.getpid():
         return

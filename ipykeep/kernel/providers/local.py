@@ -2,12 +2,15 @@
 
 The kernel spec is handed to ``AsyncKernelManager`` by a kernel-spec manager that knows exactly
 one spec (ipykeep's), so jupyter_client's local provisioner launches it; nothing private of
-jupyter_client is touched. The transport is ipc in a private runtime directory (fastest locally,
-and no TCP port is opened).
+jupyter_client is touched. The transport is the platform's (``ipykeep/platform/transport.py``:
+ipc in a private runtime directory on POSIX, fastest locally and no TCP port opened; tcp on
+loopback on Windows).
 
-The kernel is its own session leader (jupyter_client's ``start_new_session``) so SIGINT goes to
-its whole process group, and ``JPY_PARENT_PID`` makes ipykernel's parent poller exit the kernel
-within a second when the daemon dies, however it dies.
+jupyter_client's launcher makes the kernel its own session leader on POSIX
+(``start_new_session``), so SIGINT goes to its whole process group, and on Windows gives it the
+interrupt event it signals; ``JPY_PARENT_PID`` makes ipykernel's parent poller exit the kernel
+within a second when the daemon dies, however it dies. The kernel's children die with it
+through ``ipykeep/platform/processes.py: ProcessTree`` (its process group, or a Job Object).
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -27,16 +29,16 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
+from ipykeep.platform.files import make_private, user_temp_dir
+from ipykeep.platform.processes import ProcessTree
+from ipykeep.platform.transport import kernel_transport
 
 SPEC_NAME = "ipykeep"
 
 
 def short_runtime_dir() -> Path:
     """A private directory with a short path: ipc sockets are limited to ~107 characters."""
-    base = Path(tempfile.gettempdir()) / f"ipykeep-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(base, 0o700)
-    return Path(tempfile.mkdtemp(prefix="k", dir=base))
+    return Path(tempfile.mkdtemp(prefix="k", dir=user_temp_dir("ipykeep")))
 
 
 class SingleSpecManager(KernelSpecManager):
@@ -95,6 +97,7 @@ class LocalProvider:
         self.kc: Any = None
         self.runtime_dir: Path | None = None
         self.lost_reason: str | None = None
+        self.tree: ProcessTree | None = None
 
     @property
     def pid(self) -> int | None:
@@ -108,12 +111,13 @@ class LocalProvider:
     async def start(self, timeout: float) -> KernelChannels:
         spec = self.spec
         self.runtime_dir = short_runtime_dir()
+        transport = kernel_transport(self.runtime_dir)
         km = AsyncKernelManager(
-            transport="ipc",
+            transport=transport.transport,
             kernel_name=SPEC_NAME,
             kernel_spec_manager=SingleSpecManager(ipykeep_spec(spec.python, spec.dataflow)),
             connection_file=str(self.runtime_dir / "kernel.json"),
-            ip=str(self.runtime_dir / "ipc"),
+            ip=transport.ip,
             cache_ports=False,
         )
         # No receive limit: with zmq's default (1000 messages) a burst of output while the
@@ -127,8 +131,10 @@ class LocalProvider:
                 f"could not start a kernel with {spec.python}: {exc}",
                 hint=start_hint(spec.python, spec.dataflow),
             ) from exc
+        if self.pid:
+            self.tree = ProcessTree.adopt(self.pid)
         with contextlib.suppress(OSError):
-            os.chmod(km.connection_file, 0o600)
+            make_private(km.connection_file)
         kc = km.client()
         kc.start_channels()
         self.kc = kc
@@ -156,10 +162,8 @@ class LocalProvider:
             self.kc = None
 
     def _killpg(self) -> None:
-        pid = self.pid
-        if pid:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+        if self.tree is not None:
+            self.tree.kill()
 
     async def kill(self) -> None:
         self._stop_channels()

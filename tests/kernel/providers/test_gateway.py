@@ -154,6 +154,7 @@ async def test_a_dropped_websocket_reconnects_to_the_same_kernel_and_replays_its
     assert (await engine.execute("print(kept + 1)", kernel_id=kid)).output.text.strip() == "42"
 
 
+@pytest.mark.posix
 async def test_a_lost_gateway_is_a_clear_connection_lost_error(tmp_path, monkeypatch):
     monkeypatch.setattr(wschannels, "RECONNECT_FOR", 1.0)
     gw = Gateway(tmp_path)
