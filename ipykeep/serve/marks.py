@@ -87,9 +87,7 @@ class CellMarksHandler(APIHandler):
             except DaemonUnreachableError as exc:
                 self.settings.pop("ipykeep_daemon_client", None)  # re-read the descriptor next time
                 raise web.HTTPError(503, f"the ipykeep daemon did not answer: {exc}") from None
-        self.finish(
-            json.dumps({"kernel_id": kernel_id, "cells": [asdict(m) for m in marks]})
-        )
+        self.finish(json.dumps({"kernel_id": kernel_id, "cells": [asdict(m) for m in marks]}))
 
     def _hosting_kernel(self, path: str) -> str | None:
         spec = read_spec(Path(self.settings["ipykeep_spec_path"]))

@@ -34,7 +34,11 @@ CELLS = [
 
 def _write_notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.cells = [nbformat.v4.new_markdown_cell("# marks")]
     for cell_id, source in CELLS:
         cell = nbformat.v4.new_code_cell(source)
