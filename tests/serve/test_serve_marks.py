@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,8 @@ def test_an_agents_edit_marks_the_cell_and_its_readers_stale_until_run_stale(
             res = run_cli(
                 "edit-cell",
                 "clean",
-                "clean = [x * 3 for x in raw]",
+                # slow enough for the page to see it running
+                "import time\ntime.sleep(4)\nclean = [x * 3 for x in raw]",
                 "--version",
                 version,
                 "--json",
@@ -136,7 +138,10 @@ def test_an_agents_edit_marks_the_cell_and_its_readers_stale_until_run_stale(
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "serve-marks-stale.png"))
 
-            res = run_cli("run-stale", "--execute", cwd=served.root)
+            with ThreadPoolExecutor(1) as pool:
+                run = pool.submit(run_cli, "run-stale", "--execute", cwd=served.root)
+                _wait_for_marks(page, {"clean": "running"}, "while run-stale runs the edit")
+                res = run.result()
             assert res.returncode == 0, res.stdout + res.stderr
             _wait_for_marks(
                 page,
