@@ -22,7 +22,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ipykeep.api.errors import DaemonUnreachableError, UnknownKernelError
+from ipykeep.api.errors import DaemonUnreachableError, IpykeepError, UnknownKernelError
 from ipykeep.api.execution import LIST_CELLS
 from ipykeep.api.records import CellState
 from ipykeep.api.spec import KernelParams
@@ -61,8 +61,8 @@ def _mark(cell: CellState) -> CellMark:
     messages = [str(r.get("message") or r.get("kind")) for r in reasons]
     if not messages:
         messages = [_DEFAULT_REASON.get(cell.state, cell.state)]
-    # The plan blocks a cell that reads a name no cell above defines, and transitively its
-    # readers; each of them carries a ``missing_producer`` reason (staleness.tracker_reasons).
+    # The plan blocks a cell that reads a name only a cell below it defines, and transitively
+    # its readers; each of them carries a ``missing_producer`` reason (staleness.tracker_reasons).
     if any(r.get("kind") == "missing_producer" for r in reasons):
         return CellMark(
             cell.cell_id, "blocked", "blocked (a fresh run would fail): " + "; ".join(messages)
@@ -87,6 +87,12 @@ class CellMarksHandler(APIHandler):
             except DaemonUnreachableError as exc:
                 self.settings.pop("ipykeep_daemon_client", None)  # re-read the descriptor next time
                 raise web.HTTPError(503, f"the ipykeep daemon did not answer: {exc}") from None
+            except IpykeepError as exc:
+                # e.g. the notebook is being rewritten and does not parse: no marks this time
+                # (old ones would be wrong), and the next poll tries again.
+                body = {"kernel_id": kernel_id, "cells": [], "error": exc.message}
+                self.finish(json.dumps(body))
+                return
         self.finish(json.dumps({"kernel_id": kernel_id, "cells": [asdict(m) for m in marks]}))
 
     def _hosting_kernel(self, path: str) -> str | None:
