@@ -2,7 +2,7 @@
 
 Started by the daemon (``launcher``). ``SETTINGS_JSON`` (0600) carries the front end (lab or
 notebook), port, root dir, token and the path of the adoption list. The server is a stock
-JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and three additions:
+JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and four additions:
 
 - ``POST /ipykeep/sync`` (token required) re-reads the adoption list: adopt new kernels,
   re-adopt restarted ones, let go of removed ones, and register a session per notebook path so
@@ -10,6 +10,8 @@ JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and t
 - the restart action is answered 403 (Jupyter's own handler would turn the refusal into a 500),
   and a small prebuilt front-end extension shows that message (JupyterLab itself only logs it
   and keeps the kernel "Restarting");
+- ``GET /ipykeep/cells?path=...`` (token required) gives the page ipykeep's mark of each cell
+  (``marks``);
 - a watchdog stops the server within a second when the daemon that started it is gone.
 """
 
@@ -38,6 +40,7 @@ from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets.config import Config
 
+from ipykeep.serve import marks
 from ipykeep.serve.adoption import AdoptionSpec, read_spec
 from ipykeep.serve.kernels import REFUSE_RESTART, AdoptingKernelManager
 
@@ -167,6 +170,7 @@ def install(serverapp: Any, spec_path: Path, daemon_pid: int) -> None:
         ".*$",
         [
             (url_path_join(base, r"/ipykeep/sync"), SyncHandler),
+            *marks.handlers(base),
             (
                 url_path_join(
                     base, r"/api/kernels/%s/%s" % (_kernel_id_regex, _kernel_action_regex)

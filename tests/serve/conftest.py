@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,12 +111,15 @@ def stop_daemon(root: Path, pid: int) -> None:
         os.kill(pid, 9)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@contextlib.contextmanager
+def serving(
+    tmp_path_factory: pytest.TempPathFactory, write_notebook: Callable[[Path], None]
+) -> Iterator[Served]:
+    """A project with the notebook ``write_notebook`` writes, its kernel served, for a module."""
     root = tmp_path_factory.mktemp("serve") / "proj"
     (root / ".git").mkdir(parents=True)
     nb = root / "analysis.ipynb"
-    make_notebook(nb)
+    write_notebook(nb)
     pid = start_daemon(root)
     try:
         res = run_cli("start", str(nb), "--serve", "--json", cwd=root)
@@ -126,3 +130,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(root, nb, rec["served_url"], int(url.port or 0), token, pid)
     finally:
         stop_daemon(root, pid)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory, make_notebook) as served:
+        yield served

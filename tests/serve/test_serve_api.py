@@ -9,6 +9,7 @@ import urllib.request
 import uuid
 from typing import Any
 
+import nbformat
 import pytest
 import websocket
 
@@ -137,6 +138,27 @@ def test_without_the_token_everything_is_refused(served: Served) -> None:
     from ipykeep.client.connection import find_daemon
 
     assert find_daemon(served.root).token != served.token
+
+
+def test_cell_marks_need_the_token_and_follow_the_plan(served: Served) -> None:
+    query = "/ipykeep/cells?path=analysis.ipynb"
+    status, _ = http(served, "GET", query, token=False)
+    assert status == 403
+    served.rpc("run_cells", cells=["1"])
+    status, body = http(served, "GET", query)
+    assert status == 200, body
+    nb = nbformat.read(str(served.notebook), as_version=4)
+    code_ids = [c.id for c in nb.cells if c.cell_type == "code"]
+    assert [m["id"] for m in body["cells"]] == code_ids
+    marks = {m["id"]: m for m in body["cells"]}
+    assert marks[nb.cells[1].id]["state"] == "fresh"
+    # Warm-up ran it before the agent bound agent_var: it failed, so the plan re-runs it.
+    failed = marks[nb.cells[2].id]
+    assert failed["state"] == "stale" and "raised" in failed["title"], failed
+    assert body["kernel_id"] == served.rpc("list_cells")["kernel_id"]
+    # A path no served kernel hosts has no marks (and the daemon is not asked to start one).
+    status, body = http(served, "GET", "/ipykeep/cells?path=other.ipynb")
+    assert (status, body) == (200, {"kernel_id": None, "cells": []})
 
 
 def test_websocket_runs_code_in_the_agents_kernel_and_ipykeep_records_it(served: Served) -> None:

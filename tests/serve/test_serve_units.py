@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from ipykeep.api.errors import MissingExtraError, UnknownCellError, UsageError
+from ipykeep.api.records import CellState
 from ipykeep.cli.serve import parse_captions
 from ipykeep.serve.adoption import AdoptedKernel, AdoptionSpec, read_spec, write_spec
 from ipykeep.serve.publish import CAPTION_TAG, HIGHLIGHT_TAG, highlight
@@ -84,3 +85,47 @@ def test_adoption_list_is_private_and_round_trips(tmp_path: Path) -> None:
     write_spec(path, spec)
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert read_spec(path) == spec
+
+
+def _cell(state: str, reasons: list[dict[str, str]] | None = None, **kw: str) -> CellState:
+    return CellState(
+        cell_id=kw.pop("cell_id", "c"),
+        index=1,
+        cell_type="code",
+        state=state,
+        reasons=reasons,
+        **kw,
+    )
+
+
+def test_cell_marks_say_each_state_and_why() -> None:
+    from ipykeep.serve.marks import cell_marks
+
+    upstream = {"kind": "upstream", "message": "uses clean from cell 2 (edited)"}
+    missing = {"kind": "missing_producer", "message": "uses y, which only cell 5 below it defines"}
+    marks = cell_marks(
+        [
+            _cell("ok", cell_id="a"),
+            _cell("stale", [upstream], cell_id="b"),
+            _cell("stale", [missing], cell_id="c"),
+            _cell("running", cell_id="d"),
+            _cell("running", cell_id="e", paused="line 3"),
+            _cell("never_run", cell_id="f"),
+            _cell(
+                "failed",
+                [{"kind": "failed", "message": "its last run raised an error"}, missing],
+                cell_id="g",
+            ),
+            CellState(cell_id="m", index=0, cell_type="markdown", state="markdown"),
+        ]
+    )
+    got = {m.id: (m.state, m.title) for m in marks}
+    assert "m" not in got  # only code cells are marked
+    assert got["a"][0] == "fresh"
+    assert got["b"] == ("stale", "stale: uses clean from cell 2 (edited)")
+    assert got["c"][0] == "blocked" and "only cell 5 below" in got["c"][1]
+    assert got["d"] == ("running", "running")
+    assert got["e"][0] == "paused" and "line 3" in got["e"][1]
+    assert got["f"] == ("stale", "stale: never run")
+    # A failed cell that a fresh run could not run either is blocked, with both reasons.
+    assert got["g"][0] == "blocked" and "raised" in got["g"][1] and "below" in got["g"][1]

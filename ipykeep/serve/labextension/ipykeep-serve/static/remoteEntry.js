@@ -9,6 +9,11 @@
  * server's message in a dialog, reconnects (which flushes the queue) and asks the kernel for a
  * silent, empty execution so that it publishes its status again.
  * It uses the app's own shared @jupyterlab/services and @jupyterlab/apputils.
+ *
+ * A second plugin marks each code cell with ipykeep's view of it (fresh, stale, blocked,
+ * running, paused), the reason as the prompt's hover text: once a second it asks the server's
+ * GET /ipykeep/cells for each visible notebook and sets a class ipykeep-<state> on the cell's
+ * node, by cell id (JupyterLab's cell model id is the nbformat cell id ipykeep names cells by).
  */
 (function () {
   var NAME = "ipykeep-serve";
@@ -89,7 +94,110 @@
     },
   };
 
-  var modules = { "./extension": function () { return { __esModule: true, default: [plugin] }; } };
+  var MARK_STATES = ["fresh", "stale", "blocked", "running", "paused"];
+  var POLL_MS = 1000;
+  var MARK_CSS = [
+    ".jp-CodeCell.ipykeep-fresh .jp-InputPrompt { box-shadow: inset 3px 0 0 #2e7d32; }",
+    ".jp-CodeCell.ipykeep-stale .jp-InputPrompt { box-shadow: inset 3px 0 0 #d08a00; }",
+    ".jp-CodeCell.ipykeep-blocked .jp-InputPrompt { box-shadow: inset 3px 0 0 #c62828; }",
+    ".jp-CodeCell.ipykeep-running .jp-InputPrompt { box-shadow: inset 3px 0 0 #1565c0; }",
+    ".jp-CodeCell.ipykeep-paused .jp-InputPrompt { box-shadow: inset 3px 0 0 #6a1b9a; }",
+    // Outputs of a cell that must re-run are out of date: faded, as marimo shows stale cells.
+    ".jp-CodeCell.ipykeep-stale .jp-OutputArea, .jp-CodeCell.ipykeep-blocked .jp-OutputArea { opacity: 0.55; }",
+    ".jp-CodeCell[data-ipykeep-state] .jp-InputPrompt { cursor: help; }",
+    ".jp-CodeCell.ipykeep-stale .jp-InputPrompt::after, .jp-CodeCell.ipykeep-blocked .jp-InputPrompt::after,",
+    ".jp-CodeCell.ipykeep-running .jp-InputPrompt::after, .jp-CodeCell.ipykeep-paused .jp-InputPrompt::after {",
+    "  content: attr(data-ipykeep-state); display: block; font-size: 9px; line-height: 1.2; }",
+    ".jp-CodeCell.ipykeep-stale .jp-InputPrompt::after { color: #d08a00; }",
+    ".jp-CodeCell.ipykeep-blocked .jp-InputPrompt::after { color: #c62828; }",
+    ".jp-CodeCell.ipykeep-running .jp-InputPrompt::after { color: #1565c0; }",
+    ".jp-CodeCell.ipykeep-paused .jp-InputPrompt::after { color: #6a1b9a; }",
+  ].join("\n");
+
+  function notebookPanels(app) {
+    var widgets = app.shell.widgets ? app.shell.widgets("main") : [];
+    var panels = [];
+    for (var w of widgets) {
+      if (w && w.isVisible && w.context && w.context.path && w.content && w.content.widgets) {
+        panels.push(w);
+      }
+    }
+    return panels;
+  }
+
+  function applyMarks(panel, marks) {
+    var byId = {};
+    marks.forEach(function (m) { byId[m.id] = m; });
+    panel.content.widgets.forEach(function (cell) {
+      var node = cell.node;
+      var mark = cell.model && byId[cell.model.id];
+      var state = mark ? mark.state : null;
+      MARK_STATES.forEach(function (s) { node.classList.toggle("ipykeep-" + s, s === state); });
+      // The prompt's text is rewritten by JupyterLab; its attributes are left alone.
+      var prompt = node.querySelector(".jp-InputPrompt");
+      if (mark) {
+        node.setAttribute("data-ipykeep-state", mark.state);
+        node.setAttribute("data-ipykeep-reason", mark.title);
+        if (prompt) {
+          prompt.setAttribute("data-ipykeep-state", mark.state);
+          prompt.setAttribute("title", mark.title);
+        }
+      } else if (node.hasAttribute("data-ipykeep-state")) {
+        node.removeAttribute("data-ipykeep-state");
+        node.removeAttribute("data-ipykeep-reason");
+        if (prompt) {
+          prompt.removeAttribute("data-ipykeep-state");
+          prompt.removeAttribute("title");
+        }
+      }
+    });
+  }
+
+  function fetchMarks(SC, settings, path) {
+    var url = settings.baseUrl + "ipykeep/cells?path=" + encodeURIComponent(path);
+    return SC.makeRequest(url, { method: "GET" }, settings).then(function (response) {
+      // Not served by ipykeep's kernel, or the daemon is away: no marks rather than old ones.
+      return response.ok ? response.json().then(function (body) { return body.cells || []; }) : [];
+    });
+  }
+
+  var marksPlugin = {
+    id: "ipykeep-serve:cell-marks",
+    description: "Marks each cell fresh, stale, blocked, running or paused as ipykeep sees it.",
+    autoStart: true,
+    activate: function (app) {
+      return shared("@jupyterlab/services").then(function (services) {
+        if (!services || !services.ServerConnection) {
+          console.warn("ipykeep-serve: @jupyterlab/services is not shared; no cell marks");
+          return;
+        }
+        var SC = services.ServerConnection;
+        var settings = SC.makeSettings();
+        var style = document.createElement("style");
+        style.id = "ipykeep-cell-marks";
+        style.textContent = MARK_CSS;
+        document.head.appendChild(style);
+        function poll() {
+          var panels = document.hidden ? [] : notebookPanels(app);
+          Promise.all(panels.map(function (panel) {
+            return fetchMarks(SC, settings, panel.context.path).then(function (marks) {
+              applyMarks(panel, marks);
+            });
+          })).catch(function (err) {
+            console.warn("ipykeep-serve: could not read cell marks", err);
+          }).then(function () {
+            // The next poll starts after this one ends, so a slow daemon never piles them up.
+            setTimeout(poll, POLL_MS);
+          });
+        }
+        poll();
+      });
+    },
+  };
+
+  var modules = {
+    "./extension": function () { return { __esModule: true, default: [plugin, marksPlugin] }; },
+  };
 
   window._JUPYTERLAB = window._JUPYTERLAB || {};
   window._JUPYTERLAB[NAME] = {
