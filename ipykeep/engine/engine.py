@@ -143,10 +143,10 @@ class Engine:
             exprs.update(observer.cell_expressions(session, cell))
         return exprs
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         exprs: dict[str, str] = {}
         for observer in self.observers:
-            exprs.update(observer.scratch_expressions(session))
+            exprs.update(observer.scratch_expressions(session, code))
         return exprs
 
     def stale_reasons(self, session: KernelSession, snap: NotebookSnapshot) -> StaleReasons | None:

@@ -46,6 +46,7 @@ from ipykeep.staleness._inkernel.filetrack import (
     listing_stamp,  # the one rule, shared with the kernel
 )
 from ipykeep.staleness.errors import StalenessError
+from ipykeep.staleness.readonly import is_read_only
 from ipykeep.staleness.state import staleness_of
 from ipykeep.staleness.tracker_state import StatFn
 
@@ -177,9 +178,13 @@ class StalenessService(SessionObserver):
             exprs[remote_stat.STAT_KEY] = remote_stat.cell_stat_expr(session, cell.source)
         return exprs
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         # Closes the file-read window so a scratch execution's reads are not charged to the
         # next notebook cell (the result is not needed); the namespace diff is its evidence.
+        # Code that can only read (``df.shape``) needs neither: its static effects are none,
+        # which is what ``after_scratch`` records when no probe came back.
+        if is_read_only(code):
+            return {}
         return {
             "ipykeep_files": probes.filetrack_collect_expr(),
             "ipykeep_state": probes.statemon_collect_expr(),
