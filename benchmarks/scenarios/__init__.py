@@ -15,6 +15,7 @@ from benchmarks.scenarios import (
     s12_mcp_startup,
     s13_remote,
     s14_checkpoints,
+    s15_first_result,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -33,5 +34,6 @@ ALL = (
     s12_mcp_startup,
     s13_remote,
     s14_checkpoints,
+    s15_first_result,
     s6_output_volume,
 )
