@@ -68,7 +68,7 @@ class KernelPool:
     def __init__(self, size: int, launch_dir: Path) -> None:
         self.size = max(0, size)
         self.launch_dir = launch_dir
-        self._ready: dict[PoolKey, LocalProvider] = {}
+        self._spares: dict[PoolKey, LocalProvider] = {}
         self._starting: dict[PoolKey, asyncio.Task[None]] = {}
         self._served: list[PoolKey] = []  # most recent last
         self._closed = False
@@ -76,7 +76,7 @@ class KernelPool:
     @property
     def spares(self) -> dict[PoolKey, int | None]:
         """The ready spares and their pids (for status and tests)."""
-        return {key: p.pid for key, p in self._ready.items()}
+        return {key: p.pid for key, p in self._spares.items()}
 
     def provider(self, spec: LaunchSpec) -> PooledProvider:
         """A local provider for ``spec`` that starts from a spare when one is ready."""
@@ -86,7 +86,7 @@ class KernelPool:
         """The ready spare for ``spec``'s key, removed from the pool, or None."""
         if spec.env:  # extra variables are set at launch: a spare does not have them
             return None
-        spare = self._ready.pop((spec.python, spec.dataflow), None)
+        spare = self._spares.pop((spec.python, spec.dataflow), None)
         if spare is None:
             return None
         if not _alive(spare):
@@ -104,11 +104,11 @@ class KernelPool:
             self._served.remove(key)
         self._served.append(key)
         wanted = set(self._served[-self.size :])
-        for old in [k for k in self._ready if k not in wanted]:
-            asyncio.get_running_loop().create_task(self._ready.pop(old).kill())
+        for old in [k for k in self._spares if k not in wanted]:
+            asyncio.get_running_loop().create_task(self._spares.pop(old).kill())
         for old in [k for k in self._starting if k not in wanted]:
             self._starting.pop(old).cancel()
-        if key not in self._ready and key not in self._starting:
+        if key not in self._spares and key not in self._starting:
             free = available_mb()
             if free is not None and free < MIN_FREE_MB:
                 log.info("no spare kernel: %.0f MB available, %d MB needed", free, MIN_FREE_MB)
@@ -134,7 +134,7 @@ class KernelPool:
         if self._closed:
             await spare.kill()
             return
-        self._ready[key] = spare
+        self._spares[key] = spare
 
     async def close(self) -> None:
         """Kill every spare (the engine is shutting down)."""
@@ -145,7 +145,7 @@ class KernelPool:
         for task in starting:
             with contextlib.suppress(BaseException):
                 await task
-        ready, self._ready = list(self._ready.values()), {}
+        ready, self._spares = list(self._spares.values()), {}
         await asyncio.gather(*(p.kill() for p in ready), return_exceptions=True)
 
 
