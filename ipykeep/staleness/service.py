@@ -113,15 +113,23 @@ class StalenessService(SessionObserver):
 
     async def _install_probes(self, session: KernelSession) -> None:
         proc = session.process
-        await proc.install(FILETRACK)
+        # Two requests, not five: every kernel start waits for them, one round trip each. The
+        # modules come first; the set-up calls are one tuple, evaluated left to right.
+        await proc.install(
+            FILETRACK,
+            REACH,
+            DATAHASH,
+            STATEMON,
+            *((IPYFLOW,) if proc.dataflow == "ipyflow" else ()),
+        )
         # a remote kernel's files live under its own working directory, not this project's
         root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
-        await proc.eval_silent(probes.filetrack_install_expr(root))
-        await proc.eval_silent(probes.filetrack_begin_expr())
-        await proc.install(REACH, DATAHASH, STATEMON)
-        await proc.eval_silent(probes.statemon_install_expr())
-        if proc.dataflow == "ipyflow":
-            await proc.install(IPYFLOW)
+        setup = (
+            probes.filetrack_install_expr(root),
+            probes.filetrack_begin_expr(),
+            probes.statemon_install_expr(),
+        )
+        await proc.eval_silent(f"__import__('json').dumps([{', '.join(setup)}])", decode=False)
 
     # -- observer events ---------------------------------------------------------------------
     async def kernel_started(self, session: KernelSession) -> None:
