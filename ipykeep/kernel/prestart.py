@@ -8,7 +8,8 @@ restore of a lost kernel gets a live kernel at once instead of waiting ~1 s for 
   key pushed out has its spare killed. The key is the interpreter path as the engine resolved
   it, so a project's own environment gets spares of its own.
 - A spare is started only while the machine has ``MIN_FREE_MB`` of memory available.
-- A spare is handed over once (it leaves the pool when taken) and never serves two notebooks.
+- A spare is handed over once (it leaves the pool when taken) and never serves two notebooks;
+  a request arriving while its spare is still starting waits for that spare.
 - Spares are children of the daemon like every local kernel (``JPY_PARENT_PID``: they exit when
   the daemon dies, however it dies) and are killed when the engine shuts down.
 - A spare starts in the project directory; the kernel it becomes is moved to the directory
@@ -82,11 +83,18 @@ class KernelPool:
         """A local provider for ``spec`` that starts from a spare when one is ready."""
         return PooledProvider(self, spec)
 
-    def take(self, spec: LaunchSpec) -> LocalProvider | None:
-        """The ready spare for ``spec``'s key, removed from the pool, or None."""
+    async def take(self, spec: LaunchSpec) -> LocalProvider | None:
+        """The spare for ``spec``'s key, removed from the pool, or None. A spare still starting
+        is waited for: it is further along than a launch begun now, which would compete with
+        it for the same cores."""
         if spec.env:  # extra variables are set at launch: a spare does not have them
             return None
-        spare = self._spares.pop((spec.python, spec.dataflow), None)
+        key = (spec.python, spec.dataflow)
+        starting = self._starting.get(key)
+        if starting is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(starting)
+        spare = self._spares.pop(key, None)
         if spare is None:
             return None
         if not _alive(spare):
@@ -182,7 +190,7 @@ class PooledProvider:
         self.current.lost_reason = value
 
     async def start(self, timeout: float) -> Any:
-        spare = self.pool.take(self.spec)
+        spare = await self.pool.take(self.spec)
         if spare is not None:
             self.current, self.prestarted = spare, True
             self.kernel_cwd = str(self.spec.cwd)

@@ -83,11 +83,15 @@ def test_the_spare_becomes_the_next_kernel_and_dies_with_stop_all(tmp_path: Path
         stop_daemon(root)
 
 
-def test_a_spare_dies_with_a_killed_daemon(tmp_path: Path) -> None:
+def test_a_restart_takes_the_spare_and_spares_die_with_a_killed_daemon(tmp_path: Path) -> None:
     root = tmp_path / "p"
     client = _project(root)
     try:
-        everything = _bound_pids(client) | {_one_spare(client)}
+        spare = _one_spare(client)
+        (kernel,) = client.call("list_kernels")
+        restarted = client.call("restart", kernel_id=kernel["kernel_id"])
+        assert restarted["pid"] == spare
+        everything = _bound_pids(client) | {_one_spare(client), int(kernel["pid"])}
         os.kill(client.descriptor.pid, signal.SIGKILL)
         assert wait_until(lambda: not any(pid_alive(p) for p in everything), 10), [
             p for p in everything if pid_alive(p)
@@ -103,13 +107,16 @@ async def test_a_spare_is_only_handed_to_its_interpreter_and_mode(tmp_path: Path
         pool.served(static)
         assert await _wait_ready(pool)
         (pid,) = pool.spares.values()
-        assert pool.take(LaunchSpec("k2", sys.executable, "ipyflow", tmp_path)) is None
-        assert pool.take(LaunchSpec("k2", "/other/python", "static", tmp_path)) is None
-        assert pool.take(LaunchSpec("k2", sys.executable, "static", tmp_path, {"A": "1"})) is None
-        taken = pool.take(LaunchSpec("k2", sys.executable, "static", tmp_path / "x"))
+        assert await pool.take(LaunchSpec("k2", sys.executable, "ipyflow", tmp_path)) is None
+        assert await pool.take(LaunchSpec("k2", "/other/python", "static", tmp_path)) is None
+        assert (
+            await pool.take(LaunchSpec("k2", sys.executable, "static", tmp_path, {"A": "1"}))
+            is None
+        )
+        taken = await pool.take(LaunchSpec("k2", sys.executable, "static", tmp_path / "x"))
         assert taken is not None and taken.pid == pid
         assert taken.spec.name == "k2" and taken.spec.cwd == tmp_path / "x"
-        assert pool.take(static) is None  # handed over once
+        assert await pool.take(static) is None  # handed over once
         await taken.kill()
     finally:
         await pool.close()
