@@ -137,18 +137,22 @@ def wire_text(result: Any) -> str:
 
 @contextlib.asynccontextmanager
 async def mcp_server(
-    root: Path, *, dataflow: str | None = None, log: Path | None = None
+    root: Path,
+    *,
+    dataflow: str | None = None,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[Mcp]:
-    """``ipykeep mcp-serve`` for ``root`` through the official MCP client; the daemon it starts
-    is stopped on exit."""
+    """``ipykeep mcp-serve`` for ``root`` through the official MCP client (``env``: variables
+    added to the server's and its daemon's); the daemon it starts is stopped on exit."""
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    env = bench_env()
+    server_env = {**bench_env(), **(env or {})}
     if dataflow:
-        env["IPYKEEP_DATAFLOW"] = dataflow
+        server_env["IPYKEEP_DATAFLOW"] = dataflow
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=env
+        command=sys.executable, args=["-m", "ipykeep", "mcp-serve"], cwd=str(root), env=server_env
     )
     errlog = open(log or os.devnull, "a")
     try:

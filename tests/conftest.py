@@ -19,6 +19,9 @@ def cli_env(**extra: str) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["IPYKEEP_IDLE_TIMEOUT"] = "0"
     env.pop("IPYKEEP_DATAFLOW", None)
+    # No spare kernels for the suite's daemons (two workers on small machines); the tests of
+    # pre-started kernels turn them on.
+    env["IPYKEEP_PRESTART_KERNELS"] = "0"
     env.update(extra)
     return env
 

@@ -18,6 +18,7 @@ from benchmarks.scenarios import (
     s15_debugger,
     s16_plan_scale,
     s17_hidden_state,
+    s18_first_result,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -39,5 +40,6 @@ ALL = (
     s15_debugger,
     s16_plan_scale,
     s17_hidden_state,
+    s18_first_result,
     s6_output_volume,
 )

@@ -66,7 +66,7 @@ async def run(ctx: RunContext) -> list[Metric]:
             "MCP stdio",
             "raw jupyter_client",
             ms["raw_flow"],
-            Target("ratio", "<=", 1.5),
+            Target("ratio", "<=", 1.2),
         ),
         Metric(
             NAME,
@@ -76,7 +76,7 @@ async def run(ctx: RunContext) -> list[Metric]:
             "MCP stdio",
             "raw jupyter_client",
             ms["raw_plain"],
-            Target("ratio", "<=", 1.5),
+            Target("ratio", "<=", 1.2),
         ),
         Metric(
             NAME,

@@ -129,6 +129,11 @@ class DaemonClient:
             self._pool = AsyncRpcPool(self.descriptor.endpoint)
         return await self._pool.call(method, params)
 
+    @property
+    def hot(self) -> bool:
+        """An idle pooled connection is open: the daemon answered on it and has not closed it."""
+        return self._pool is not None and self._pool.has_idle
+
     def invoke(self, method: Method[P, R], params: P) -> R:
         """A blocking call of a declared method: typed params in, typed result out."""
         return method.load_result(self.call(method.name, **_wire_params(params)))

@@ -35,6 +35,10 @@ class AsyncRpcPool:
                 hint="it may have exited",
             ) from exc
 
+    @property
+    def has_idle(self) -> bool:
+        return bool(self._idle)
+
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         fresh = not self._idle
         reader, writer = self._idle.pop() if self._idle else await self._connect()

@@ -87,7 +87,7 @@ class DebuggerService(SessionObserver):
         self._follow(session)
         return {}
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         self._follow(session)
         return {}
 

@@ -62,6 +62,7 @@ from ipykeep.engine.session_records import (
     kernel_record,
 )
 from ipykeep.kernel.execution import Execution
+from ipykeep.kernel.prestart import KernelPool
 from ipykeep.kernel.providers import is_remote_location
 from ipykeep.project.config import Config, resolve_python
 from ipykeep.project.layout import ProjectPaths
@@ -108,6 +109,8 @@ class Engine:
         self._expiry_task: asyncio.Task[Any] | None = None
         self.on_empty: Callable[[], None] | None = None
         self.observers: tuple[SessionObserver, ...] = ()
+        #: spare local kernels, started ahead of the requests that will want them
+        self.spares = KernelPool(config.prestart_kernels, paths.root)
 
     def attach(self, *observers: SessionObserver) -> None:
         """Set the collaborators, once, in the order they are called."""
@@ -165,10 +168,10 @@ class Engine:
             exprs.update(observer.cell_expressions(session, cell))
         return exprs
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         exprs: dict[str, str] = {}
         for observer in self.observers:
-            exprs.update(observer.scratch_expressions(session))
+            exprs.update(observer.scratch_expressions(session, code))
         return exprs
 
     def stale_reasons(self, session: KernelSession, snap: NotebookSnapshot) -> StaleReasons | None:
@@ -308,7 +311,7 @@ class Engine:
         config = config.with_overrides(python=python)
         work_dir = resolve_cwd(self.paths, None if remote else cwd, nb_path)
         kernel_id = self._ids.new_kernel_id()
-        process = kernel_process(kernel_id, config, work_dir, remote)
+        process = kernel_process(kernel_id, config, work_dir, remote, self.spares)
         session = KernelSession(
             kernel_id=kernel_id,
             process=process,
@@ -374,7 +377,12 @@ class Engine:
 
     async def shutdown(self) -> None:
         await asyncio.gather(
-            *(self._close(s, "daemon shutting down") for s in self.kernels.values() if not s.closed)
+            self.spares.close(),
+            *(
+                self._close(s, "daemon shutting down")
+                for s in self.kernels.values()
+                if not s.closed
+            ),
         )
         for observer in self.observers:
             with contextlib.suppress(Exception):

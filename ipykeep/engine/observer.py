@@ -51,7 +51,7 @@ class SessionObserver:
     def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
         return {}
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         return {}
 
     async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:

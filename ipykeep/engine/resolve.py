@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ipykeep.api.errors import RemoteNotSupportedError, UsageError
 from ipykeep.kernel.driver import KernelProcess
-from ipykeep.kernel.providers import LaunchSpec, make_provider
+from ipykeep.kernel.prestart import KernelPool
+from ipykeep.kernel.providers import KernelProvider, LaunchSpec, make_provider
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 
@@ -49,12 +50,21 @@ def resolve_cwd(paths: ProjectPaths, cwd: str | None, notebook: Path | None) -> 
 
 
 def kernel_process(
-    kernel_id: str, config: Config, work_dir: Path, remote: str | None
+    kernel_id: str,
+    config: Config,
+    work_dir: Path,
+    remote: str | None,
+    pool: KernelPool | None = None,
 ) -> KernelProcess:
-    """The (not yet started) kernel process, on the provider the config and location name."""
+    """The (not yet started) kernel process, on the provider the config and location name;
+    a local kernel starts from ``pool``'s spares when it has any."""
     python = config.python or sys.executable  # the engine has resolved it by now
     launch = LaunchSpec(name=kernel_id, python=python, dataflow=config.dataflow, cwd=work_dir)
-    provider = make_provider(launch, config, location=remote)
+    provider: KernelProvider
+    if pool is not None and pool.size > 0 and remote is None and config.kernel_provider == "local":
+        provider = pool.provider(launch)
+    else:
+        provider = make_provider(launch, config, location=remote)
     return KernelProcess(
         python=python,
         dataflow=config.dataflow,

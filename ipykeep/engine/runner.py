@@ -31,8 +31,8 @@ class ExecutionRunner(Protocol):
         """The probe expressions every observer evaluates with a notebook cell."""
         ...
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
-        """The probe expressions every observer evaluates with scratch code."""
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
+        """The probe expressions every observer evaluates with scratch ``code``."""
         ...
 
     async def interrupt_execution(self, session: KernelSession, ex: Execution) -> InterruptResult:

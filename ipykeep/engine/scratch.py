@@ -73,7 +73,7 @@ async def _run(
             try:
                 async with scheduler.main_lock:
                     scheduler.queued -= 1
-                    ex.expressions = runner.scratch_expressions(session)
+                    ex.expressions = runner.scratch_expressions(session, ex.code)
                     if "import" in ex.code:
                         ex.expressions["ipykeep_warm"] = WARM_TRACEBACKS
                     await session.process.run(ex)

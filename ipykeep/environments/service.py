@@ -80,7 +80,7 @@ class EnvironmentService(SessionObserver):
     def cell_expressions(self, session: KernelSession, cell: Any) -> dict[str, str]:
         return {"ipykeep_env": ENVTOOLS.call("take_events")}
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         return {"ipykeep_env": ENVTOOLS.call("take_events")}
 
     async def after_cell(self, session: KernelSession, cell: Any, ex: Any) -> None:

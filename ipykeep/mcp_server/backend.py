@@ -36,7 +36,11 @@ class Backend:
         self._start_lock = anyio.Lock()
 
     def _live_client(self) -> DaemonClient | None:
-        if self._client is not None and pid_alive(self._client.descriptor.pid):
+        # A hot connection skips the pid check (a syscall and a /proc read per call): a daemon
+        # that exited closes it, and the call's DaemonUnreachableError leads back here.
+        if self._client is not None and (
+            self._client.hot or pid_alive(self._client.descriptor.pid)
+        ):
             return self._client
         desc = find_daemon(self.root)
         if self._client is not None:
@@ -86,8 +90,12 @@ class Backend:
             # A daemon whose last kernel was just closed stops listening before it exits.
             if not await self._exits(live.descriptor.pid):
                 raise
+            live.close()
             self._client = None
-            return self._without_daemon(method, params)
+            successor = self._live_client()  # another client may have started a new daemon
+            if successor is None:
+                return self._without_daemon(method, params)
+            return await successor.acall(method, **params)
 
     @staticmethod
     async def _exits(pid: int, within: float = 3.0) -> bool:

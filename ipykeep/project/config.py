@@ -122,6 +122,9 @@ class Config:
     #: Seconds between two stat polls of a remote kernel's data files (through the kernel,
     #: skipped while its main shell is busy and no subshell is free); 0 turns polling off.
     remote_watch_interval_s: float = 5.0
+    #: Local kernels kept started and ready before they are asked for, one per (interpreter,
+    #: dataflow mode) among the most recently served; 0 turns pre-starting off.
+    prestart_kernels: int = 1
 
     def with_overrides(self, **overrides: Any) -> Config:
         clean = {k: v for k, v in overrides.items() if v is not None}

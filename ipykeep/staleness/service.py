@@ -46,6 +46,7 @@ from ipykeep.staleness._inkernel.filetrack import (
     listing_stamp,  # the one rule, shared with the kernel
 )
 from ipykeep.staleness.errors import StalenessError
+from ipykeep.staleness.readonly import is_read_only
 from ipykeep.staleness.state import staleness_of
 from ipykeep.staleness.tracker_state import StatFn
 
@@ -128,15 +129,23 @@ class StalenessService(SessionObserver):
 
     async def _install_probes(self, session: KernelSession) -> None:
         proc = session.process
-        await proc.install(FILETRACK)
+        # Two requests, not five: every kernel start waits for them, one round trip each. The
+        # modules come first; the set-up calls are one tuple, evaluated left to right.
+        await proc.install(
+            FILETRACK,
+            REACH,
+            DATAHASH,
+            STATEMON,
+            *((IPYFLOW,) if proc.dataflow == "ipyflow" else ()),
+        )
         # a remote kernel's files live under its own working directory, not this project's
         root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
-        await proc.eval_silent(probes.filetrack_install_expr(root))
-        await proc.eval_silent(probes.filetrack_begin_expr())
-        await proc.install(REACH, DATAHASH, STATEMON)
-        await proc.eval_silent(probes.statemon_install_expr())
-        if proc.dataflow == "ipyflow":
-            await proc.install(IPYFLOW)
+        setup = (
+            probes.filetrack_install_expr(root),
+            probes.filetrack_begin_expr(),
+            probes.statemon_install_expr(),
+        )
+        await proc.eval_silent(f"__import__('json').dumps([{', '.join(setup)}])", decode=False)
 
     # -- observer events ---------------------------------------------------------------------
     async def kernel_started(self, session: KernelSession) -> None:
@@ -193,9 +202,13 @@ class StalenessService(SessionObserver):
             exprs[remote_stat.STAT_KEY] = remote_stat.cell_stat_expr(session, cell.source)
         return exprs
 
-    def scratch_expressions(self, session: KernelSession) -> dict[str, str]:
+    def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         # Closes the file-read window so a scratch execution's reads are not charged to the
         # next notebook cell (the result is not needed); the namespace diff is its evidence.
+        # Code that can only read (``df.shape``) needs neither: its static effects are none,
+        # which is what ``after_scratch`` records when no probe came back.
+        if is_read_only(code):
+            return {}
         return {
             "ipykeep_files": probes.filetrack_collect_expr(),
             "ipykeep_state": probes.statemon_collect_expr(),
