@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ipykeep.client.checkpoint_words import NOT_RESTORABLE
 from ipykeep.client.connection import DaemonClient
 from tests.conftest import run_cli, stop_daemon
 from tests.reliability.helpers import STATIC, kernel_pid, start_project, wait_until, write_notebook
@@ -67,7 +68,7 @@ def test_a_value_whose_pickling_ends_the_process_costs_its_checkpoint_not_the_ke
     assert not info["restorable"]
     assert "ended the process that pickled it (exit status 3)" in info["failed"]["boom"]
     status = run_cli("status", cwd=root, env=ENV)
-    assert "not restorable: cell(s) 0" in status.stdout
+    assert f"{NOT_RESTORABLE}: cell 0" in status.stdout, status.stdout
 
 
 def test_a_value_whose_pickling_hangs_is_stopped_at_the_budget(proj):
