@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -31,12 +32,74 @@ from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKi
 SPEC_NAME = "ipykeep"
 
 
+#: the file in each kernel runtime directory naming the daemon that made it
+OWNER_FILE = "owner.json"
+
+
+def _runtime_base() -> Path:
+    return Path(tempfile.gettempdir()) / f"ipykeep-{os.getuid()}"
+
+
 def short_runtime_dir() -> Path:
-    """A private directory with a short path: ipc sockets are limited to ~107 characters."""
-    base = Path(tempfile.gettempdir()) / f"ipykeep-{os.getuid()}"
+    """A private directory with a short path: ipc sockets are limited to ~107 characters.
+
+    It names its owner (this process's pid and start time), so a daemon starting after one
+    that was SIGKILLed can tell the dead one's directories from those of live daemons.
+    """
+    base = _runtime_base()
     base.mkdir(mode=0o700, exist_ok=True)
     os.chmod(base, 0o700)
-    return Path(tempfile.mkdtemp(prefix="k", dir=base))
+    path = Path(tempfile.mkdtemp(prefix="k", dir=base))
+    owner = {"pid": os.getpid(), "started": process_start(os.getpid())}
+    fd = os.open(path / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(owner, fh)
+    return path
+
+
+def collect_stale_runtime_dirs() -> list[Path]:
+    """Remove the runtime directories whose owning daemon is gone; returns those removed.
+
+    A directory is removed only when its owner file names a process that no longer exists (or
+    whose pid now belongs to a process started at another time): one without a readable owner
+    file may be one a live daemon is making this instant, and is left alone.
+    """
+    removed: list[Path] = []
+    base = _runtime_base()
+    with contextlib.suppress(OSError):
+        for path in base.glob("k*"):
+            try:
+                owner = json.loads((path / OWNER_FILE).read_text())
+                pid, started = int(owner["pid"]), owner.get("started")
+            except (OSError, ValueError, TypeError, KeyError):
+                continue
+            if _owner_alive(pid, started):
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _owner_alive(pid: int, started: object) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a process of another user holds the pid: ours is gone, but be safe
+    now = process_start(pid)
+    return started is None or now is None or now == started
+
+
+# OS-specific: a process's start time, to tell a pid's owner from a later process reusing it.
+# Linux only (field 22 of /proc/<pid>/stat, in clock ticks since boot); None elsewhere, where
+# a live pid is taken as its owner (a stale directory is then kept, never a live one removed).
+def process_start(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class SingleSpecManager(KernelSpecManager):
@@ -95,6 +158,7 @@ class LocalProvider:
         self.kc: Any = None
         self.runtime_dir: Path | None = None
         self.lost_reason: str | None = None
+        self._group_killed = False
 
     @property
     def pid(self) -> int | None:
@@ -107,6 +171,7 @@ class LocalProvider:
 
     async def start(self, timeout: float) -> KernelChannels:
         spec = self.spec
+        self._group_killed = False
         self.runtime_dir = short_runtime_dir()
         km = AsyncKernelManager(
             transport="ipc",
@@ -143,7 +208,16 @@ class LocalProvider:
         return kc
 
     async def is_alive(self) -> bool:
-        return self.km is not None and bool(await self.km.is_alive())
+        if self.km is None:
+            return False
+        alive = bool(await self.km.is_alive())
+        if not alive and not self._group_killed:
+            # A kernel that died (SIGKILL, os._exit) leaves what its cells started running in
+            # its process group; they go with it. Once only: the group's id may be reused
+            # after its last member is gone.
+            self._group_killed = True
+            self._killpg()
+        return alive
 
     async def interrupt(self) -> None:
         if self.km is not None:
