@@ -33,6 +33,8 @@ import sys
 import time
 import types
 import weakref
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -292,6 +294,8 @@ def _random_type():
 
 
 RNG_NAMES = ("<numpy.random>", "<random>")
+RNG_SET = frozenset(RNG_NAMES)
+_MISSING = object()
 
 
 def _global_rngs():
@@ -320,15 +324,43 @@ def _global_rngs():
     return out
 
 
-def _snapshot(ns, touched=None):
+def _fixed(obj):
+    """Whether ``obj``'s entry is settled by its identity alone: an immutable scalar or short
+    string (the same object, the same value) or a module or class (fingerprinted by identity).
+    While a name holds the same such object, its entry is carried over without a look."""
+    t = type(obj)
+    if t in _LEAF_TYPES:
+        return not (t in (str, bytes) and len(obj) > 64)  # a long one is not held (memory)
+    # exactly a module (a subclass is fingerprinted by its attributes), or any class
+    return t is types.ModuleType or isinstance(obj, type)
+
+
+def _to_look(ns, prev):
+    """The names whose entries must be computed again, or None (all of them): new names,
+    names no longer holding their ``_fixed`` object, and every other name (its content may have
+    changed). Done with C-level set and map operations, so a namespace of settled values costs
+    a cell little more than what it bound. None after a deletion (rare; the full pass finds it).
+    """
+    fixed = _state.get("fixed")
+    if fixed is None or prev is None:
+        return None
+    if prev.keys() - ns.keys() - RNG_SET:
+        return None
+    held = list(fixed)
+    gone = list(compress(held, map(is_not, map(ns.get, held), fixed.values())))
+    for name in gone:
+        del fixed[name]
+    new = ns.keys() - prev.keys() - _state["skipped"]
+    return (prev.keys() - fixed.keys() - RNG_SET) | new
+
+
+def _snapshot(ns, touched=None, prev=None):
+    """Entries per name, and the names looked at (None: all)."""
     cache = _state["cache"]
     for key in [k for k, entry in cache.items() if entry[0]() is None]:
         del cache[key]
     fp = _Fp(touched, cache, ns)
     _state["last"] = fp
-    out: dict[str, Any] = {}
-    for name, state in _global_rngs().items():
-        out[name] = (0, state, True, False, state)
     # IPython adds history names (``_i12``, ``_12``) with every cell, so the namespace grows with
     # the session; the verdict per name is remembered (a regex per name per cell cost ~1 ms
     # per 1,000 names).
@@ -337,7 +369,19 @@ def _snapshot(ns, touched=None):
     if len(skipped) + len(kept) > 200_000:
         skipped.clear()
         kept.clear()
-    for name in list(ns):
+        _state["fixed"] = None
+    looked = _to_look(ns, prev)
+    if looked is None:
+        out: dict[str, Any] = {}
+        fixed = _state["fixed"] = {}
+        names = list(ns)
+    else:
+        out = dict(prev)
+        fixed = _state["fixed"]
+        names = list(looked)
+    for name, state in _global_rngs().items():
+        out[name] = (0, state, True, False, state)
+    for name in names:
         if name in skipped:
             continue
         if name not in kept:
@@ -345,13 +389,18 @@ def _snapshot(ns, touched=None):
                 skipped.add(name)
                 continue
             kept.add(name)
-        obj = ns.get(name)
+        obj = ns.get(name, _MISSING)
+        if obj is _MISSING:  # deleted while looked at (a thread): the next full pass sees it
+            out.pop(name, None)
+            continue
         f, exact, opaque = fp.of(obj, MAX_DEPTH)
         if isinstance(f, tuple) and f and f[0] == "fn":
             out[name] = (id(obj), ("fn", id(obj)), exact, opaque, f)
         else:
             out[name] = (id(obj), f, exact, opaque, f)
-    return out
+        if _fixed(obj):
+            fixed[name] = obj
+    return out, None if looked is None else [*RNG_SET, *looked]
 
 
 def install(ns=None):
@@ -364,7 +413,8 @@ def install(ns=None):
             reach.install(ip, ns)
     _state["ns"] = ns
     _state["cache"].clear()
-    _state["prev"] = _snapshot(ns)
+    _state["fixed"] = None
+    _state["prev"] = _snapshot(ns)[0]
     return json.dumps({"protocol": PROTOCOL_VERSION, "names": len(_state["prev"])})
 
 
@@ -378,14 +428,19 @@ def collect():
         prev = _state["prev"] or {}
         reach = sys.modules.get(REACH_MODULE)
         touched = reach.reached(ns) if reach is not None else None
-        cur = _snapshot(ns, touched)
+        cur, looked = _snapshot(ns, touched, _state["prev"])
         if reach is not None:
             # walking what code reaches pays off only when re-hashing the big values costs more
             reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
     except Exception as exc:  # never break the user's code
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
     bound, mutated, opaque = [], [], []
-    for name, (oid, fp, exact, opq, eq) in cur.items():
+    # names not looked at hold the same settled object as before: nothing to report of them
+    for name in cur if looked is None else looked:
+        entry = cur.get(name)
+        if entry is None:
+            continue
+        oid, fp, exact, opq, eq = entry
         before = prev.get(name)
         if opq:
             opaque.append(name)
@@ -399,7 +454,7 @@ def collect():
                 mutated.append(name)
         elif not (exact and before[2] and before[4] == eq):
             bound.append(name)
-    deleted = [n for n in prev if n not in cur]
+    deleted = list(prev.keys() - cur.keys())
     _state["prev"] = cur
     return json.dumps(
         {
@@ -417,5 +472,7 @@ def collect():
             "hashed": _state["last"].hashed,
             "reused": _state["last"].hits,
             "scan": "full" if touched is None else "reached",
+            # names whose entries were computed (the rest hold the same settled value)
+            "looked": len(cur) if looked is None else len(looked),
         }
     )
