@@ -1,10 +1,11 @@
 """The daemon's side of the Jupyter server: start it, tell it what to host, stop it.
 
 One server per daemon, started on first use as a child process (``python -m
-ipykeep.serve.server``) with its own random tokens (the server's, and a read-only one for publish URLs). Its files live in
-``.ipykeep/run/serve/`` (0700): ``settings.json`` and ``adopt.json`` (0600), its log
-(``server.log``, 0600) and Jupyter's runtime files. The token is passed in the 0600 settings
-file, never on the command line, and is never logged: Jupyter masks a configured token.
+ipykeep.serve.server``) with its own random tokens (the server's, and the read-only one of
+publish URLs). Its files live in ``.ipykeep/run/serve/`` (0700): ``settings.json`` and
+``adopt.json`` (0600), its log (``server.log``, 0600) and Jupyter's runtime files. The tokens
+are passed in the 0600 settings file, never on the command line, and are never logged: Jupyter
+masks a configured token, and the log tail ipykeep shows masks both.
 """
 
 from __future__ import annotations

@@ -125,7 +125,8 @@ class ServeService(SessionObserver):
         cells: dict[str, str] | None = None,
         tunnel: bool = False,
     ) -> PublishResult:
-        """A live, token-protected view of the kernel's notebook with ``cells`` captioned.
+        """A read-only view of the kernel's notebook (its own token, see ``viewer``), ``cells``
+        captioned.
 
         The same URL while the publication lives.
         """

@@ -41,8 +41,8 @@ class ViewTokenIdentityProvider(PasswordIdentityProvider):
     view_token = Unicode("", config=True, help="the token of publish URLs (read-only)")
 
     async def get_user_token(self, handler: Any) -> User | None:
-        given = self.get_token(handler)
-        if self.view_token and given and hmac.compare_digest(given.encode(), self.view_token.encode()):
+        given = self.get_token(handler) or ""
+        if self.view_token and hmac.compare_digest(given.encode(), self.view_token.encode()):
             return User(VIEWER_USERNAME, "viewer", "Viewer", "V", None, None)
         user = await super().get_user_token(handler)
         if user is not None and user.username == VIEWER_USERNAME:
