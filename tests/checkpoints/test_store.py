@@ -150,12 +150,16 @@ INKERNEL = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_i
 def _load_inkernel(name: str):  # type: ignore[no-untyped-def]
     """snapshot.py as a kernel gets it (its blob module installed first under its kernel name),
     with loading.py as ``.loader``."""
-    if "_ipykeep_ckpt_blob" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_ipykeep_ckpt_blob", INKERNEL / "blobfmt.py")
-        assert spec is not None and spec.loader is not None
-        blob = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(blob)
-        sys.modules["_ipykeep_ckpt_blob"] = blob
+    for kernel_name, file in (
+        ("_ipykeep_ckpt_blob", "blobfmt.py"),
+        ("_ipykeep_ckpt_fork", "forked.py"),
+    ):
+        if kernel_name not in sys.modules:
+            spec = importlib.util.spec_from_file_location(kernel_name, INKERNEL / file)
+            assert spec is not None and spec.loader is not None
+            dep = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(dep)
+            sys.modules[kernel_name] = dep
     spec = importlib.util.spec_from_file_location(name, INKERNEL / "snapshot.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
