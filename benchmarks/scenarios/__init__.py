@@ -17,6 +17,7 @@ from benchmarks.scenarios import (
     s14_checkpoints,
     s15_debugger,
     s16_plan_scale,
+    s17_hidden_state,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -37,5 +38,6 @@ ALL = (
     s14_checkpoints,
     s15_debugger,
     s16_plan_scale,
+    s17_hidden_state,
     s6_output_volume,
 )

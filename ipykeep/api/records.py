@@ -178,9 +178,13 @@ class CellsRecord(Record):
 class RunStaleResult(Record):
     kernel_id: str
     executed: bool
+    #: the cells that will run, in order, each with its reasons
     stale: list[dict[str, Any]]
     fresh: list[dict[str, Any]]
     blocked: list[dict[str, Any]]
+    #: cells that run only if a value they read changes when the cells above re-run (each
+    #: with its ``condition``); executing re-plans before each and runs it only then
+    conditional: list[dict[str, Any]] = Field(default_factory=list)
     batch: BatchResult | None = None
     ok: bool = True
     notices: list[str] | None = None

@@ -63,6 +63,7 @@ class CellCheckpoint:
                 deleted=frozenset(obs.get("deleted", ())),
                 opaque=frozenset(obs.get("opaque", ())),
                 states={str(k): str(v) for k, v in (obs.get("states") or {}).items()},
+                read=frozenset(map(str, obs.get("read", ()))),
             )
         values = data.get("values") or {}
         return cls(
@@ -102,6 +103,7 @@ def observed_json(observed: Observed) -> dict[str, Any]:
         "deleted": sorted(observed.deleted),
         "opaque": sorted(observed.opaque),
         "states": dict(observed.states),
+        "read": sorted(observed.read),
     }
 
 

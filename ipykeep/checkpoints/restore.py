@@ -46,6 +46,20 @@ async def restore_lost(
     started = time.monotonic()
     manifests, bad = await asyncio.to_thread(store.cell_manifests, session.notebook)
     cells = notebook_cells(snap)
+    # A run recorded in the other dataflow mode carries that mode's evidence (ipyflow's
+    # edges, or none): replayed here it leaves plans that never settle, so switching the mode
+    # is a clean start (warm-up runs every cell); manifests without a mode predate the field.
+    mode = session.process.dataflow
+    other_mode = [
+        m for m in manifests if m.get("kind") == "cell" and m.get("dataflow", mode) != mode
+    ]
+    if other_mode:
+        session.notices.append(
+            f"checkpoints of {len(other_mode)} cell(s) were taken in dataflow="
+            f"{other_mode[0]['dataflow']} mode, not restored: this kernel runs "
+            f"dataflow={mode}, so warm-up runs every cell"
+        )
+        return None
     all_cps = [
         planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"
     ]

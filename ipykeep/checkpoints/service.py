@@ -236,6 +236,7 @@ class CheckpointService(SessionObserver):
                 "v": 1,
                 "kind": "cell",
                 "notebook": str(session.notebook),
+                "dataflow": session.process.dataflow,
                 "cell_id": cell.cell_id,
                 "index": cell.index,
                 "source": cell.source,

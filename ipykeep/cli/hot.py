@@ -46,9 +46,9 @@ _UNFINISHED = ("queued", "running")
 def exec_(code: str, notebook: str | None, no_wait: bool, as_json: bool) -> int:
     if code == "-":
         code = sys.stdin.read()
-    params: dict[str, Any] = {"code": code, **kernel_target(notebook)}
+    params: dict[str, Any] = {"code": code, **kernel_target(notebook), "reader": CLI_READER}
     if no_wait:
-        params |= {"yield_time_ms": 0, "reader": CLI_READER}
+        params |= {"yield_time_ms": 0}
     rec = _client().call(names.EXECUTE, **params)
     return _print_execution(rec, as_json)
 

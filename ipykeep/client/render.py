@@ -156,6 +156,7 @@ def render_plan(result: dict[str, Any]) -> str:
     """A run_stale result (plan, or executed plan) as a readable table."""
     lines: list[str] = []
     stale, blocked = result.get("stale", []), result.get("blocked", [])
+    conditional = result.get("conditional", [])
     executed = result.get("executed")
     cost = result.get("cost") or {}
     if result.get("fresh_run"):
@@ -163,28 +164,28 @@ def render_plan(result: dict[str, Any]) -> str:
             "restarted the kernel and ran every code cell "
             f"(the plan had {len(stale)} stale cell(s))"
         )
-    elif not stale and not blocked:
+    elif not stale and not blocked and not conditional:
         lines.append("nothing is stale: every cell matches a fresh run of the notebook")
     else:
         # Executed, the list is what was planned; the batch's last line says what ran of it.
         lines.append(f"{'planned' if executed else 'stale'}: {len(stale)} cell(s), in this order:")
         for e in stale:
-            produces = f"  → {', '.join(e['produces'][:6])}" if e.get("produces") else ""
-            took = (
-                f"  ({_secs(e['last_duration_s'])} last run)"
-                if e.get("last_duration_s") is not None
-                else ""
+            lines.extend(_entry_lines(e))
+        if conditional:
+            lines.append(
+                f"conditional: {len(conditional)} cell(s), run only if their inputs change"
+                + ("" if executed else " (decided as the cells above run)")
+                + ":"
             )
-            lines.append(f"  [{e['index']:>3}] {e['cell_id']:<14}{produces}{took}")
-            for r in e["reasons"]:
-                lines.append(f"        {r['kind']:<16} {r['message']}")
+            for e in conditional:
+                lines.extend(_entry_lines(e, e.get("condition")))
         for e in blocked:
             lines.append(
                 f"  [{e['index']:>3}] {e['cell_id']:<14} NOT run (would fail in a fresh run)"
             )
             for r in e["reasons"]:
                 lines.append(f"        {r['kind']:<16} {r['message']}")
-        if stale and cost and not executed:
+        if (stale or conditional) and cost and not executed:
             lines.extend(_cost_lines(cost))
     fresh = result.get("fresh", [])
     if fresh and not result.get("fresh_run"):
@@ -201,12 +202,29 @@ def render_plan(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _entry_lines(e: dict[str, Any], condition: str | None = None) -> list[str]:
+    """One planned cell: index, id, what it produces, its last duration; then its reasons."""
+    produces = f"  → {', '.join(e['produces'][:6])}" if e.get("produces") else ""
+    took = (
+        f"  ({_secs(e['last_duration_s'])} last run)"
+        if e.get("last_duration_s") is not None
+        else ""
+    )
+    lines = [f"  [{e['index']:>3}] {e['cell_id']:<14}{produces}{took}"]
+    if condition:
+        lines.append(f"        {'condition':<16} {condition}")
+    lines.extend(f"        {r['kind']:<16} {r['message']}" for r in e["reasons"])
+    return lines
+
+
 def _cost_lines(cost: dict[str, Any]) -> list[str]:
     line = f"estimated: ~{_secs(cost['plan_s'])} for the plan"
     if cost.get("unmeasured"):
         line += (
             f" (+ {len(cost['unmeasured'])} cell(s) never run: {', '.join(cost['unmeasured'][:5])})"
         )
+    if cost.get("conditional_s") is not None:
+        line += f", + up to ~{_secs(cost['conditional_s'])} if the conditional cells run"
     if cost.get("fresh_s") is not None:
         line += f"; ~{_secs(cost['fresh_s'])} to restart and run every cell"
     lines = [line]

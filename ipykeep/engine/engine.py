@@ -192,7 +192,7 @@ class Engine:
     def record(
         self, session: KernelSession, ex: Execution, *, cursor: int = 0, reader: str | None = None
     ) -> ExecutionRecord:
-        rec = execution_record(session, ex, cursor)
+        rec = execution_record(session, ex, cursor, reader)
         if reader is not None:
             self._readers[(reader, ex.handle)] = rec.cursor
         return rec
@@ -626,6 +626,7 @@ class Engine:
             if not ex.finished:
                 ex.add_note("kernel killed and restarted")
         await session.process.restart()
+        session.warm = None  # the new process ran no cell: an earlier warm-up says nothing now
         session.notices.append(
             f"kernel {session.kernel_id} was restarted ({reason}); all variables are gone — "
             "executing the stale plan re-runs what is needed"

@@ -141,10 +141,14 @@ class KernelSession:
     def running(self) -> list[str]:
         return [h for h, ex in self.executions.items() if ex.state in ("running", "queued")]
 
-    def take_notices(self) -> list[str] | None:
+    def take_notices(self, reader: str | None = None) -> list[str] | None:
+        """The pending notices, now taken; a ``reader`` is not told again what its kernel
+        records already showed it."""
         if not self.notices:
             return None
-        out, self.notices = self.notices, []
+        shown = self.notices_shown.get(reader, set()) if reader is not None else set()
+        out = [n for n in self.notices if n not in shown] or None
+        self.notices = []
         # Taken: nothing is pending, so an identical later notice is a new event for everyone.
         self.notices_shown.clear()
         return out

@@ -71,7 +71,9 @@ def error_info(session: KernelSession, ex: Execution) -> ErrorInfo | None:
     return ErrorInfo(ename=ex.error["ename"], evalue=ex.error["evalue"], traceback=bounded.text)
 
 
-def execution_record(session: KernelSession, ex: Execution, cursor: int = 0) -> ExecutionRecord:
+def execution_record(
+    session: KernelSession, ex: Execution, cursor: int = 0, reader: str | None = None
+) -> ExecutionRecord:
     """The execution's record with the output since ``cursor`` (its ``cursor`` field is the new
     one). A spilled execution's output is read from the archive (``retention.py``)."""
     if ex.spilled:
@@ -94,7 +96,7 @@ def execution_record(session: KernelSession, ex: Execution, cursor: int = 0) -> 
         output=output,
         error=error_info(session, ex),
         cursor=new_cursor,
-        notices=session.take_notices(),
+        notices=session.take_notices(reader),
     )
 
 

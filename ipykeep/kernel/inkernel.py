@@ -79,9 +79,16 @@ FILETRACK = InKernelModule("_ipykeep_filetrack", "staleness/_inkernel/filetrack.
 REACH = InKernelModule("_ipykeep_reach", "staleness/_inkernel/reach.py", 1)
 #: numpy and pandas content hashes, mixed into ``STATEMON``'s fingerprinter
 DATAHASH = InKernelModule("_ipykeep_datahash", "staleness/_inkernel/datahash.py", 1)
+#: process-wide settings (print options, rcParams, cwd…) as digests, and their readers
+SETTINGS = InKernelModule("_ipykeep_settings", "staleness/_inkernel/settings.py", 1)
+#: matplotlib figures fingerprinted by what they show (not their caches)
+PLOTFP = InKernelModule("_ipykeep_plotfp", "staleness/_inkernel/plotfp.py", 1)
 #: names an execution bound, rebound, deleted or changed in place
 STATEMON = InKernelModule(
-    "_ipykeep_statemon", "staleness/_inkernel/statemon.py", 1, requires=(REACH, DATAHASH)
+    "_ipykeep_statemon",
+    "staleness/_inkernel/statemon.py",
+    1,
+    requires=(REACH, DATAHASH, SETTINGS, PLOTFP),
 )
 #: ipyflow's dataflow record (ipyflow kernels only)
 IPYFLOW = InKernelModule("_ipykeep_ipyflow", "staleness/_inkernel/ipyflow_probe.py", 1)
@@ -118,6 +125,8 @@ MODULES: tuple[InKernelModule, ...] = (
     FILETRACK,
     REACH,
     DATAHASH,
+    SETTINGS,
+    PLOTFP,
     STATEMON,
     IPYFLOW,
     INSPECT,

@@ -154,6 +154,8 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
             **out,
             "reasons": [{"kind": r["kind"], "message": r["message"]} for r in e.get("reasons", [])],
         }
+        if e.get("condition"):
+            full["condition"] = e["condition"]
         if e.get("produces"):
             full["produces"] = e["produces"][:12]
         if e.get("last_duration_s") is not None:
@@ -173,6 +175,8 @@ def _plan_summary(raw: dict[str, Any], budget: int) -> dict[str, Any]:
         "blocked": [entry(e) for e in raw.get("blocked", [])],
         "fresh": len(raw.get("fresh", [])),
     }
+    if raw.get("conditional"):
+        out["conditional"] = [entry(e) for e in raw["conditional"]]
     if cut:
         out["reasons_cut"] = cut
     if raw.get("reads"):

@@ -33,6 +33,7 @@ from ipykeep.staleness.analysis_scan import (
     _call_name,
     _class_parts,
     _function_info,
+    _is_shell_call,
     _lambda_info,
     _scan_expr,
     _scan_header,
@@ -197,24 +198,6 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
         seeds=any(isinstance(n, ast.Call) and _call_name(n.func) == "seed" for n in ast.walk(tree)),
         shell=any(_is_shell_call(n) for n in ast.walk(tree)),
     )
-
-
-_SHELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx"})
-_SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "getoutput"})
-
-
-def _is_shell_call(node: ast.AST) -> bool:
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-        return False
-    attr = node.func.attr
-    owner = node.func.value
-    owner_name = owner.id if isinstance(owner, ast.Name) else None
-    if attr in ("system", "getoutput") and (isinstance(owner, ast.Call) or owner_name == "os"):
-        return True  # get_ipython().system(…) is what ``!cmd`` becomes
-    if attr in ("run_cell_magic", "run_line_magic") and node.args:
-        first = node.args[0]
-        return isinstance(first, ast.Constant) and first.value in _SHELL_MAGICS
-    return owner_name == "subprocess" and attr in _SUBPROCESS
 
 
 UNPARSEABLE = CellAnalysis(parseable=False)

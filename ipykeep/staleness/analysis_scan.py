@@ -128,9 +128,36 @@ def _call_name(func: ast.AST) -> str | None:
     return None
 
 
+_SHELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx"})
+_SUBPROCESS = frozenset(
+    {"run", "call", "check_call", "check_output", "Popen", "getoutput", "getstatusoutput"}
+)
+#: characters a shell command line has and a data file's path (almost) never does
+_SHELL_SYNTAX = frozenset("<>|;`")
+
+
+def _is_shell_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    attr = node.func.attr
+    owner = node.func.value
+    owner_name = owner.id if isinstance(owner, ast.Name) else None
+    # ``__import__('os').system(…)`` and ``get_ipython().system(…)`` (what ``!cmd`` becomes)
+    if attr in ("system", "getoutput", "popen") and (
+        isinstance(owner, ast.Call) or owner_name == "os"
+    ):
+        return True
+    if attr in ("run_cell_magic", "run_line_magic") and node.args:
+        first = node.args[0]
+        return isinstance(first, ast.Constant) and first.value in _SHELL_MAGICS
+    return owner_name == "subprocess" and attr in _SUBPROCESS
+
+
 def _looks_like_path(value: str) -> bool:
     if not value or len(value) > 1024 or "\n" in value or "://" in value or value.isspace():
         return False
+    if "$(" in value or not _SHELL_SYNTAX.isdisjoint(value):
+        return False  # a command line (``echo c3 >> run.log``), not a file name
     name = value.rstrip("/").rsplit("/", 1)[-1]
     if "." in name:
         suffix = name.rsplit(".", 1)[1]
@@ -245,6 +272,9 @@ def _scan_call(call: ast.Call, acc: _Acc) -> None:
             base = _base_name(call.func.value)
             if base is not None:
                 acc.mutated.add(base)
+    if _is_shell_call(call):
+        # a shell command's text is opaque (the cell is marked ``shell``): never a path it read
+        return
     writes = name in WRITER_CALLS or (name == "open" and _open_mode_writes(call))
     for arg in list(call.args) + [kw.value for kw in call.keywords]:
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

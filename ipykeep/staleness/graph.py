@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ipykeep.staleness.analysis import CellAnalysis, FunctionInfo, analyze_source
 from ipykeep.staleness.models import DynamicCellInfo, NotebookCell, Observed
+from ipykeep.staleness.process_state import GENERATORS
 
 
 @dataclass(frozen=True)
@@ -154,20 +155,19 @@ def cell_effects(
             # only the tracer's own additions go, never what static analysis found
             writes -= dyn.defined - floor_writes - obs.changed
         mutates |= obs.mutated - an.defs
-        reads |= obs.mutated - an.defs
+        reads |= (obs.mutated - an.defs) | obs.read
         writes |= obs.changed
     if carried is not None:
         # kept even when the new text does not name them: the change may go through an alias
         kept = carried.mutated - an.defs
         mutates |= kept
-        reads |= kept
+        reads |= kept | carried.read
         writes |= kept | carried.bound
     if an.seeds:
         # ``np.random.seed(…)``/``random.seed(…)`` sets the hidden generators' state: the state
         # before does not matter
-        pseudo = {n for n in mutates if not n.isidentifier()}
-        mutates -= pseudo
-        reads -= pseudo
+        mutates -= GENERATORS
+        reads -= GENERATORS
     return reads, writes, mutates
 
 

@@ -36,3 +36,41 @@ def source_hash(source: str) -> str:
     every cell, and parsing and dumping the AST of 60 cells took most of a plan's time)."""
     digest = hashlib.sha256(normalize_source(source).encode("utf-8", "surrogatepass"))
     return _PREFIX + digest.hexdigest()[:32]
+
+
+#: builtins that show values without changing them (none consumes an iterator): a statement
+#: that only calls these is display, not computation
+_DISPLAY_CALLS = frozenset(
+    {"print", "display", "pprint", "repr", "str", "len", "format", "round", "type", "abs"}
+)
+
+
+def _shows_only(node: ast.AST) -> bool:
+    """Whether evaluating ``node`` calls only the display builtins (f-strings included)."""
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Await, ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            return False
+        if isinstance(n, ast.Call) and not (
+            isinstance(n.func, ast.Name) and n.func.id in _DISPLAY_CALLS
+        ):
+            return False
+    return True
+
+
+def _displays_only(stmt: ast.stmt) -> bool:
+    """Whether a top-level statement only shows values: an expression statement calling only
+    ``print``/``display``/``len``/… (``print(f'the total is {total}')``, a bare ``df``)."""
+    return isinstance(stmt, ast.Expr) and _shows_only(stmt.value)
+
+
+@lru_cache(maxsize=4096)
+def effect_hash(source: str) -> str | None:
+    """A hash of what the cell computes: its source without the statements that only show
+    values (``print('total', total)`` → ``print(f'the total is {total}')`` keeps it). Equal
+    hashes with equal inputs give equal values; None when the cell does not parse."""
+    tree = parse_cell(source)
+    if tree is None:
+        return None
+    kept = [s for s in tree.body if not _displays_only(s)]
+    dump = "|".join(ast.dump(s, annotate_fields=False, include_attributes=False) for s in kept)
+    return _PREFIX + hashlib.sha256(dump.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -115,9 +115,11 @@ class Observed:
     #: names whose content is fingerprinted only in part (sampled) or not at all (identity): a
     #: mutation of them may go unseen, so static guesses about them stand
     opaque: frozenset[str] = frozenset()
-    #: for hidden state (``<numpy.random>``): a digest of the state after the run, so a reseed
-    #: to the same seed gives the same value as before
+    #: for hidden state (``<numpy.random>``, ``<numpy.printoptions>``): a digest of the state
+    #: after the run, so a reseed to the same seed gives the same value as before
     states: Mapping[str, str] = field(default_factory=dict)
+    #: process-wide settings (pseudo-names, ``<numpy.printoptions>``) the code used: inputs
+    read: frozenset[str] = frozenset()
 
     @property
     def changed(self) -> frozenset[str]:
@@ -153,18 +155,23 @@ class PlanEntry:
     index: int
     reasons: tuple[Reason, ...]
     produces: tuple[str, ...] = ()
+    #: for a conditional entry (``Plan.conditional``): what must happen for it to run
+    condition: str | None = None
 
     @property
     def kinds(self) -> frozenset[str]:
         return frozenset(r.kind for r in self.reasons)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "cell_id": self.cell_id,
             "index": self.index,
             "reasons": [r.to_json() for r in self.reasons],
             "produces": list(self.produces),
         }
+        if self.condition is not None:
+            out["condition"] = self.condition
+        return out
 
 
 @dataclass(frozen=True)
@@ -180,25 +187,36 @@ class FreshCell:
 class Plan:
     """The cells to run, in notebook order, and the code cells that are already right.
 
-    ``blocked`` holds cells that read a name no cell above them defines any more (its producer
-    was deleted or moved below): a fresh run would fail there, and running them in this kernel
-    would only succeed on a leftover value, so they are reported, not planned.
+    ``stale`` holds the cells that will run. ``conditional`` holds the cells that run only if
+    a value they read changes when the cells above re-run (the readers of ``total`` after a
+    print-only edit of its cell): executing re-plans before each of them and runs it only
+    then. ``blocked`` holds cells that read a name no cell above them defines any more (its
+    producer was deleted or moved below): a fresh run would fail there, and running them in
+    this kernel would only succeed on a leftover value, so they are reported, not planned.
     """
 
     stale: tuple[PlanEntry, ...]
     fresh: tuple[FreshCell, ...]
     blocked: tuple[PlanEntry, ...] = ()
+    conditional: tuple[PlanEntry, ...] = ()
 
     @property
     def is_empty(self) -> bool:
-        return not self.stale
+        return not self.stale and not self.conditional
 
     @property
     def cell_ids(self) -> tuple[str, ...]:
+        """The cells that will run, in notebook order."""
         return tuple(e.cell_id for e in self.stale)
 
+    @property
+    def runnable_ids(self) -> tuple[str, ...]:
+        """The cells that will run and the conditional ones, in notebook order."""
+        entries = sorted(self.stale + self.conditional, key=lambda e: e.index)
+        return tuple(e.cell_id for e in entries)
+
     def entry(self, cell_id: str) -> PlanEntry | None:
-        for e in self.stale + self.blocked:
+        for e in self.stale + self.conditional + self.blocked:
             if e.cell_id == cell_id:
                 return e
         return None
@@ -206,6 +224,7 @@ class Plan:
     def to_json(self) -> dict[str, Any]:
         return {
             "stale": [e.to_json() for e in self.stale],
+            "conditional": [e.to_json() for e in self.conditional],
             "fresh": [f.to_json() for f in self.fresh],
             "blocked": [e.to_json() for e in self.blocked],
         }

@@ -23,6 +23,10 @@ class PlanCost:
     restart_s: float | None
     #: planned cells with no measured duration (their cost is not in plan_s)
     unmeasured: tuple[str, ...]
+    #: what the conditional cells add if they all run (not in plan_s: they may not)
+    conditional_s: float = 0.0
+    #: conditional cells with no measured duration
+    conditional_unmeasured: tuple[str, ...] = ()
 
     @property
     def fresh_is_cheaper(self) -> bool:
@@ -39,6 +43,10 @@ class PlanCost:
             out["restart_s"] = round(self.restart_s, 3)
         if self.unmeasured:
             out["unmeasured"] = list(self.unmeasured)
+        if self.conditional_s or self.conditional_unmeasured:
+            out["conditional_s"] = round(self.conditional_s, 3)
+        if self.conditional_unmeasured:
+            out["conditional_unmeasured"] = list(self.conditional_unmeasured)
         return out
 
 
@@ -48,13 +56,21 @@ def estimate(
     last: Mapping[str, float],
     fresh: Mapping[str, float],
     restart_s: float | None,
+    conditional: Sequence[str] = (),
 ) -> PlanCost:
     """``last``/``fresh``: cell id -> seconds of its latest run / of its run in the last fresh
-    run."""
+    run; ``conditional``: the cells that run only if their inputs change (costed apart)."""
     plan_s = sum(last.get(c, 0.0) for c in planned)
     unmeasured = tuple(c for c in planned if c not in last)
     per_cell = [fresh.get(c, last.get(c)) for c in code_cells]
     fresh_s = None
     if restart_s is not None and all(d is not None for d in per_cell):
         fresh_s = restart_s + sum(d for d in per_cell if d is not None)
-    return PlanCost(plan_s=plan_s, fresh_s=fresh_s, restart_s=restart_s, unmeasured=unmeasured)
+    return PlanCost(
+        plan_s=plan_s,
+        fresh_s=fresh_s,
+        restart_s=restart_s,
+        unmeasured=unmeasured,
+        conditional_s=sum(last.get(c, 0.0) for c in conditional),
+        conditional_unmeasured=tuple(c for c in conditional if c not in last),
+    )

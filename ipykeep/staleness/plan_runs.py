@@ -55,10 +55,12 @@ def annotate(
     snap: NotebookSnapshot,
     planned: Sequence[str],
     plan_json: dict[str, Any],
+    conditional: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Add ``last_duration_s`` to the plan's entries; the plan's cost against a fresh run."""
+    """Add ``last_duration_s`` to the plan's entries; the plan's cost against a fresh run
+    (the conditional cells' cost apart: they may not run)."""
     last = last_durations(session)
-    for e in plan_json["stale"] + plan_json["blocked"]:
+    for e in plan_json["stale"] + plan_json["conditional"] + plan_json["blocked"]:
         if e["cell_id"] in last:
             e["last_duration_s"] = round(last[e["cell_id"]], 3)
     cost = plan_cost.estimate(
@@ -67,6 +69,7 @@ def annotate(
         last,
         measurements_of(session).fresh_durations,
         measurements_of(session).restart_s,
+        conditional,
     )
     return cost.to_json()
 
@@ -125,3 +128,21 @@ def progress_of(session: KernelSession) -> dict[str, Any]:
     if left and all(c in tracked.durations for c in left):
         out["remaining_s"] = round(sum(tracked.durations[c] for c in left), 3)
     return out
+
+
+def merge_batches(rounds: Sequence[BatchResult]) -> BatchResult:
+    """One result for the rounds a plan ran in: every cell run and skipped, in order; the last
+    round's write (the notebook holds every round's outputs by then)."""
+    last = rounds[-1]
+    if len(rounds) == 1:
+        return last
+    notices = [n for b in rounds for n in (b.notices or [])]
+    return BatchResult(
+        kernel_id=last.kernel_id,
+        ok=all(b.ok for b in rounds),
+        results=[r for b in rounds for r in b.results],
+        skipped=[s for b in rounds for s in b.skipped],
+        write=last.write,
+        stopped=next((b.stopped for b in rounds if b.stopped is not None), None),
+        notices=notices or None,
+    )

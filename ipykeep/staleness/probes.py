@@ -19,6 +19,7 @@ from ipykeep.kernel.inkernel import FILETRACK, STATEMON
 from ipykeep.staleness.analysis_model import is_kernel_name
 from ipykeep.staleness.errors import ProbeError
 from ipykeep.staleness.models import FileStamp, Observed
+from ipykeep.staleness.process_state import is_pseudo_name
 
 
 def decode_expression_value(entry: Mapping[str, Any]) -> Any:
@@ -122,6 +123,7 @@ def parse_statemon(payload: Mapping[str, Any]) -> Observed | None:
         deleted=names("deleted"),
         opaque=names("opaque"),
         states={str(k): str(v) for k, v in (payload.get("states") or {}).items()},
+        read=frozenset(n for n in map(str, payload.get("read", [])) if is_pseudo_name(n)),
     )
 
 

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ipykeep.staleness")
 
+#: rounds of one execute: the plan, then what its re-runs made stale that it could not foresee
+_MAX_ROUNDS = 3
+
 _OUTCOME = {"ok": "ok", "failed": "failed", "interrupted": "interrupted", "lost": "interrupted"}
 #: reasons a cell keeps until it runs itself, whatever the cells above it do
 _OWN_REASONS = frozenset({"never_run", "kernel_restarted", "source_changed", "failed"})
@@ -273,7 +276,10 @@ class StalenessService(SessionObserver):
         self, session: KernelSession, snap: NotebookSnapshot
     ) -> dict[str, list[dict[str, Any]]]:
         plan = self.plan(session, snap)
-        return {e.cell_id: [r.to_json() for r in e.reasons] for e in plan.stale + plan.blocked}
+        return {
+            e.cell_id: [r.to_json() for r in e.reasons]
+            for e in plan.stale + plan.conditional + plan.blocked
+        }
 
     def plan(self, session: KernelSession, snap: NotebookSnapshot) -> Plan:
         return self.tracker(session).plan(notebook_cells(snap), stat_for(session))
@@ -339,67 +345,21 @@ class StalenessService(SessionObserver):
         stat = await self._fresh_stat(session, snap)
         plan = self.tracker(session).plan(notebook_cells(snap), stat)
         plan_json = plan.to_json()
-        cost = plan_runs.annotate(session, snap, plan.cell_ids, plan_json)
+        cost = plan_runs.annotate(
+            session, snap, plan.cell_ids, plan_json, [e.cell_id for e in plan.conditional]
+        )
         batch = None
         if fresh:
             batch = await plan_runs.run_fresh(self.engine, session, snap, wait_for_write)
-        elif execute and plan.stale:
-            deps = {
-                e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id}
-                for e in plan.stale
-            }
-            skipped: set[str] = set()
-
-            cells = notebook_cells(snap)
-            expected = {c.cell_id for c in cells if c.expects_failure}
-            tracker = self.tracker(session)
-            first = plan.stale[0].cell_id
-            # only a cell planned for what other cells did can leave the plan when they re-run;
-            # re-planning before the others (each re-plan is linear in the notebook) made a
-            # plan's execution quadratic in its size
-            replan = {e.cell_id for e in plan.stale if not e.kinds & _OWN_REASONS}
-            # the re-plan made since the last cell that ran (a dropped cell runs nothing)
-            replanned: list[frozenset[str]] = []
-
-            def skip_if(cell_id: str, failed: set[str]) -> str | None:
-                bad = deps.get(cell_id, set()) & ((failed - expected) | skipped)
-                if bad:
-                    skipped.add(cell_id)
-                    return f"depends on {', '.join(sorted(bad))}, which failed"
-                # The plan was made before anything ran. Re-plan with what the cells above
-                # just did: a reader planned because an edited cell might change its input is
-                # dropped when the kernel saw that input keep its value (a print-only edit).
-                if cell_id != first and cell_id in replan:
-                    if not replanned:
-                        replanned.append(frozenset(tracker.plan(cells, stat_for(session)).cell_ids))
-                    if cell_id not in replanned[0]:
-                        return (
-                            "no longer stale: the values it reads kept their value "
-                            "when the cells above re-ran"
-                        )
-                replanned.clear()  # this cell runs: what it does can change the plan
-                return None
-
-            await self._forget_changed_modules(session, plan)
-
-            progress = plan_runs.track_progress(session, list(plan.cell_ids))
-            try:
-                batch = await self.engine.run_batch(
-                    session,
-                    snap,
-                    list(plan.cell_ids),
-                    skip_if=skip_if,
-                    progress=progress,
-                    wait_for_write=wait_for_write,
-                )
-            finally:
-                progress.finished = True
+        elif execute and plan.runnable_ids:
+            batch = await self._execute_plan(session, snap, plan, wait_for_write)
         return RunStaleResult(
             kernel_id=session.kernel_id,
             executed=bool(execute),
             stale=plan_json["stale"],
             fresh=plan_json["fresh"],
             blocked=plan_json["blocked"],
+            conditional=plan_json["conditional"],
             batch=batch,
             ok=_batch_ok(batch, snap),
             notices=session.take_notices(),
@@ -408,6 +368,93 @@ class StalenessService(SessionObserver):
             # Served, a browser holds its own copy: say that the plan is of the saved file.
             reads="saved_file" if session.hosting.served_url else None,
         )
+
+    async def _execute_plan(
+        self, session: KernelSession, snap: NotebookSnapshot, plan: Plan, wait_for_write: bool
+    ) -> BatchResult:
+        """Run ``plan`` in order, re-planning before every cell; then run what the re-runs made
+        stale that the plan could not foresee, until the plan is empty.
+
+        A planned cell is skipped when the re-plan no longer lists it to run: a conditional
+        reader whose inputs kept their value (a print-only edit), or a cell whose reason went
+        away. A re-run whose values came out different from its last run's (``time.time()``,
+        an unseeded draw in a cell re-run only to restore another name) makes its readers
+        stale at run time; they run in a further round. Rounds stop when nothing is stale, when
+        a cell fails, when the plan lists only cells that already ran in this execute (a plan
+        that does not settle is reported, not looped on), or after ``_MAX_ROUNDS``.
+        """
+        cells = notebook_cells(snap)
+        tracker = self.tracker(session)
+        await self._forget_changed_modules(session, plan)
+        rounds: list[BatchResult] = []
+        ran: set[str] = set()
+        for _ in range(_MAX_ROUNDS):
+            batch = await self._run_round(session, snap, plan, cells, wait_for_write)
+            rounds.append(batch)
+            ran |= {r.cell_id for r in batch.results if r.cell_id is not None}
+            if not batch.ok or batch.stopped is not None:
+                break
+            plan = tracker.plan(cells, stat_for(session))
+            if not set(plan.cell_ids) - ran:
+                break
+        return plan_runs.merge_batches(rounds)
+
+    async def _run_round(
+        self,
+        session: KernelSession,
+        snap: NotebookSnapshot,
+        plan: Plan,
+        cells: list[NotebookCell],
+        wait_for_write: bool,
+    ) -> BatchResult:
+        """One batch of ``plan``'s cells (those that will run and the conditional ones)."""
+        ids = list(plan.runnable_ids)
+        deps = {
+            e.cell_id: {c for r in e.reasons for c in r.cells if c != e.cell_id}
+            for e in plan.stale + plan.conditional
+        }
+        expected = {c.cell_id for c in cells if c.expects_failure}
+        tracker = self.tracker(session)
+        skipped: set[str] = set()
+        first = plan.cell_ids[0] if plan.cell_ids else None
+        # only a cell planned for what other cells did can leave the plan when they re-run;
+        # re-planning before every cell (each re-plan is linear in the notebook) made a plan's
+        # execution quadratic in its size
+        replan = {e.cell_id for e in plan.stale + plan.conditional if not e.kinds & _OWN_REASONS}
+        # the re-plan made since the last cell that ran (a dropped cell runs nothing)
+        replanned: list[frozenset[str]] = []
+
+        def skip_if(cell_id: str, failed: set[str]) -> str | None:
+            bad = deps.get(cell_id, set()) & ((failed - expected) | skipped)
+            if bad:
+                skipped.add(cell_id)
+                return f"depends on {', '.join(sorted(bad))}, which failed"
+            # The plan was made before anything ran. Re-plan with what the cells above just
+            # did: a reader planned because an edited cell might change its input is dropped
+            # when the kernel saw that input keep its value (a print-only edit).
+            if cell_id != first and cell_id in replan:
+                if not replanned:
+                    replanned.append(frozenset(tracker.plan(cells, stat_for(session)).cell_ids))
+                if cell_id not in replanned[0]:
+                    return (
+                        "no longer stale: the values it reads kept their value when the cells "
+                        "above re-ran"
+                    )
+            replanned.clear()  # this cell runs: what it does can change the plan
+            return None
+
+        progress = plan_runs.track_progress(session, ids)
+        try:
+            return await self.engine.run_batch(
+                session,
+                snap,
+                ids,
+                skip_if=skip_if,
+                progress=progress,
+                wait_for_write=wait_for_write,
+            )
+        finally:
+            progress.finished = True
 
     async def _forget_changed_modules(self, session: KernelSession, plan: Plan) -> None:
         """Local modules whose source changed are dropped from ``sys.modules`` so the cells that

@@ -155,12 +155,13 @@ class StalenessTracker:
         tracker_reasons.block(graph, drafts)
         writers_by_path = tracker_restore.file_writers(state, graph, stat)
         tracker_restore.propagate(state, graph, drafts, writers_by_path)
-        return tracker_restore.assemble(graph, drafts)
+        keeps = tracker_restore.keeps_values(state, graph, drafts)
+        return tracker_restore.assemble(graph, drafts, keeps)
 
     def cell_states(self, cells: Sequence[NotebookCell], stat: StatFn) -> dict[str, CellVerdict]:
         """Per code cell: ``never_run``, ``stale``, ``failed`` (stale as it failed) or ``ok``."""
         plan = self.plan(cells, stat)
-        planned = {e.cell_id: e for e in plan.stale + plan.blocked}
+        planned = {e.cell_id: e for e in plan.stale + plan.conditional + plan.blocked}
         out: dict[str, CellVerdict] = {}
         for cell in cells:
             if cell.cell_type != "code":

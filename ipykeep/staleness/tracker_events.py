@@ -9,7 +9,7 @@ from typing import Literal
 from ipykeep.staleness.analysis import analyze_source
 from ipykeep.staleness.analysis_model import CellAnalysis
 from ipykeep.staleness.graph import cell_effects
-from ipykeep.staleness.hashing import source_hash
+from ipykeep.staleness.hashing import effect_hash, source_hash
 from ipykeep.staleness.models import DynamicCellInfo, FileStamp, Observed, Outcome
 from ipykeep.staleness.tracker_imports import reloaded_since
 from ipykeep.staleness.tracker_state import (
@@ -82,9 +82,13 @@ def record_cell_run(
         written=frozenset(written),
         observed=observed,
         imports=dict(analysis.imports),
+        effect_hash=effect_hash(source),
     )
     if previous is not None and is_restore(state, previous, run, writes):
-        versions = {n: previous.version_of(n) for n in writes}
+        versions = {
+            n: run.version if redrawn(state, cell_id, n, observed) else previous.version_of(n)
+            for n in writes
+        }
         run = replace(run, version=previous.version, versions=versions)
     else:
         run = replace(run, versions=value_versions(state, cell_id, run, writes, analysis, seen))
@@ -218,6 +222,17 @@ def is_restore(state: TrackerState, previous: RunRecord, run: RunRecord, writes:
     return any(
         (w := state.writers.get(name)) is None or w.cell_id != run.cell_id for name in writes
     )
+
+
+def redrawn(state: TrackerState, cell_id: str, name: str, observed: Observed | None) -> bool:
+    """Whether a restoring run gave ``name`` a new value: the kernel still held this cell's
+    own value of it (nothing clobbered it), yet the evidence shows it rebound or changed, so
+    the cell is not reproducible there (``stamp = time.time()``, an unseeded draw) and the
+    readers of ``name`` must re-run."""
+    if observed is None or name not in observed.changed or name in observed.opaque:
+        return False
+    latest = state.writers.get(name)
+    return latest is not None and latest.origin == "cell" and latest.cell_id == cell_id
 
 
 def note_functions(state: TrackerState, source: str) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from ipykeep.staleness.graph import Graph, GraphCell
 from ipykeep.staleness.hashing import source_hash
 from ipykeep.staleness.models import DynamicCellInfo, FileStamp, NotebookCell, Observed, Reason
+from ipykeep.staleness.process_state import symbol_label
 from ipykeep.staleness.tracker_imports import imported_as
 from ipykeep.staleness.tracker_state import (
     CellDraft,
@@ -17,6 +18,7 @@ from ipykeep.staleness.tracker_state import (
     cell_label,
     mentions,
     same_stamp,
+    unseeded,
     writer_label,
 )
 
@@ -197,8 +199,11 @@ def read_reason(
     producer = gc.producers.get(name)
     if producer is None or name not in run.reads:
         return  # no producer (reported above), or a new read: its edit already counts
+    if unseeded(graph, name, gc.cell_id):
+        return  # an unseeded generator: any state it drew from is as fresh as a fresh run's
     seen = run.reads[name]
     label = cell_label(graph, producer)
+    said = symbol_label(name)  # hidden state in words (``numpy print options``)
     latest = state.writers.get(name)
     p_run = state.runs.get(producer)
     if latest is not None and latest.origin != "cell" and latest.seq > run.seq:
@@ -215,7 +220,7 @@ def read_reason(
             return
         by = writer_label(latest.origin)
         draft.add(
-            Reason("state_changed", f"{name} was changed by {by} after it ran", symbols=(name,))
+            Reason("state_changed", f"{said} was changed by {by} after it ran", symbols=(name,))
         )
         return
     if p_run is None or p_run.epoch != state.epoch or p_run.outcome != "ok":
@@ -225,7 +230,7 @@ def read_reason(
             draft.add(
                 Reason(
                     "state_changed",
-                    f"{name} was defined by {label} only after it ran",
+                    f"{said} was defined by {label} only after it ran",
                     cells=(producer,),
                     symbols=(name,),
                 )
@@ -233,14 +238,14 @@ def read_reason(
         return
     if seen.origin != "cell":
         by = writer_label(seen.origin)
-        draft.add(Reason("state_changed", f"it read {name} as set by {by}", symbols=(name,)))
+        draft.add(Reason("state_changed", f"it read {said} as set by {by}", symbols=(name,)))
         return
     if seen.cell_id == producer:
         if seen.version != p_run.version_of(name):
             draft.add(
                 Reason(
                     "state_changed",
-                    f"{name} was changed by re-running {label}",
+                    f"{said} was changed by re-running {label}",
                     cells=(producer,),
                     symbols=(name,),
                 )
@@ -250,7 +255,7 @@ def read_reason(
         draft.add(
             Reason(
                 "state_changed",
-                f"it last ran on its own earlier result for {name}, not on {label}'s",
+                f"it last ran on its own earlier result for {said}, not on {label}'s",
                 cells=(producer,),
                 symbols=(name,),
             )
@@ -275,7 +280,7 @@ def read_reason(
         draft.add(
             Reason(
                 "moved",
-                f"cells moved: it now reads {name} from {label}, not {old}",
+                f"cells moved: it now reads {said} from {label}, not {old}",
                 cells=(producer, seen_id),
                 symbols=(name,),
             )
@@ -284,7 +289,7 @@ def read_reason(
         draft.add(
             Reason(
                 "state_changed",
-                f"it read {name} from {old}; {label} defines it now",
+                f"it read {said} from {old}; {label} defines it now",
                 cells=(producer,),
                 symbols=(name,),
             )

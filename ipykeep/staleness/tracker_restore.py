@@ -4,9 +4,12 @@ code clobbered) are restored by re-running their producers; then the plan is ass
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ipykeep.staleness.graph import Graph, GraphCell
+from ipykeep.staleness.hashing import effect_hash
 from ipykeep.staleness.models import REASON_ORDER, FreshCell, Plan, PlanEntry, Reason
+from ipykeep.staleness.process_state import symbol_label
 from ipykeep.staleness.tracker_imports import (
     imported_as,
     kernel_holds_import,
@@ -24,6 +27,7 @@ from ipykeep.staleness.tracker_state import (
     TrackerState,
     canonical_path,
     cell_label,
+    unseeded,
     writer_label,
 )
 
@@ -51,14 +55,14 @@ def propagate(
                 ):
                     by_producer.setdefault(producer, []).append(name)
             for producer, names in by_producer.items():
+                said = ", ".join(map(symbol_label, names))  # hidden state in words
                 reason = Reason(
                     "upstream",
-                    f"uses {', '.join(names)} from {cell_label(graph, producer)} "
-                    f"({drafts[producer].cause()})",
+                    f"uses {said} from {cell_label(graph, producer)} ({drafts[producer].cause()})",
                     cells=(producer,),
                     symbols=tuple(names),
                 )
-                changed |= draft.add(reason)
+                changed |= draft.add(reason, via=producer, if_changed=True)
             if draft.reasons and "missing_producer" not in draft.kinds():
                 changed |= restore_mutated(gc, graph, drafts)
                 changed |= restore_inputs(state, gc, graph, drafts)
@@ -104,7 +108,8 @@ def file_upstream(
                         f"{cell_label(graph, other.cell_id)} may rewrite (shell commands are "
                         "opaque)",
                         cells=(other.cell_id,),
-                    )
+                    ),
+                    via=other.cell_id,
                 )
     for path in sorted(run.files):
         for writer in writers_by_path.get(path, ()):
@@ -120,7 +125,8 @@ def file_upstream(
                     f"({drafts[writer].cause()})",
                     cells=(writer,),
                     path=path,
-                )
+                ),
+                via=writer,
             )
     return changed
 
@@ -183,7 +189,8 @@ def restore_inputs(
                 f"{cell_label(graph, producer)} re-runs first to recreate it",
                 cells=(gc.cell_id,),
                 symbols=(name,),
-            )
+            ),
+            via=gc.cell_id,
         )
     return changed
 
@@ -230,6 +237,22 @@ def restore_mutated(gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
         producer = gc.producers.get(name)
         if producer is None or drafts[producer].reasons:
             continue
+        if unseeded(graph, name, gc.cell_id):
+            # hidden generator state that the producer does not set (``import numpy`` leaves
+            # the global generator as it is): re-running it rebuilds nothing, so it is not
+            # planned; the drawing cell's values are new ones, which its readers must see
+            changed |= drafts[gc.cell_id].add(
+                Reason(
+                    "state_changed",
+                    f"it draws from {name}, which no cell above seeds: re-running "
+                    f"{cell_label(graph, producer)} cannot rebuild it, so its draws differ "
+                    "from its last run's",
+                    cells=(producer,),
+                    symbols=(name,),
+                ),
+                via=gc.cell_id,
+            )
+            continue
         changed |= drafts[producer].add(
             Reason(
                 "restores",
@@ -237,7 +260,8 @@ def restore_mutated(gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
                 f"so {name} must be rebuilt first",
                 cells=(gc.cell_id,),
                 symbols=(name,),
-            )
+            ),
+            via=gc.cell_id,
         )
     return changed
 
@@ -275,7 +299,8 @@ def restore_clobbered(state: TrackerState, graph: Graph, drafts: Mapping[str, Ce
                     f"re-running {cell_label(graph, first)} overwrites {name}",
                     cells=(first,),
                     symbols=(name,),
-                )
+                ),
+                via=first,
             )
             continue
         reason = kernel_clobber(state, graph, name, final)
@@ -334,8 +359,68 @@ def kernel_clobber(state: TrackerState, graph: Graph, name: str, final: str) -> 
     )
 
 
-def assemble(graph: Graph, drafts: Mapping[str, CellDraft]) -> Plan:
-    """The plan: planned cells in notebook order (runnable ones, blocked ones) and fresh ones."""
+def keeps_values(state: TrackerState, graph: Graph, drafts: Mapping[str, CellDraft]) -> set[str]:
+    """Cells planned only for an edit that changed what they show, not what they compute
+    (``hashing.effect_hash`` unchanged, inputs unchanged): their values come out the same."""
+    out: set[str] = set()
+    for gc in graph.cells:
+        run = state.runs.get(gc.cell_id)
+        if (
+            drafts[gc.cell_id].kinds() == {"source_changed"}
+            and run is not None
+            and run.outcome == "ok"
+            and run.epoch == state.epoch
+            and run.effect_hash is not None
+            and run.effect_hash == effect_hash(gc.cell.source)
+        ):
+            out.add(gc.cell_id)
+    return out
+
+
+def certain_cells(graph: Graph, drafts: Mapping[str, CellDraft], keeps: set[str]) -> set[str]:
+    """The planned cells that will run whatever the cells above them do: one of their reasons
+    holds by itself, or follows from a cell that will run (for ``upstream``: one whose values
+    may change). The others are conditional."""
+    certain: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for gc in graph.cells:
+            draft = drafts[gc.cell_id]
+            if gc.cell_id in certain or not draft.reasons:
+                continue
+            for reason in draft.reasons:
+                cause = draft.causes.get(reason)
+                if cause is None or (cause[0] in certain and not (cause[1] and cause[0] in keeps)):
+                    certain.add(gc.cell_id)
+                    changed = True
+                    break
+    return certain
+
+
+def condition(graph: Graph, draft: CellDraft, keeps: set[str]) -> str:
+    """What must happen for a conditional cell to run, as the plan says it."""
+    names = sorted(
+        {
+            name
+            for reason in draft.reasons
+            if (cause := draft.causes.get(reason)) is not None and cause[1] and cause[0] in keeps
+            for name in reason.symbols
+        }
+    )
+    if names:
+        verb = "changes" if len(names) == 1 else "change"
+        return f"re-runs only if {', '.join(names)} {verb}"
+    via = sorted(
+        {cause[0] for cause in draft.causes.values()}, key=lambda c: graph.position.get(c, -1)
+    )
+    cells = ", ".join(cell_label(graph, c) for c in via)
+    return f"re-runs only if {cells} {'re-runs' if len(via) == 1 else 're-run'}"
+
+
+def assemble(graph: Graph, drafts: Mapping[str, CellDraft], keeps: set[str]) -> Plan:
+    """The plan: planned cells in notebook order (runnable, conditional and blocked ones) and
+    fresh ones."""
     blocked_ids: set[str] = set()
     for gc in graph.cells:  # notebook order: a producer is decided before its readers
         kinds = drafts[gc.cell_id].kinds()
@@ -347,8 +432,10 @@ def assemble(graph: Graph, drafts: Mapping[str, CellDraft]) -> Plan:
             for r in drafts[gc.cell_id].reasons
         ):
             blocked_ids.add(gc.cell_id)
+    certain = certain_cells(graph, drafts, keeps)
     order = {k: i for i, k in enumerate(REASON_ORDER)}
     stale: list[PlanEntry] = []
+    conditional: list[PlanEntry] = []
     blocked: list[PlanEntry] = []
     fresh: list[FreshCell] = []
     for gc in graph.cells:
@@ -363,5 +450,15 @@ def assemble(graph: Graph, drafts: Mapping[str, CellDraft]) -> Plan:
             reasons=reasons,
             produces=tuple(sorted(gc.writes)),
         )
-        (blocked if gc.cell_id in blocked_ids else stale).append(entry)
-    return Plan(stale=tuple(stale), fresh=tuple(fresh), blocked=tuple(blocked))
+        if gc.cell_id in blocked_ids:
+            blocked.append(entry)
+        elif gc.cell_id in certain:
+            stale.append(entry)
+        else:
+            conditional.append(replace(entry, condition=condition(graph, draft, keeps)))
+    return Plan(
+        stale=tuple(stale),
+        fresh=tuple(fresh),
+        blocked=tuple(blocked),
+        conditional=tuple(conditional),
+    )

@@ -76,6 +76,9 @@ class RunRecord:
     #: per name written: the version of the value (kept from the previous run when the kernel
     #: saw the name rebound to an equal value, so its readers stay fresh)
     versions: Mapping[str, int] = field(default_factory=dict)
+    #: ``hashing.effect_hash`` of the source that ran: an edit keeping it only changed what
+    #: the cell shows, so its readers re-run only if its values come out different
+    effect_hash: str | None = None
 
     def version_of(self, name: str) -> int:
         return self.versions.get(name, self.version)
@@ -106,11 +109,18 @@ class CellDraft:
     """Reasons collected for one cell while a plan is computed."""
 
     reasons: list[Reason] = field(default_factory=list)
+    #: reason -> the planned cell it follows from, and whether it holds only if that cell's
+    #: values change (``upstream``); reasons absent here hold by themselves
+    causes: dict[Reason, tuple[str, bool]] = field(default_factory=dict)
 
-    def add(self, reason: Reason) -> bool:
+    def add(self, reason: Reason, via: str | None = None, if_changed: bool = False) -> bool:
+        """Add ``reason``; ``via``: the planned cell it follows from (a reader of its values,
+        ``if_changed``, or the cell it restores a value for)."""
         if reason in self.reasons:
             return False
         self.reasons.append(reason)
+        if via is not None:
+            self.causes[reason] = (via, if_changed)
         return True
 
     def kinds(self) -> set[str]:
@@ -158,3 +168,17 @@ def mentions(source: str, path: str) -> bool:
     """Whether ``source`` names the file at ``path`` (by its path or its base name)."""
     base = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     return path in source or (bool(base) and base in source)
+
+
+def unseeded(graph: Graph, name: str, cell_id: str) -> bool:
+    """Whether ``name`` is hidden generator state (``<numpy.random>``) that no cell above
+    ``cell_id`` seeds: a fresh run draws from an unpredictable state there, so no re-run can
+    recreate the state the kernel had, and none is planned to."""
+    if name.isidentifier():
+        return False
+    pos = graph.position[cell_id]
+    return not any(
+        graph.by_id[w].analysis.seeds
+        for w in graph.writers.get(name, ())
+        if graph.position[w] < pos
+    )

@@ -73,7 +73,9 @@ def test_start_says_once_that_it_upgraded_the_notebook(started: tuple[Path, str]
 
 
 def _notices(root: Path, notebook: str) -> list[str]:
-    st = json.loads(run_cli("status", notebook, "--json", cwd=root).stdout)
+    res = run_cli("status", notebook, "--json", cwd=root)
+    assert res.returncode == 0, res.stdout + res.stderr
+    st = json.loads(res.stdout)
     (kernel,) = st["kernels"]
     return list(kernel.get("notices") or [])
 
@@ -101,6 +103,10 @@ def test_a_change_notice_names_only_this_notebooks_inputs_and_is_shown_once(
     # the other notebook's own input is named on the other notebook only
     other = [n for n in _notices(root, "b.ipynb") if n.startswith("changed on disk:")]
     assert other and "b_input.txt" in other[0] and "a_input.txt" not in other[0], other
+    # nor does the next exec, which takes the pending notices
+    res = run_cli("exec", "1 + 1", "-n", "a.ipynb", cwd=root)
+    text = res.stdout + res.stderr
+    assert "changed on disk" not in text, text
 
 
 def test_run_stale_execute_counts_agree(started: tuple[Path, str]) -> None:
@@ -131,7 +137,9 @@ def test_restore_after_restart_brings_the_cells_back_or_says_why_not(
 ) -> None:
     root, _ = started
     assert run_cli("checkpoint", "whole", "-n", "a.ipynb", cwd=root).returncode == 0
-    assert run_cli("restart", "a.ipynb", cwd=root).returncode == 0
+    restarted = run_cli("restart", "a.ipynb", cwd=root)
+    assert restarted.returncode == 0
+    assert "warmed" not in restarted.stdout, "the new process ran no cell: no warm-up to report"
     assert "kernel_restarted" in _reason_kinds(root)
     res = run_cli("restore", "whole", "-n", "a.ipynb", "--json", cwd=root)
     assert res.returncode == 0, res.stderr

@@ -208,11 +208,15 @@ def test_requirements_come_first_in_the_registry_and_in_an_install() -> None:
         inkernel.CHECKPOINT_LOAD,
         inkernel.REACH,
         inkernel.DATAHASH,
+        inkernel.SETTINGS,
+        inkernel.PLOTFP,
         inkernel.STATEMON,
     )
     assert install_order([inkernel.REACH, inkernel.STATEMON, inkernel.REACH]) == (
         inkernel.REACH,
         inkernel.DATAHASH,
+        inkernel.SETTINGS,
+        inkernel.PLOTFP,
         inkernel.STATEMON,
     )
 

@@ -91,3 +91,30 @@ def test_unparseable() -> None:
 
 def test_star_import_is_flagged() -> None:
     assert analyze_source("from math import *").star_import
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "__import__('os').system('echo c3 >> run.log')",
+        "import os\nos.system('cat data/in.csv')",
+        "get_ipython().system('wc -l data/in.csv')",  # what ``!wc -l data/in.csv`` becomes
+        "get_ipython().run_cell_magic('bash', '', 'sort data/in.csv')",
+        "import subprocess\nsubprocess.run('head notes.txt', shell=True)",
+        "import subprocess\nout = subprocess.check_output('cat notes.txt')",
+        "import os\nos.popen('ls conf/settings.yaml')",
+        "f = open('echo c3 >> run.log')",  # shell syntax is no file name, whatever the call
+    ],
+)
+def test_shell_command_text_is_no_path(source: str) -> None:
+    an = analyze_source(source)
+    assert an.paths == ()
+    assert an.written_paths == ()
+
+
+def test_shell_cells_stay_opaque_and_other_paths_count() -> None:
+    an = analyze_source(
+        "import os\nos.system('echo c3 >> run.log')\ntext = open('notes.txt').read()"
+    )
+    assert an.shell
+    assert an.paths == ("notes.txt",)

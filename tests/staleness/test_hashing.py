@@ -33,3 +33,17 @@ def test_different_hash(a: str, b: str) -> None:
 def test_magics_do_not_crash() -> None:
     for src in ["%matplotlib inline", "%%writefile x.txt\nhello", "x?", "!!", "%", "%%"]:
         assert source_hash(src).startswith("v1:")
+
+
+def test_effect_hash_ignores_statements_that_only_show_values():
+    from ipykeep.staleness.hashing import effect_hash
+
+    base = effect_hash("total = sum(x)\nprint('total', total)")
+    assert base == effect_hash("total = sum(x)\nprint(f'the total is {total}', len(x))")
+    assert base == effect_hash("total = sum(x)\ntotal")
+    # what the cell computes changed, or the shown expression may change state
+    assert base != effect_hash("total = sum(x) + 1\nprint('total', total)")
+    assert base != effect_hash("total = sum(x)\nprint(next(it))")
+    assert base != effect_hash("total = sum(x)\nprint(sorted(gen))")
+    assert base != effect_hash("total = sum(x)\ndf.head()")
+    assert effect_hash("def f(:") is None

@@ -50,3 +50,37 @@ def test_the_plan_table_offers_the_fresh_run_when_it_is_cheaper():
     assert "--fresh" not in render_plan(
         {"stale": [entry], "fresh": [], "blocked": [], "cost": dearer}
     )
+
+
+def test_conditional_cells_are_costed_apart_from_the_plan():
+    cost = estimate(
+        ["a"], ["a", "b", "c"], {"a": 1.0, "b": 4.0}, {}, restart_s=0.5, conditional=["b", "c"]
+    )
+    # the plan costs what will run; the conditional cells what they add if they run
+    assert cost.plan_s == 1.0 and cost.conditional_s == 4.0
+    assert cost.to_json()["conditional_s"] == 4.0
+    assert cost.to_json()["conditional_unmeasured"] == ["c"]
+
+
+def test_the_plan_table_lists_conditional_cells_apart_with_their_condition():
+    from ipykeep.client.render import render_plan
+
+    edited = {"cell_id": "t", "index": 1, "reasons": [{"kind": "source_changed", "message": "e"}]}
+    reader = {
+        "cell_id": "r",
+        "index": 2,
+        "reasons": [{"kind": "upstream", "message": "uses total from cell 1 (edited)"}],
+        "condition": "re-runs only if total changes",
+        "last_duration_s": 2.0,
+    }
+    cost = {"plan_s": 0.1, "conditional_s": 2.0, "fresh_is_cheaper": False}
+    text = render_plan(
+        {"stale": [edited], "conditional": [reader], "fresh": [], "blocked": [], "cost": cost}
+    )
+    assert "stale: 1 cell(s)" in text
+    assert "conditional: 1 cell(s), run only if their inputs change" in text
+    assert "re-runs only if total changes" in text
+    assert "+ up to ~2.00 s if the conditional cells run" in text
+    assert "nothing is stale" not in render_plan(
+        {"stale": [], "conditional": [reader], "fresh": [], "blocked": []}
+    )

@@ -243,7 +243,7 @@ def test_to_json_shape() -> None:
     sim = pipeline()
     _edit_clean(sim)
     js = sim.plan().to_json()
-    assert set(js) == {"stale", "fresh", "blocked"}
+    assert set(js) == {"stale", "conditional", "fresh", "blocked"}
     first = js["stale"][0]
     assert set(first) == {"cell_id", "index", "reasons", "produces"}
     assert first["reasons"][0]["kind"] == "source_changed"

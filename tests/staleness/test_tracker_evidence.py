@@ -186,8 +186,12 @@ def test_rebinding_to_an_equal_value_keeps_readers_fresh() -> None:
     )
     sim.run_all()
     sim.edit("a", "x = [1, 2]\nprint('hello')")
-    # before it runs, readers are planned (conservatively)
-    assert sim.kinds() == {"a": {"source_changed"}, "b": {"upstream"}}
+    # before it runs, the reader is conditional: the edit only changed what the cell shows
+    plan = sim.plan()
+    assert sim.kinds() == {"a": {"source_changed"}}
+    assert [(e.cell_id, e.condition) for e in plan.conditional] == [
+        ("b", "re-runs only if x changes")
+    ]
     sim.observed["a"] = Observed()  # the kernel saw x rebound to an equal value
     sim.run("a")
     assert sim.plan().is_empty
@@ -305,5 +309,76 @@ def test_a_changed_local_module_imported_twice_reaches_the_second_importers_read
     assert sim.plan().is_empty
     sim.touch("helpers.py")
     assert sim.kinds() == {"first": {"file_changed"}, "second": {"upstream"}, "use": {"upstream"}}
+    sim.run_plan()
+    assert sim.plan().is_empty
+
+
+def test_print_only_edit_makes_its_readers_conditional_not_planned() -> None:
+    sim = Sim(
+        [
+            ("x", "x = [1, 2, 3]"),
+            ("t", "total = sum(x)\nprint('total', total)"),
+            ("r", "r = total * 2"),
+            ("q", "q = r + 1"),
+        ]
+    )
+    sim.run_all()
+    sim.edit("t", "total = sum(x)\nprint(f'the total is {total}')")
+    plan = sim.plan()
+    assert plan.cell_ids == ("t",)
+    assert [(e.cell_id, e.condition) for e in plan.conditional] == [
+        ("r", "re-runs only if total changes"),
+        ("q", "re-runs only if cell 2 re-runs"),
+    ]
+    assert plan.runnable_ids == ("t", "r", "q")
+    # an edit of what the cell computes makes its readers certain
+    sim.edit("t", "total = sum(x) + 1\nprint(f'the total is {total}')")
+    assert sim.plan().cell_ids == ("t", "r", "q") and sim.plan().conditional == ()
+
+
+def test_restoring_run_that_redraws_a_value_makes_its_readers_stale() -> None:
+    # ``x2`` re-runs to restore x; its ``stamp = time.time()`` comes out different, which
+    # the evidence shows: the reader of stamp must re-run, as no fresh run has z != stamp * 2
+    cells = [
+        ("imp", "import time"),
+        ("x", "x = [1, 2]"),
+        ("s", "s = sum(x)"),
+        ("x2", "x = [5]; stamp = time.time()"),
+        ("z", "z = stamp * 2"),
+    ]
+    sim = Sim(list(cells))
+    sim.run_all()
+    sim.edit("s", "s = sum(x) + 1")
+    assert sim.plan().cell_ids == ("x", "s", "x2")
+    sim.observed["x2"] = Observed(bound=frozenset({"x", "stamp"}))
+    sim.run("x", "s", "x2")
+    assert sim.kinds() == {"z": {"state_changed"}}
+    sim.run("z")
+    assert sim.plan().is_empty
+
+
+def test_unseeded_generator_is_not_rebuilt_by_re_importing_numpy() -> None:
+    sim = Sim(
+        [
+            ("imp", "import numpy as np"),
+            ("x", "x = [1, 2]"),
+            ("s", "s = sum(x)"),
+            ("x2", "x = [5]; stamp = np.random.random()"),
+            ("z", "z = stamp * 2"),
+        ],
+        observed={
+            "imp": Observed(bound=frozenset({"np", "<numpy.random>"})),
+            "x2": Observed(bound=frozenset({"x", "stamp"}), mutated=frozenset({"<numpy.random>"})),
+        },
+    )
+    sim.run_all()
+    sim.edit("s", "s = sum(x) + 1")
+    plan = sim.plan()
+    # the import is not re-run (it cannot reset the generator); the drawing cell says so and
+    # its reader comes along, as its draw will differ
+    assert plan.cell_ids == ("x", "s", "x2", "z")
+    x2 = plan.entry("x2")
+    assert x2 is not None
+    assert any("cannot rebuild" in r.message for r in x2.reasons if r.kind == "state_changed")
     sim.run_plan()
     assert sim.plan().is_empty

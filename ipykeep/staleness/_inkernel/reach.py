@@ -14,6 +14,12 @@ now, following containers, object attributes, notebook functions (the globals th
 closures, defaults), notebook classes, bound methods — and the memory under arrays: an array
 or frame sharing a buffer with a reached array counts as reached.
 
+It also keeps, per window, how the code used what it mentions (``mentions()``): whether it
+formats text or imports, the attribute names it named, and the names it only *read* — as
+``x.attr`` values (not called), as arguments of ``repr``/``str``/``print``/``len``…, inside an
+f-string, or displayed as a bare expression. statemon tells cache fills from changes with it and
+finds the readers of process-wide settings.
+
 It answers ``None`` ("anything may have changed: look at everything") when it cannot bound what
 ran: code that reaches globals by name (``globals()``, ``exec``, ``get_ipython`` — so every
 magic and shell escape —, ``sys``, ``gc``, ``inspect``, ``__main__``…), a reached object graph
@@ -101,6 +107,20 @@ _state = sys.__dict__.setdefault(
         "count": 0,
     },
 )
+for _key, _empty in (("readonly", set), ("mixed", set), ("attrs", set)):
+    _state.setdefault(_key, _empty())
+_state.setdefault("formats", False)
+_state.setdefault("imports", False)
+_state.setdefault("escaped", False)
+
+#: calls that only read their arguments (``repr(fig)``): an argument passed to one is read only
+READERS = frozenset(
+    {"repr", "str", "print", "format", "display", "len", "type", "id", "isinstance", "hash"}
+)
+#: calls and methods that turn values into text
+FORMATTERS = frozenset(
+    {"print", "str", "repr", "format", "display", "ascii", "to_string", "to_html", "to_markdown"}
+)
 
 
 class _Unbounded(Exception):
@@ -123,23 +143,10 @@ def _record(tree):
     if threading.current_thread() is not threading.main_thread():
         _state["full"] = True  # a subshell: runs beside the main shell's cell
         return
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            if node.attr in ESCAPES:
-                _state["full"] = True
-        elif isinstance(node, ast.alias):
-            names.add(node.name.split(".")[0])
-            if node.asname:
-                names.add(node.asname)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            names.update(node.names)
+    names = _scan(tree)
     if names & ESCAPES:
         _state["full"] = True
+        _state["escaped"] = True
     _state["names"] |= names
     if not _state.get("worth", True):
         _state["full"] = True  # nothing big enough to spare: the next look is a full one
@@ -152,6 +159,96 @@ def _record(tree):
             _state["pre"] |= _walk([ns[n] for n in names if n in ns], ns)
         except _Unbounded:
             _state["full"] = True
+
+
+def _read_only(node, parent, grand):
+    """Whether the ``Name`` ``node`` (a load) is only read where it stands (module doc)."""
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        if not isinstance(parent.ctx, ast.Load):
+            return False  # ``x.attr = …``, ``del x.attr``
+        called = isinstance(grand, ast.Call) and grand.func is parent
+        chained = isinstance(grand, (ast.Attribute, ast.Subscript)) and grand.value is parent
+        return not called and not chained and not isinstance(grand, ast.AugAssign)
+    if isinstance(parent, ast.Call) and node in parent.args:
+        return isinstance(parent.func, ast.Name) and parent.func.id in READERS
+    return isinstance(parent, (ast.FormattedValue, ast.Expr))
+
+
+def _scan(tree):
+    """The names ``tree`` mentions; records on the way how it uses them (``mentions``). One
+    pass over the tree, each node with its parent and grandparent."""
+    names = set()
+    formats = imports = escaped = False
+    attrs, readonly, mixed = _state["attrs"], _state["readonly"], _state["mixed"]
+    stack = [(tree, None, None)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, parent, grand = pop()
+        kind = type(node)
+        if kind is ast.Name:
+            names.add(node.id)
+            if type(node.ctx) is ast.Load and _read_only(node, parent, grand):
+                readonly.add(node.id)
+            else:
+                mixed.add(node.id)
+            continue
+        if kind is ast.Attribute:
+            attrs.add(node.attr)
+            if node.attr in ESCAPES:
+                escaped = True
+        elif kind is ast.Call:
+            func = node.func
+            name = func.id if type(func) is ast.Name else getattr(func, "attr", None)
+            formats = formats or name in FORMATTERS
+        elif kind is ast.JoinedStr:
+            formats = True
+        elif kind is ast.BinOp and type(node.op) is ast.Mod:
+            formats = formats or isinstance(node.left, (ast.Constant, ast.JoinedStr))
+        elif kind is ast.alias:
+            names.add(node.name.split(".")[0])
+            if node.asname:
+                names.add(node.asname)
+        elif kind is ast.Import:
+            imports = True
+        elif kind is ast.ImportFrom:
+            imports = True
+            if node.module:
+                names.add(node.module.split(".")[0])
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            names.update(node.names)
+        for child in ast.iter_child_nodes(node):
+            push((child, node, parent))
+    body = getattr(tree, "body", None)
+    if body and isinstance(body[-1], ast.Expr):
+        formats = True  # the last expression is displayed
+    if escaped:
+        _state["full"] = True
+    _state["formats"] = _state["formats"] or formats
+    _state["imports"] = _state["imports"] or imports
+    _state["escaped"] = _state["escaped"] or escaped
+    return names
+
+
+def mentions():
+    """How the code run since the last ``reached`` used what it named (module doc)."""
+    mixed = _state["mixed"]
+    return {
+        "names": set(_state["names"]),
+        "readonly": _state["readonly"] - mixed,
+        "mixed": set(mixed),
+        "attrs": set(_state["attrs"]),
+        "formats": _state["formats"],
+        "imports": _state["imports"],
+        "escaped": _state["escaped"],
+    }
+
+
+def reaches(objs, ns, target):
+    """Whether ``target`` (an id) is reachable from ``objs``; True when that cannot be bounded."""
+    try:
+        return target in _walk(objs, ns)
+    except Exception:
+        return True
 
 
 def _library_paths():
@@ -385,6 +482,10 @@ def reset(full=False):
     _state["names"] = set()
     _state["pre"] = set()
     _state["full"] = full
+    _state["readonly"] = set()
+    _state["mixed"] = set()
+    _state["attrs"] = set()
+    _state["formats"] = _state["imports"] = _state["escaped"] = False
 
 
 def reached(ns):

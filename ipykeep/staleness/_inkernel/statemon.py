@@ -12,10 +12,18 @@ global name with what it held after the previous execution and reports
 * ``deleted``: a name that is gone;
 * ``opaque``: names whose content cannot be fingerprinted (identity only).
 
-Two pseudo-names stand for hidden global state that cells share: ``<numpy.random>`` (the legacy
+Pseudo-names stand for hidden global state that cells share: ``<numpy.random>`` (the legacy
 global generator behind ``np.random.seed``/``np.random.normal``) and ``<random>`` (the ``random``
 module's). A cell that draws from them mutates them, so cells drawing in sequence depend on one
-another as they do in a fresh run.
+another as they do in a fresh run. The process-wide settings of ``settings.py`` (numpy print
+options, pandas options, rcParams, warning filters, the working directory…) are pseudo-names
+too: a cell that changed one mutated it, and ``read`` lists the ones the cell's code used.
+
+A read that fills a cache is not a change (``cache fill``): matplotlib figures are fingerprinted
+by what they show (``plotfp.py``); attributes that declared caches fill (``cached_property``,
+statsmodels' ``cache_readonly``, ``_cache`` dictionaries) are left out; and an object whose
+only change is new attributes, named since the last look only to be read (``res.HC0_se``,
+``repr(fig)``) and reached by nothing else the code used, is not mutated.
 
 A value is fingerprinted by identity plus a bounded content hash: scalars and strings by value,
 containers up to ``MAX_ITEMS`` items and ``MAX_DEPTH`` levels (sampled beyond), numpy arrays by
@@ -45,6 +53,10 @@ MAX_DEPTH = 3
 MAX_REPORT = 500
 _STATE_KEY = "_ipykeep_statemon_state"
 REACH_MODULE = "_ipykeep_reach"
+SETTINGS_MODULE = "_ipykeep_settings"
+PLOTFP_MODULE = "_ipykeep_plotfp"
+#: descriptors whose value is stored under their own name in the instance (a cache fill)
+_CACHING_DESCRIPTORS = frozenset({"cached_property", "cache_readonly", "CachedAttribute"})
 #: below this much hashing of big values per look, looking at everything is cheaper than
 #: finding what the code could reach (object graph walks of ~1 µs per object)
 WALK_WORTH_S = 0.002
@@ -94,7 +106,18 @@ class _Fp(_DataHash):
     data pointer, blocks) and shares no memory with a touched array.
     """
 
-    __slots__ = ("memo", "np", "pd", "touched", "cache", "ns", "hits", "hashed")
+    __slots__ = (
+        "memo",
+        "np",
+        "pd",
+        "touched",
+        "cache",
+        "ns",
+        "hits",
+        "hashed",
+        "artists",
+        "artist_arrays",
+    )
 
     def __init__(self, touched=None, cache=None, ns=None):
         self.memo = {}
@@ -105,8 +128,22 @@ class _Fp(_DataHash):
         self.ns = ns
         self.hits = 0
         self.hashed = 0
+        self.artists = {}  # one figure's artists, shared by the globals naming them
+        self.artist_arrays = {}
 
-    def _big(self, obj, compute):
+    def _artist(self, obj):
+        """A matplotlib artist by what it shows (``plotfp``); remembers the arrays it holds."""
+        fp, complete, arrays = sys.modules[PLOTFP_MODULE].fingerprint(obj, self.artists)
+        self.artist_arrays[id(obj)] = arrays
+        return ("artist", id(type(obj))) + fp, False, not complete
+
+    def _artist_owners(self, obj, reach):
+        """The memory owners of the arrays an artist shows (a line over ``a[:100]``)."""
+        np = self.np
+        arrays = self.artist_arrays.get(id(obj), ())
+        return {("root", reach.roots_of_array(a, np)) for a in arrays} if np is not None else set()
+
+    def _big(self, obj, compute, owners=None):
         """``compute()``, or the cached result when ``obj`` cannot have changed (see class doc)."""
         key = id(obj)
         try:
@@ -138,7 +175,12 @@ class _Fp(_DataHash):
                 raise LookupError("no reach module: values are not cached")
             # a full look uses the entry only for its cost (``worth_walking``): the memory
             # owners (an object graph walk) are found by the first look that can reuse it
-            roots = None if touched is None else frozenset(reach.owners(obj, self.ns))
+            if touched is None:
+                roots = None
+            elif owners is not None:
+                roots = frozenset(owners(obj, reach))
+            else:
+                roots = frozenset(reach.owners(obj, self.ns))
             self.cache[key] = (weakref.ref(obj), signal, out, roots, cost)
         except Exception:  # no weak references, or memory that cannot be bounded: no caching
             self.cache.pop(key, None)
@@ -147,6 +189,8 @@ class _Fp(_DataHash):
     def _signal(self, obj):
         """Cheap structure of a big value: changes when pandas or numpy swap what is under it."""
         np = self.np
+        if id(obj) in self.artist_arrays or _is_artist(obj):
+            return ("artist", id(obj))  # what it shows is looked at only when it was reached
         if np is not None and isinstance(obj, np.ndarray):
             return ("nd", obj.shape, obj.strides, obj.dtype.str, obj.__array_interface__["data"][0])
         mgr = getattr(obj, "_mgr", None)
@@ -245,6 +289,9 @@ class _Fp(_DataHash):
             return ("rng-id", id(obj)), False, False
         if isinstance(obj, _random_type()):
             return ("random", hash(obj.getstate())), True, False
+        artist = _artist_type()
+        if artist is not None and isinstance(obj, artist):
+            return self._big(obj, lambda: self._artist(obj), owners=self._artist_owners)
         # type-based checks only: ``hasattr`` would run a custom ``__getattr__`` (a mock, a
         # lazy proxy) and could change the very object being observed
         if isinstance(obj, (type, types.FunctionType)):
@@ -259,9 +306,27 @@ class _Fp(_DataHash):
             return ("callable", id(obj)), False, False
         if isinstance(attrs, dict):
             count = len(attrs)
-            attr_keys = [k for k in list(attrs)[:MAX_ITEMS] if not str(k).startswith("_cache")]
-            h, ex = self._items([attrs[k] for k in attr_keys], depth)
-            return ("obj", id(t), count, tuple(attr_keys), h), False, False
+            attr_keys = [
+                k
+                for k in list(attrs)[:MAX_ITEMS]
+                if not str(k).startswith("_cache") and not _caching_slot(t, k)
+            ]
+            # one hash per attribute, so an addition can be told from a change (``_cache_fill``),
+            # and the fingerprints of objects held, to tell it one level down too
+            hashes: list[int] = []
+            inner: list[Any] = []
+            for v in (attrs[k] for k in attr_keys):
+                if type(v) in _LEAF_TYPES:
+                    hashes.append(hash((type(v), v)))
+                    inner.append(None)
+                    continue
+                sub = self.of(v, depth - 1)[0]
+                hashes.append(hash(sub))
+                inner.append(sub if sub[:1] == ("obj",) else None)
+            # a declared cache's slot filled is no change in count either
+            shown = count if count > MAX_ITEMS else len(attr_keys)
+            fp = ("obj", id(t), shown, tuple(attr_keys), tuple(hashes), _Detail(inner))
+            return fp, False, False
         return ("id", id(obj)), False, True
 
     def _function(self, obj):
@@ -288,13 +353,80 @@ def _code_key(code):
     return hash((code.co_code, code.co_names, code.co_varnames, code.co_freevars, consts))
 
 
+_SLOTS: dict[Any, bool] = {}
+
+
+def _caching_slot(cls, key):
+    """Whether ``key`` of a ``cls`` instance is the slot a caching descriptor fills on read."""
+    found = _SLOTS.get((cls, key))
+    if found is None:
+        found = False
+        for klass in getattr(cls, "__mro__", ()):
+            desc = klass.__dict__.get(key) if isinstance(key, str) else None
+            if desc is not None:
+                found = type(desc).__name__ in _CACHING_DESCRIPTORS
+                break
+        if len(_SLOTS) > 10_000:
+            _SLOTS.clear()
+        _SLOTS[(cls, key)] = found
+    return found
+
+
+def _is_artist(obj):
+    artist = _artist_type()
+    return artist is not None and isinstance(obj, artist)
+
+
+def _artist_type():
+    mpl = sys.modules.get("matplotlib.artist")
+    if mpl is None or PLOTFP_MODULE not in sys.modules:
+        return None
+    return getattr(mpl, "Artist", None)
+
+
+class _Detail:
+    """The fingerprints of the objects an object holds, riding along in its fingerprint for
+    ``_cache_fill`` only: equal to any other, so comparing fingerprints compares the hashes."""
+
+    __slots__ = ("inner",)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 0
+
+
+def _cache_fill(before, now):
+    """Whether object fingerprint ``now`` only adds attributes to ``before``, at any level the
+    fingerprints reach (see module doc)."""
+    if not (isinstance(before, tuple) and isinstance(now, tuple)):
+        return False
+    if len(before) != 6 or len(now) != 6:  # not an object's, or an older copy's
+        return False
+    if before[0] != "obj" or now[0] != "obj" or before[1] != now[1]:
+        return False
+    if max(before[2], now[2]) > MAX_ITEMS:
+        return False  # keys past the sample: a change among them would go unseen
+    has = {k: (h, sub) for k, h, sub in zip(now[3], now[4], now[5].inner)}
+    for key, h, sub in zip(before[3], before[4], before[5].inner):
+        got = has.get(key)
+        if got is None:
+            return False  # an attribute removed
+        if got[0] != h and not _cache_fill(sub, got[1]):
+            return False
+    return True
+
+
 def _random_type():
     mod = sys.modules.get("random")
     return mod.Random if mod is not None else ()
 
 
 RNG_NAMES = ("<numpy.random>", "<random>")
-RNG_SET = frozenset(RNG_NAMES)
 _MISSING = object()
 
 
@@ -344,14 +476,15 @@ def _to_look(ns, prev):
     fixed = _state.get("fixed")
     if fixed is None or prev is None:
         return None
-    if prev.keys() - ns.keys() - RNG_SET:
+    hidden = set(_state.get("hidden", ()))  # pseudo-names (generators, settings)
+    if prev.keys() - ns.keys() - hidden:
         return None
     held = list(fixed)
     gone = list(compress(held, map(is_not, map(ns.get, held), fixed.values())))
     for name in gone:
         del fixed[name]
     new = ns.keys() - prev.keys() - _state["skipped"]
-    return (prev.keys() - fixed.keys() - RNG_SET) | new
+    return (prev.keys() - fixed.keys() - hidden) | new
 
 
 def _snapshot(ns, touched=None, prev=None):
@@ -361,6 +494,10 @@ def _snapshot(ns, touched=None, prev=None):
         del cache[key]
     fp = _Fp(touched, cache, ns)
     _state["last"] = fp
+    hidden = _global_rngs()
+    settings = sys.modules.get(SETTINGS_MODULE)
+    if settings is not None:
+        hidden.update(settings.snapshot())
     # IPython adds history names (``_i12``, ``_12``) with every cell, so the namespace grows with
     # the session; the verdict per name is remembered (a regex per name per cell cost ~1 ms
     # per 1,000 names).
@@ -379,8 +516,11 @@ def _snapshot(ns, touched=None, prev=None):
         out = dict(prev)
         fixed = _state["fixed"]
         names = list(looked)
-    for name, state in _global_rngs().items():
+        for name in _state.get("hidden", ()):  # the hidden state is taken again below
+            out.pop(name, None)
+    for name, state in hidden.items():
         out[name] = (0, state, True, False, state)
+    _state["hidden"] = list(hidden)
     for name in names:
         if name in skipped:
             continue
@@ -400,7 +540,37 @@ def _snapshot(ns, touched=None, prev=None):
             out[name] = (id(obj), f, exact, opaque, f)
         if _fixed(obj):
             fixed[name] = obj
-    return out, None if looked is None else [*RNG_SET, *looked]
+    return out, None if looked is None else [*hidden, *looked]
+
+
+def _is_identifier(name):
+    return not name.startswith("<")
+
+
+class _Fills:
+    """Tells a cache fill from a change for one look (see module doc)."""
+
+    __slots__ = ("uses", "ns", "readonly", "others")
+
+    def __init__(self, uses, ns):
+        self.uses = uses
+        self.ns = ns
+        self.readonly = None
+        self.others = None
+
+    def only_filled(self, oid, before, now):
+        uses = self.uses
+        if uses is None or uses["escaped"] or not _cache_fill(before, now):
+            return False
+        if self.readonly is None:
+            ns = self.ns
+            self.readonly = {id(ns[n]) for n in uses["readonly"] if n in ns}
+            self.others = [ns[n] for n in uses["mixed"] if n in ns]
+        if oid not in self.readonly:
+            return False
+        reach = sys.modules.get(REACH_MODULE)
+        # the code's other names must not lead to the object (a pipeline fitting its step)
+        return reach is not None and not reach.reaches(self.others, self.ns, oid)
 
 
 def install(ns=None):
@@ -427,6 +597,7 @@ def collect():
     try:
         prev = _state["prev"] or {}
         reach = sys.modules.get(REACH_MODULE)
+        uses = reach.mentions() if reach is not None else None
         touched = reach.reached(ns) if reach is not None else None
         cur, looked = _snapshot(ns, touched, _state["prev"])
         if reach is not None:
@@ -434,9 +605,12 @@ def collect():
             reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
     except Exception as exc:  # never break the user's code
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
-    bound, mutated, opaque = [], [], []
+    bound, mutated, opaque, filled = [], [], [], []
+    fills = _Fills(uses, ns)
+    settings = sys.modules.get(SETTINGS_MODULE)
     # names not looked at hold the same settled object as before: nothing to report of them
-    for name in cur if looked is None else looked:
+    looked_at = cur if looked is None else looked
+    for name in looked_at:
         entry = cur.get(name)
         if entry is None:
             continue
@@ -447,14 +621,26 @@ def collect():
         if before is None:
             if name in RNG_NAMES:  # created by the import (and maybe seeded): state it set
                 mutated.append(name)
-            else:
+            elif _is_identifier(name):
                 bound.append(name)
+            # a setting appearing with its library's import holds its defaults: no write
         elif before[0] == oid:
             if before[1] != fp:
-                mutated.append(name)
+                if settings is not None and uses is not None and settings.by_import(name, uses):
+                    continue  # a library's import set it (see settings.by_import)
+                if fills.only_filled(oid, before[1], fp):
+                    filled.append(name)
+                else:
+                    mutated.append(name)
         elif not (exact and before[2] and before[4] == eq):
             bound.append(name)
-    deleted = list(prev.keys() - cur.keys())
+    deleted = [n for n in prev.keys() - cur.keys() if _is_identifier(n)]
+    read = []
+    if settings is not None and uses is not None:
+        try:
+            read = settings.readers(uses, ns, cur)
+        except Exception:  # no reads rather than a broken probe
+            read = []
     _state["prev"] = cur
     return json.dumps(
         {
@@ -465,8 +651,11 @@ def collect():
             "deleted": sorted(deleted)[:MAX_REPORT],
             "opaque": sorted(opaque)[:MAX_REPORT],
             "truncated": max(len(bound), len(mutated), len(deleted), len(opaque)) > MAX_REPORT,
-            # the hidden generators' state, so equal states are recognised as the same value
-            "states": {n: cur[n][1] for n in RNG_NAMES if n in cur},
+            # the settings the code used (pseudo-names), and names whose change was a cache fill
+            "read": read,
+            "filled": sorted(filled)[:MAX_REPORT],
+            # hidden state (generators, settings), so equal states are recognised as one value
+            "states": {n: cur[n][1] for n in looked_at if n in cur and not _is_identifier(n)},
             "ms": round((time.perf_counter() - start) * 1000, 3),
             # big values re-hashed / reused from the cache (``reach``); scan: everything looked at
             "hashed": _state["last"].hashed,
