@@ -477,13 +477,15 @@ def _to_look(ns, prev):
     if fixed is None or prev is None:
         return None
     hidden = set(_state.get("hidden", ()))  # pseudo-names (generators, settings)
-    if prev.keys() - ns.keys() - hidden:
+    added_or_gone = ns.keys() ^ prev.keys()  # one pass over both; few names in it
+    if any(name not in ns and name not in hidden for name in added_or_gone):
         return None
+    skipped = _state["skipped"]
+    new = {name for name in added_or_gone if name in ns and name not in skipped}
     held = list(fixed)
     gone = list(compress(held, map(is_not, map(ns.get, held), fixed.values())))
     for name in gone:
         del fixed[name]
-    new = ns.keys() - prev.keys() - _state["skipped"]
     return (prev.keys() - fixed.keys() - hidden) | new
 
 
