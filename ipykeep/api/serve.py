@@ -76,8 +76,8 @@ PUBLISH: Method[PublishParams, PublishResult] = Method(
     PublishParams,
     PublishResult,
     _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
-    "Live, token-protected JupyterLab view of the kernel's notebook for a person, named cells"
-    " highlighted; returns the URL.",
+    "Read-only JupyterLab view (its own token: no editing, no code) of the kernel's notebook for"
+    " a person, named cells highlighted; returns the URL.",
 )
 CONSOLE: Method[ConsoleParams, ConsoleInfo] = Method(
     names.CONSOLE,

@@ -439,7 +439,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "publish",
-        "A live, token-protected view of the kernel's notebook with captioned cells.",
+        "A read-only, token-protected view of the kernel's notebook with captioned cells.",
         f"{_SERVE}:publish",
         (
             *notebook_either_way(),

@@ -34,6 +34,7 @@ from ipykeep.api.kernels import ShutdownResult
 from ipykeep.api.spec import Bindings, Served, bind
 from ipykeep.daemon.rpc import RpcServer
 from ipykeep.engine.engine import Engine
+from ipykeep.kernel.providers.local import collect_stale_runtime_dirs
 from ipykeep.platform.processes import add_stop_handlers, ignore_user_signal, on_user_signal
 from ipykeep.project import daemon_lock
 from ipykeep.project.atomic import atomic_write_text
@@ -160,4 +161,7 @@ def main(argv: list[str] | None, compose: Compose) -> None:
         )
         sys.exit(EXIT_ANOTHER_DAEMON)
     tidy_state(paths.state)
+    removed = collect_stale_runtime_dirs()
+    if removed:
+        log.info("removed %d kernel runtime directories of daemons that died", len(removed))
     asyncio.run(Daemon(root, compose).run())

@@ -190,3 +190,15 @@ def add_stop_handlers(loop: asyncio.AbstractEventLoop, stop: Callable[[], None])
         return
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop)
+
+
+def process_start(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, field 22 of ``/proc/<pid>/stat``), to tell
+    a pid's owner from a later process reusing it; None where unknown (not Linux, or gone)."""
+    if not system.IS_LINUX:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

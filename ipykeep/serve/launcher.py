@@ -1,10 +1,11 @@
 """The daemon's side of the Jupyter server: start it, tell it what to host, stop it.
 
 One server per daemon, started on first use as a child process (``python -m
-ipykeep.serve.server``) with its own random token. Its files live in
-``.ipykeep/run/serve/`` (0700): ``settings.json`` and ``adopt.json`` (0600), its log
-(``server.log``, 0600) and Jupyter's runtime files. The token is passed in the 0600 settings
-file, never on the command line, and is never logged: Jupyter masks a configured token.
+ipykeep.serve.server``) with its own random tokens (the server's, and the read-only one of
+publish URLs). Its files live in ``.ipykeep/run/serve/`` (0700): ``settings.json`` and
+``adopt.json`` (0600), its log (``server.log``, 0600) and Jupyter's runtime files. The tokens
+are passed in the 0600 settings file, never on the command line, and are never logged: Jupyter
+masks a configured token, and the log tail ipykeep shows masks both.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class JupyterServer:
         self.settings_path = self.dir / "settings.json"
         self.log_path = self.dir / "server.log"
         self.token = secrets.token_urlsafe(32)
+        #: the token of publish URLs: reads the published views only (``viewer``)
+        self.view_token = secrets.token_urlsafe(32)
         self.port = port or free_port()
         self.proc: asyncio.subprocess.Process | None = None
 
@@ -67,6 +70,7 @@ class JupyterServer:
                 "port": self.port,
                 "root_dir": str(self.paths.root),
                 "token": self.token,
+                "view_token": self.view_token,
                 "spec_path": str(self.spec_path),
                 "daemon_pid": os.getpid(),
             },
@@ -148,5 +152,6 @@ class JupyterServer:
     def log_tail(self, lines: int = 15) -> str:
         with contextlib.suppress(OSError):
             text = self.log_path.read_text(errors="replace").replace(self.token, "<token>")
+            text = text.replace(self.view_token, "<token>")
             return "\n".join(text.splitlines()[-lines:])
         return ""

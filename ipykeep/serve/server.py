@@ -1,7 +1,8 @@
 """The Jupyter server process: ``python -m ipykeep.serve.server SETTINGS_JSON``.
 
 Started by the daemon (``launcher``). ``SETTINGS_JSON`` (0600) carries the front end (lab or
-notebook), port, root dir, token and the path of the adoption list. The server is a stock
+notebook), port, root dir, the two tokens (the server's, and the read-only one of ``publish``
+URLs, see ``viewer``) and the path of the adoption list. The server is a stock
 JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and four additions:
 
 - ``POST /ipykeep/sync`` (token required) re-reads the adoption list: adopt new kernels,
@@ -28,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.services.kernels.handlers import (
@@ -43,6 +45,7 @@ from traitlets.config import Config
 from ipykeep.serve import marks
 from ipykeep.serve.adoption import AdoptionSpec, read_spec
 from ipykeep.serve.kernels import REFUSE_RESTART, AdoptingKernelManager
+from ipykeep.serve.viewer import ViewerAuthorizer, ViewTokenIdentityProvider
 
 #: Prebuilt front-end extensions served with the page (no build step, no install).
 LABEXTENSIONS = Path(__file__).resolve().parent / "labextension"
@@ -68,6 +71,10 @@ def server_config(settings: dict[str, Any]) -> Config:
     # No terminals: a token holder gets the notebook and its kernel, not a shell on the machine.
     cfg.ServerApp.terminals_enabled = False
     cfg.IdentityProvider.token = settings["token"]
+    # publish URLs carry a second token that can only read the published views (``viewer``)
+    cfg.ServerApp.identity_provider_class = "ipykeep.serve.viewer.ViewTokenIdentityProvider"
+    cfg.ServerApp.authorizer_class = "ipykeep.serve.viewer.ViewerAuthorizer"
+    cfg.ViewTokenIdentityProvider.view_token = settings["view_token"]
     cfg.MappingKernelManager.cull_idle_timeout = 0
     # Published copies live under .ipykeep/publish; without this Jupyter would hide them.
     cfg.ContentsManager.allow_hidden = True
@@ -82,9 +89,12 @@ def server_config(settings: dict[str, Any]) -> Config:
 
 
 class SyncHandler(APIHandler):
-    """POST /ipykeep/sync: re-read the adoption list and reconcile."""
+    """POST /ipykeep/sync: re-read the adoption list and reconcile (the server token only)."""
+
+    auth_resource = "ipykeep"
 
     @web.authenticated
+    @authorized
     async def post(self) -> None:
         hosted = await reconcile(
             self.settings["ipykeep_serverapp"], Path(self.settings["ipykeep_spec_path"])
@@ -212,6 +222,14 @@ def main(argv: list[str] | None = None) -> None:
     serverapp = app_class.initialize_server(argv=[], config=server_config(settings))
     # The token is ipykeep's even if a user configuration file sets another one.
     serverapp.identity_provider.token = settings["token"]
+    if not isinstance(serverapp.identity_provider, ViewTokenIdentityProvider) or not isinstance(
+        serverapp.authorizer, ViewerAuthorizer
+    ):
+        sys.exit(
+            "a Jupyter configuration file overrides ServerApp.identity_provider_class or "
+            "authorizer_class; ipykeep cannot serve (publish URLs would not be read-only)"
+        )
+    serverapp.identity_provider.view_token = settings["view_token"]
     if not isinstance(serverapp.kernel_manager, AdoptingKernelManager):
         sys.exit(
             "a Jupyter configuration file overrides ServerApp.kernel_manager_class; "

@@ -125,7 +125,8 @@ class ServeService(SessionObserver):
         cells: dict[str, str] | None = None,
         tunnel: bool = False,
     ) -> PublishResult:
-        """A live, token-protected view of the kernel's notebook with ``cells`` captioned.
+        """A read-only view of the kernel's notebook (its own token, see ``viewer``), ``cells``
+        captioned.
 
         The same URL while the publication lives.
         """
@@ -163,7 +164,7 @@ class ServeService(SessionObserver):
                 await self._apply()
             session.hosting.published = True
             public = self.tunnel.public_url if (tunnel and self.tunnel) else None
-            url = self._url(rel, base=public)
+            url = self._url(rel, base=public, token=self.server.view_token)
             return PublishResult(url=url, kernel_id=session.kernel_id, path=rel)
 
     # -- observer events ---------------------------------------------------------------------
@@ -327,7 +328,9 @@ class ServeService(SessionObserver):
             session.hosting.served_url = None
             session.hosting.published = False
 
-    def _url(self, api_path: str | None, *, base: str | None = None) -> str:
+    def _url(
+        self, api_path: str | None, *, base: str | None = None, token: str | None = None
+    ) -> str:
         assert self.server is not None
         root = base or self.server.base_url
         lab = self.server.command == "lab"
@@ -335,7 +338,7 @@ class ServeService(SessionObserver):
             page = "/lab" if lab else "/tree"
         else:
             page = ("/lab/tree/" if lab else "/notebooks/") + quote(api_path)
-        return f"{root}{page}?token={self.server.token}"
+        return f"{root}{page}?token={token or self.server.token}"
 
     def bindings(self) -> Bindings:
         """The daemon methods this service serves, each bound to its declaration."""

@@ -6,6 +6,8 @@ a rollback to a checkpoint holding it changes nothing.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -98,6 +100,27 @@ async def test_damaged_chunk_is_refused_and_its_cell_reruns(nb: Nb, how: str) ->
     await flush(nb)
     # the re-run wrote the true bytes back (they authenticate); the damaged ones are kept apart
     assert store.get_blob(blob) != quarantined.read_bytes()
+
+
+@pytest.mark.posix
+@pytest.mark.timeout(90)  # a blocking open of the FIFO would hold the start until then
+async def test_a_fifo_planted_as_a_blob_is_refused_without_blocking(nb: Nb) -> None:
+    engine, store = nb.engine, layer(nb.engine).store
+    blob = _blob(engine, nb)
+    path = store.blob_path(blob)
+    await nb.close()
+    path.unlink()
+    os.mkfifo(path, 0o600)  # no writer ever opens it
+    await nb.start()
+    report = layer(engine).state(engine.kernels[nb.kernel_id]).last_restore
+    assert report is not None
+    assert report.not_restorable["arr"].startswith("big: tampered: "), report.not_restorable
+    assert "is not a regular file" in report.not_restorable["arr"]
+    assert stat.S_ISFIFO((store.root / "quarantine" / blob).lstat().st_mode)
+    assert cell_runs(nb) == ["arr", "use"]
+    assert await nb.values("total") == [EXPECTED]
+    await flush(nb)
+    assert stat.S_ISREG(path.lstat().st_mode)  # the re-run wrote the true blob back
 
 
 async def test_rollback_to_a_damaged_checkpoint_changes_nothing(nb: Nb) -> None:

@@ -109,3 +109,17 @@ def test_a_value_changed_after_its_snapshot_is_saved_as_it_was(store: Checkpoint
     ns.clear()
     assert json.loads(mod.loader.restore([["arr", blob]], 10))["results"] == {"arr": "ok"}
     assert (ns["arr"] == np.arange(100_000, dtype="float64")).all()
+
+
+@pytest.mark.posix
+def test_a_fifo_in_place_of_a_blob_is_refused_without_blocking(store: CheckpointStore) -> None:
+    ns: dict = {"rows": list(range(1000))}
+    mod = _inkernel_module(store, ns)
+    blob = _saved(store, mod, ns, "rows")
+    path = store.blob_path(blob)
+    path.unlink()
+    os.mkfifo(path, 0o600)  # opened for reading, it would wait for a writer forever
+    ns.clear()
+    out = json.loads(mod.loader.restore([["rows", blob]], 30.0))["results"]
+    assert out["rows"].startswith("tampered: ") and "is not a regular file" in out["rows"]
+    assert "rows" not in ns

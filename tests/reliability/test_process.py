@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from ipykeep.client.connection import find_daemon
@@ -96,3 +97,52 @@ def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cl
         stop_daemon(root)
         if find_daemon(root) is not None:
             os.kill(find_daemon(root).pid, signal.SIGKILL)  # type: ignore[union-attr]
+
+
+def _runtime_dir(kpid: int) -> Path:
+    """The kernel's private runtime directory: where its connection file (``-f``) lives."""
+    argv = psutil.Process(kpid).cmdline()
+    return Path(argv[argv.index("-f") + 1]).parent
+
+
+def test_a_sigkilled_daemons_kernel_runtime_dir_is_removed_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    client = start_project(root, ["x = 1"])
+    try:
+        kpid = kernel_pid(client)
+        runtime = _runtime_dir(kpid)
+        assert (runtime / "kernel.json").is_file()
+        os.kill(client.descriptor.pid, signal.SIGKILL)
+        assert wait_until(lambda: not pid_alive(kpid), 5)
+        assert runtime.is_dir()  # nothing was left to remove it
+        # another project's daemon, alive, keeps its kernel's directory
+        other = start_project(tmp_path / "q", ["y = 1"])
+        live = _runtime_dir(kernel_pid(other))
+        assert not runtime.exists()
+        assert (live / "kernel.json").is_file()
+        assert run_cli("start", "nb.ipynb", cwd=root, env=STATIC).returncode == 0
+        assert (live / "kernel.json").is_file()
+    finally:
+        stop_daemon(root)
+        stop_daemon(tmp_path / "q")
+
+
+def test_what_a_sigkilled_kernel_started_goes_when_its_death_is_noticed(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    client = start_project(root, ["x = 1"])
+    try:
+        kpid = kernel_pid(client)
+        rec = client.call(
+            "execute",
+            code="import subprocess\nchild = subprocess.Popen(['sleep', '600'])\nprint(child.pid)",
+        )
+        child = int(rec["output"]["text"])
+        assert pid_alive(child)
+        os.kill(kpid, signal.SIGKILL)
+        assert wait_until(lambda: client.call("list_kernels")[0]["state"] == "dead", 10)
+        assert wait_until(lambda: not pid_alive(child), 2), "the cell's child outlived its kernel"
+        assert pid_alive(client.descriptor.pid)  # the daemon lives on, and reports the death
+    finally:
+        stop_daemon(root)

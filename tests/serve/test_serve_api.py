@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 import uuid
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import nbformat
 import pytest
@@ -19,8 +20,9 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
 
 
 def http(
-    served: Served, method: str, path: str, *, token: bool = True, body: Any = None
+    served: Served, method: str, path: str, *, token: bool | str = True, body: Any = None
 ) -> tuple[int, Any]:
+    """A request with the server's token (``token=True``), none, or the given one."""
     data = (
         json.dumps(body).encode()
         if body is not None
@@ -28,7 +30,7 @@ def http(
     )
     req = urllib.request.Request(served.base + path, data=data, method=method)
     if token:
-        req.add_header("Authorization", f"token {served.token}")
+        req.add_header("Authorization", f"token {served.token if token is True else token}")
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             raw = resp.read()
@@ -262,3 +264,51 @@ def test_stop_returns_once_the_jupyter_server_is_down(served: Served) -> None:
     assert res.returncode == 0, res.stderr
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", settings["port"]), timeout=2).close()
+
+
+def test_a_publish_url_can_read_the_published_view_and_nothing_else(served: Served) -> None:
+    published = served.rpc("publish")
+    url = urlsplit(published["url"])
+    view = parse_qs(url.query)["token"][0]
+    assert view != served.token
+    path = published["path"]
+    with urllib.request.urlopen(published["url"], timeout=30) as resp:  # the page
+        assert resp.status == 200
+    status, model = http(served, "GET", "/api/contents/" + path, token=view)
+    assert status == 200 and model["content"]["cells"]
+    req = urllib.request.Request(f"{served.base}/files/{path}")
+    req.add_header("Authorization", f"token {view}")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert json.loads(resp.read())["cells"]
+    before = (served.root / path).read_bytes()
+    notebook = served.notebook.read_bytes()
+    kid = kernel_id(served)
+    refused = [
+        ("PUT", "/api/contents/" + path, {"type": "notebook", "content": model["content"]}),
+        ("PUT", "/api/contents/analysis.ipynb", {"type": "file", "format": "text", "content": ""}),
+        ("POST", "/api/contents/.ipykeep/publish", {"type": "file"}),
+        ("DELETE", "/api/contents/" + path, None),
+        ("GET", "/api/contents/analysis.ipynb", None),
+        ("GET", "/api/contents/", None),
+        ("GET", "/api/contents/.ipykeep/publish/../run/daemon.json", None),
+        ("GET", "/files/analysis.ipynb", None),
+        ("GET", "/api/kernels", None),
+        ("POST", "/api/kernels", {"name": "python3"}),
+        ("POST", f"/api/kernels/{kid}/interrupt", None),
+        ("GET", "/api/sessions", None),
+        ("POST", "/api/sessions", {"path": path, "type": "notebook", "kernel": {"id": kid}}),
+        ("POST", "/ipykeep/sync", None),
+    ]
+    for method, api, body in refused:
+        status, _ = http(served, method, api, token=view, body=body)
+        assert status == 403, (method, api, status)
+    with pytest.raises(websocket.WebSocketBadStatusException) as info:
+        websocket.create_connection(
+            f"ws://127.0.0.1:{served.port}/api/kernels/{kid}/channels?token={view}", timeout=10
+        )
+    assert info.value.status_code == 403
+    assert (served.root / path).read_bytes() == before
+    assert served.notebook.read_bytes() == notebook
+    # the server's token keeps every right
+    assert http(served, "GET", "/api/contents/analysis.ipynb")[0] == 200
+    assert http(served, "GET", "/api/sessions")[0] == 200

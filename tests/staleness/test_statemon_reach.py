@@ -262,3 +262,26 @@ def test_an_array_over_memory_its_owner_changes(shell: Shell) -> None:
     out = shell.run("buf[:] = b'\\x01' * len(buf)")
     assert out["scan"] == "reached"
     assert "arr" in out["mutated"]
+
+
+def test_a_cell_looks_at_what_it_bound_not_at_every_settled_name(shell: Shell) -> None:
+    # 2,000 settled names (scalars, short strings, a module, a class) beside a mutable one
+    shell.run(
+        "\n".join(f"x{i} = {i} * 1.5" for i in range(2000))
+        + "\nlabel = 'a'\nimport math\nclass K: pass\nitems = [1]"
+    )
+    out = shell.run("y = 1")
+    assert out["bound"] == ["y"] and out["mutated"] == [] and out["deleted"] == []
+    assert out["looked"] < 20, out["looked"]  # not the 2,000 names
+    out = shell.run("x5 = x5 + 1.0")  # a new float, maybe at the freed one's address
+    assert out["bound"] == ["x5"]
+    out = shell.run("items.append(2)")  # a mutable value is looked at every time
+    assert out["mutated"] == ["items"] and out["bound"] == []
+    out = shell.run("x6 = x6\nlabel = 'a' + ''")  # the same objects: nothing changed
+    assert out["bound"] == [] and out["mutated"] == []
+    out = shell.run("import os as math\nK = int")
+    assert out["bound"] == ["K", "math"]
+    out = shell.run("del x7")
+    assert out["deleted"] == ["x7"] and out["bound"] == []
+    out = shell.run("z = 2")
+    assert out["bound"] == ["z"] and out["looked"] < 20

@@ -20,6 +20,7 @@ import json
 import mmap
 import os
 import re
+import stat
 import sys
 import threading
 import time
@@ -80,8 +81,14 @@ def _open(blob_id):
     if not _BLOB_ID.match(blob_id):
         return None, f"tampered: {blob_id!r} is not a blob id"
     try:
-        with open(_snap._blob_path(blob_id), "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
+        # O_NONBLOCK: opening a FIFO planted in the store returns at once instead of waiting
+        # for a writer that never comes (a regular file ignores the flag)
+        fd = os.open(_snap._blob_path(blob_id), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None, f"tampered: {blob_id[:12]} is not a regular file; it was not read"
+            size = st.st_size
             # ACCESS_COPY keeps the arrays built over it writable without ever writing to the
             # file (blobs are replaced by rename, never rewritten in place)
             data = mmap.mmap(fh.fileno(), size, access=mmap.ACCESS_COPY) if size else b""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -29,16 +30,65 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
-from ipykeep.platform.files import make_private, user_temp_dir
-from ipykeep.platform.processes import ProcessTree
+from ipykeep.platform.files import make_private, open_private, user_temp_dir
+from ipykeep.platform.processes import ProcessTree, pid_alive, process_start
 from ipykeep.platform.transport import kernel_transport
 
 SPEC_NAME = "ipykeep"
 
 
+#: the file in each kernel runtime directory naming the daemon that made it
+OWNER_FILE = "owner.json"
+
+
+def _runtime_base() -> Path:
+    return user_temp_dir("ipykeep")
+
+
 def short_runtime_dir() -> Path:
-    """A private directory with a short path: ipc sockets are limited to ~107 characters."""
-    return Path(tempfile.mkdtemp(prefix="k", dir=user_temp_dir("ipykeep")))
+    """A private directory with a short path: ipc sockets are limited to ~107 characters.
+
+    It names its owner (this process's pid and start time), so a daemon starting after one
+    that was SIGKILLed can tell the dead one's directories from those of live daemons.
+    """
+    path = Path(tempfile.mkdtemp(prefix="k", dir=_runtime_base()))
+    owner = {"pid": os.getpid(), "started": process_start(os.getpid())}
+    fd = open_private(path / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(owner, fh)
+    return path
+
+
+def collect_stale_runtime_dirs() -> list[Path]:
+    """Remove the runtime directories whose owning daemon is gone; returns those removed.
+
+    A directory is removed only when its owner file names a process that no longer exists (or
+    whose pid now belongs to a process started at another time): one without a readable owner
+    file may be one a live daemon is making this instant, and is left alone.
+    """
+    removed: list[Path] = []
+    base = _runtime_base()
+    with contextlib.suppress(OSError):
+        for path in base.glob("k*"):
+            try:
+                owner = json.loads((path / OWNER_FILE).read_text())
+                pid, started = int(owner["pid"]), owner.get("started")
+            except (OSError, ValueError, TypeError, KeyError):
+                continue
+            if _owner_alive(pid, started):
+                continue
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _owner_alive(pid: int, started: object) -> bool:
+    if not pid_alive(pid):
+        return False
+    now = process_start(pid)
+    # where start times are unknown a live pid is taken as the owner: a stale directory is
+    # then kept, never a live one removed
+    return started is None or now is None or now == started
 
 
 class SingleSpecManager(KernelSpecManager):
@@ -98,6 +148,7 @@ class LocalProvider:
         self.runtime_dir: Path | None = None
         self.lost_reason: str | None = None
         self.tree: ProcessTree | None = None
+        self._group_killed = False
 
     @property
     def pid(self) -> int | None:
@@ -110,6 +161,7 @@ class LocalProvider:
 
     async def start(self, timeout: float) -> KernelChannels:
         spec = self.spec
+        self._group_killed = False
         self.runtime_dir = short_runtime_dir()
         transport = kernel_transport(self.runtime_dir)
         km = AsyncKernelManager(
@@ -149,7 +201,16 @@ class LocalProvider:
         return kc
 
     async def is_alive(self) -> bool:
-        return self.km is not None and bool(await self.km.is_alive())
+        if self.km is None:
+            return False
+        alive = bool(await self.km.is_alive())
+        if not alive and not self._group_killed:
+            # A kernel that died (SIGKILL, os._exit) leaves what its cells started running in
+            # its process group; they go with it. Once only: the group's id may be reused
+            # after its last member is gone.
+            self._group_killed = True
+            self._killpg()
+        return alive
 
     async def interrupt(self) -> None:
         if self.km is not None:

@@ -41,6 +41,8 @@ import sys
 import time
 import types
 import weakref
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -425,6 +427,7 @@ def _random_type():
 
 
 RNG_NAMES = ("<numpy.random>", "<random>")
+_MISSING = object()
 
 
 def _global_rngs():
@@ -453,19 +456,50 @@ def _global_rngs():
     return out
 
 
-def _snapshot(ns, touched=None):
+def _fixed(obj):
+    """Whether ``obj``'s entry is settled by its identity alone: an immutable scalar or short
+    string (the same object, the same value) or a module or class (fingerprinted by identity).
+    While a name holds the same such object, its entry is carried over without a look."""
+    t = type(obj)
+    if t in _LEAF_TYPES:
+        return not (t in (str, bytes) and len(obj) > 64)  # a long one is not held (memory)
+    # exactly a module (a subclass is fingerprinted by its attributes), or any class
+    return t is types.ModuleType or isinstance(obj, type)
+
+
+def _to_look(ns, prev):
+    """The names whose entries must be computed again, or None (all of them): new names,
+    names no longer holding their ``_fixed`` object, and every other name (its content may have
+    changed). Done with C-level set and map operations, so a namespace of settled values costs
+    a cell little more than what it bound. None after a deletion (rare; the full pass finds it).
+    """
+    fixed = _state.get("fixed")
+    if fixed is None or prev is None:
+        return None
+    hidden = set(_state.get("hidden", ()))  # pseudo-names (generators, settings)
+    added_or_gone = ns.keys() ^ prev.keys()  # one pass over both; few names in it
+    if any(name not in ns and name not in hidden for name in added_or_gone):
+        return None
+    skipped = _state["skipped"]
+    new = {name for name in added_or_gone if name in ns and name not in skipped}
+    held = list(fixed)
+    gone = list(compress(held, map(is_not, map(ns.get, held), fixed.values())))
+    for name in gone:
+        del fixed[name]
+    return (prev.keys() - fixed.keys() - hidden) | new
+
+
+def _snapshot(ns, touched=None, prev=None):
+    """Entries per name, and the names looked at (None: all)."""
     cache = _state["cache"]
     for key in [k for k, entry in cache.items() if entry[0]() is None]:
         del cache[key]
     fp = _Fp(touched, cache, ns)
     _state["last"] = fp
-    out: dict[str, Any] = {}
     hidden = _global_rngs()
     settings = sys.modules.get(SETTINGS_MODULE)
     if settings is not None:
         hidden.update(settings.snapshot())
-    for name, state in hidden.items():
-        out[name] = (0, state, True, False, state)
     # IPython adds history names (``_i12``, ``_12``) with every cell, so the namespace grows with
     # the session; the verdict per name is remembered (a regex per name per cell cost ~1 ms
     # per 1,000 names).
@@ -474,7 +508,22 @@ def _snapshot(ns, touched=None):
     if len(skipped) + len(kept) > 200_000:
         skipped.clear()
         kept.clear()
-    for name in list(ns):
+        _state["fixed"] = None
+    looked = _to_look(ns, prev)
+    if looked is None:
+        out: dict[str, Any] = {}
+        fixed = _state["fixed"] = {}
+        names = list(ns)
+    else:
+        out = dict(prev)
+        fixed = _state["fixed"]
+        names = list(looked)
+        for name in _state.get("hidden", ()):  # the hidden state is taken again below
+            out.pop(name, None)
+    for name, state in hidden.items():
+        out[name] = (0, state, True, False, state)
+    _state["hidden"] = list(hidden)
+    for name in names:
         if name in skipped:
             continue
         if name not in kept:
@@ -482,13 +531,18 @@ def _snapshot(ns, touched=None):
                 skipped.add(name)
                 continue
             kept.add(name)
-        obj = ns.get(name)
+        obj = ns.get(name, _MISSING)
+        if obj is _MISSING:  # deleted while looked at (a thread): the next full pass sees it
+            out.pop(name, None)
+            continue
         f, exact, opaque = fp.of(obj, MAX_DEPTH)
         if isinstance(f, tuple) and f and f[0] == "fn":
             out[name] = (id(obj), ("fn", id(obj)), exact, opaque, f)
         else:
             out[name] = (id(obj), f, exact, opaque, f)
-    return out
+        if _fixed(obj):
+            fixed[name] = obj
+    return out, None if looked is None else [*hidden, *looked]
 
 
 def _is_identifier(name):
@@ -531,7 +585,8 @@ def install(ns=None):
             reach.install(ip, ns)
     _state["ns"] = ns
     _state["cache"].clear()
-    _state["prev"] = _snapshot(ns)
+    _state["fixed"] = None
+    _state["prev"] = _snapshot(ns)[0]
     return json.dumps({"protocol": PROTOCOL_VERSION, "names": len(_state["prev"])})
 
 
@@ -546,7 +601,7 @@ def collect():
         reach = sys.modules.get(REACH_MODULE)
         uses = reach.mentions() if reach is not None else None
         touched = reach.reached(ns) if reach is not None else None
-        cur = _snapshot(ns, touched)
+        cur, looked = _snapshot(ns, touched, _state["prev"])
         if reach is not None:
             # walking what code reaches pays off only when re-hashing the big values costs more
             reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
@@ -555,7 +610,13 @@ def collect():
     bound, mutated, opaque, filled = [], [], [], []
     fills = _Fills(uses, ns)
     settings = sys.modules.get(SETTINGS_MODULE)
-    for name, (oid, fp, exact, opq, eq) in cur.items():
+    # names not looked at hold the same settled object as before: nothing to report of them
+    looked_at = cur if looked is None else looked
+    for name in looked_at:
+        entry = cur.get(name)
+        if entry is None:
+            continue
+        oid, fp, exact, opq, eq = entry
         before = prev.get(name)
         if opq:
             opaque.append(name)
@@ -575,7 +636,7 @@ def collect():
                     mutated.append(name)
         elif not (exact and before[2] and before[4] == eq):
             bound.append(name)
-    deleted = [n for n in prev if n not in cur and _is_identifier(n)]
+    deleted = [n for n in prev.keys() - cur.keys() if _is_identifier(n)]
     read = []
     if settings is not None and uses is not None:
         try:
@@ -596,11 +657,13 @@ def collect():
             "read": read,
             "filled": sorted(filled)[:MAX_REPORT],
             # hidden state (generators, settings), so equal states are recognised as one value
-            "states": {n: cur[n][1] for n in cur if not _is_identifier(n)},
+            "states": {n: cur[n][1] for n in looked_at if n in cur and not _is_identifier(n)},
             "ms": round((time.perf_counter() - start) * 1000, 3),
             # big values re-hashed / reused from the cache (``reach``); scan: everything looked at
             "hashed": _state["last"].hashed,
             "reused": _state["last"].hits,
             "scan": "full" if touched is None else "reached",
+            # names whose entries were computed (the rest hold the same settled value)
+            "looked": len(cur) if looked is None else len(looked),
         }
     )
