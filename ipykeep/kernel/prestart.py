@@ -22,12 +22,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 from ipykeep.kernel.providers.base import DataflowMode, LaunchSpec, ProviderKind
 from ipykeep.kernel.providers.local import LocalProvider
+from ipykeep.platform.processes import available_memory_mb, pid_alive
 
 log = logging.getLogger("ipykeep.kernel")
 
@@ -40,27 +40,9 @@ MIN_FREE_MB = 512
 START_TIMEOUT = 60.0
 
 
-def available_mb() -> float | None:
-    """MemAvailable from /proc/meminfo, or None where it cannot be read (not Linux)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def _alive(provider: LocalProvider) -> bool:
     pid = provider.pid
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    return pid is not None and pid > 0 and pid_alive(pid)
 
 
 class KernelPool:
@@ -117,7 +99,7 @@ class KernelPool:
         for old in [k for k in self._starting if k not in wanted]:
             self._starting.pop(old).cancel()
         if key not in self._spares and key not in self._starting:
-            free = available_mb()
+            free = available_memory_mb()
             if free is not None and free < MIN_FREE_MB:
                 log.info("no spare kernel: %.0f MB available, %d MB needed", free, MIN_FREE_MB)
                 return

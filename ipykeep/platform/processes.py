@@ -202,3 +202,18 @@ def process_start(pid: int) -> int | None:
             return int(fh.read().rsplit(b")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def available_memory_mb() -> float | None:
+    """MemAvailable from ``/proc/meminfo`` on Linux; None where unknown (then no memory bound
+    is applied by its callers)."""
+    if not system.IS_LINUX:
+        return None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
