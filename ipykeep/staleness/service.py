@@ -31,6 +31,8 @@ from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.kernel.inkernel import DATAHASH, FILETRACK, IPYFLOW, REACH, STATEMON
+from ipykeep.engine.document import current_notebook
+from ipykeep.engine.document import reads as document_reads
 from ipykeep.project.notebook import Cell, NotebookSnapshot, content_hash, read_notebook
 from ipykeep.staleness import (
     FileStamp,
@@ -335,7 +337,7 @@ class StalenessService(SessionObserver):
                 f"kernel {session.kernel_id} has no notebook",
                 hint="run_stale works on a notebook's kernel",
             )
-        snap = read_notebook(session.notebook)
+        snap = await current_notebook(session)
         stat = await self._fresh_stat(session, snap)
         plan = self.tracker(session).plan(notebook_cells(snap), stat)
         plan_json = plan.to_json()
@@ -405,8 +407,8 @@ class StalenessService(SessionObserver):
             notices=session.take_notices(),
             cost=cost,
             fresh_run=True if fresh else None,
-            # Served, a browser holds its own copy: say that the plan is of the saved file.
-            reads="saved_file" if session.hosting.served_url else None,
+            # Served, say which copy the plan is of: the shared document or the saved file.
+            reads=document_reads(session),
         )
 
     async def _forget_changed_modules(self, session: KernelSession, plan: Plan) -> None:
