@@ -28,8 +28,8 @@ from ipykeep.api.editing import EditCellResult, StaleEntry
 from ipykeep.api.errors import UsageError
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine import writeback
-from ipykeep.engine.session import KernelSession
 from ipykeep.engine.document import current_notebook
+from ipykeep.engine.session import KernelSession
 from ipykeep.project.cell_edits import (
     CellEdit,
     CellType,

@@ -127,8 +127,12 @@ def write_outputs(ynb: Any, updates: dict[str, Any]) -> dict[str, list[str]]:
             if cell_version(_source(ycell)) != cell_version(out["source"]):
                 skipped.append(cell_id)
                 continue
-            outputs = Array()
-            ycell["outputs"] = outputs
+            # The browsers observe the cell's own outputs array: it is emptied and refilled,
+            # never replaced by a new one.
+            outputs = ycell.get("outputs")
+            if not isinstance(outputs, Array):
+                outputs = ycell["outputs"] = Array()
+            outputs.clear()
             for o in out["outputs"]:
                 o = dict(o)
                 if o.get("output_type") == "stream":

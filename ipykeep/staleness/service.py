@@ -27,12 +27,12 @@ from ipykeep.api.errors import IpykeepError, UsageError
 from ipykeep.api.records import BatchResult, RunStaleResult
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.api.staleness import PlanProgress, WatchResult
+from ipykeep.engine.document import current_notebook
+from ipykeep.engine.document import reads as document_reads
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.kernel.inkernel import DATAHASH, FILETRACK, IPYFLOW, REACH, STATEMON
-from ipykeep.engine.document import current_notebook
-from ipykeep.engine.document import reads as document_reads
 from ipykeep.project.notebook import Cell, NotebookSnapshot, content_hash, read_notebook
 from ipykeep.staleness import (
     FileStamp,
