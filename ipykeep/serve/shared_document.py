@@ -14,8 +14,8 @@ Each change is applied in one Y transaction on the server's event loop, so no br
 lands between the version check and the edit, then saved at once (the room's own save).
 """
 
-# jupyter_server and jupyter_server_ydoc leave much of their API unannotated.
-# mypy: untyped-calls-exclude=jupyter_server,jupyter_server_ydoc,jupyter_ydoc
+# jupyter_server leaves much of its API unannotated.
+# mypy: untyped-calls-exclude=jupyter_server
 
 from __future__ import annotations
 
