@@ -51,7 +51,8 @@ class EditCellResult(Record):
     #: the cell's version and index now (None after a delete)
     version: str | None = None
     index: int | None = None
-    #: ``file``: the .ipynb was rewritten atomically (no shared document is open)
+    #: ``file``: the .ipynb was rewritten atomically (no shared document is open); ``shared``:
+    #: the edit went into the served notebook's shared document, which the server saves
     document: Literal["file", "shared"] = "file"
     #: cells the edit made stale (the plan's delta), and those it took out of the plan
     now_stale: list[StaleEntry] = Field(default_factory=list)

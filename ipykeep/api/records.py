@@ -192,6 +192,7 @@ class RunStaleResult(Record):
     cost: dict[str, Any] | None = None
     #: True when ``fresh`` restarted the kernel and ran every code cell instead of the plan
     fresh_run: bool | None = None
-    #: ``saved_file`` while the notebook is served: the plan is of the file as last saved, so
-    #: edits a person has not saved in the browser are not in it
-    reads: Literal["saved_file"] | None = None
+    #: while the notebook is served, which copy the plan is of: ``live_document`` (the
+    #: server's shared document, unsaved typing included) or ``saved_file`` (the file as last
+    #: saved: edits a person has not saved in the browser are not in it)
+    reads: Literal["live_document", "saved_file"] | None = None

@@ -197,6 +197,8 @@ def render_plan(result: dict[str, Any]) -> str:
         lines.append(
             "plan of the notebook as last saved: unsaved edits in the browser are not in it"
         )
+    elif result.get("reads") == "live_document":
+        lines.append("plan of the shared document: unsaved edits in the browser are in it")
     for notice in result.get("notices") or []:
         lines.append(f"notice: {notice}")
     return "\n".join(lines)

@@ -1,5 +1,9 @@
 """The daemon's ``edit_cell``: a versioned cell edit of a kernel's notebook, and its plan delta.
 
+Served as a shared document (``session.hosting.document``, jupyter-collaboration), the edit is
+checked and applied in that live document inside the Jupyter server, where the person's typing
+is, and the server saves it; the plans before and after read it too.
+
 Without a shared document the notebook file is the document: the edit is applied to it by
 ``project.cell_edits.edit_notebook_file`` (re-read, version checked against that read, atomic
 replace only over the bytes it read). Queued outputs are written first, so the edit never races
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ipykeep.api import editing as editing_api
@@ -24,9 +28,16 @@ from ipykeep.api.editing import EditCellResult, StaleEntry
 from ipykeep.api.errors import UsageError
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine import writeback
+from ipykeep.engine.document import current_notebook
 from ipykeep.engine.session import KernelSession
-from ipykeep.project.cell_edits import CellEdit, CellType, EditAction, edit_notebook_file
-from ipykeep.project.notebook import NotebookSnapshot, read_notebook
+from ipykeep.project.cell_edits import (
+    CellEdit,
+    CellType,
+    EditAction,
+    EditOutcome,
+    edit_notebook_file,
+)
+from ipykeep.project.notebook import NotebookSnapshot
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -79,13 +90,18 @@ class EditService:
                 f"kernel {session.kernel_id} has no notebook",
                 hint="edit_cell edits the notebook a kernel is bound to",
             )
+        shared = session.hosting.document
         async with session.features.of(EditState).lock:
             await writeback.flush(session)
-            before_plan = self.stale_reasons(session, read_notebook(path))
-            outcome = await asyncio.to_thread(edit_notebook_file, path, edit)
+            before_plan = self.stale_reasons(session, await current_notebook(session))
+            if shared is not None:
+                done = await shared.edit(asdict(edit))
+                outcome = EditOutcome(done["cell_id"], done.get("version"), done.get("index"))
+            else:
+                outcome = await asyncio.to_thread(edit_notebook_file, path, edit)
             if outcome.content_hash:
                 session.own_writes.add(outcome.content_hash)
-            after_plan = self.stale_reasons(session, read_notebook(path))
+            after_plan = self.stale_reasons(session, await current_notebook(session))
         notices = session.take_notices() or []
         if outcome.repairs:
             notices.append(f"{path.name} repaired on write: " + "; ".join(outcome.repairs))
@@ -96,7 +112,7 @@ class EditService:
             cell_id=outcome.cell_id,
             version=outcome.version,
             index=outcome.index,
-            document="file",
+            document="file" if shared is None else "shared",
             now_stale=[
                 StaleEntry(cell_id=c, reasons=[_reason(r) for r in after_plan[c]])
                 for c in added[:MAX_LISTED]

@@ -52,6 +52,7 @@ from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine import batch, scratch, writeback
 from ipykeep.engine.archive import KernelArchive
 from ipykeep.engine.counters import IdCounters
+from ipykeep.engine.document import current_notebook
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.resolve import kernel_process, notebook_path, resolve_cwd
 from ipykeep.engine.session import KernelSession
@@ -444,7 +445,7 @@ class Engine:
             )
         if not cells:
             raise UsageError("no cells given", hint="name cells by id or 0-based index")
-        snap = read_notebook(session.notebook)
+        snap = await current_notebook(session)  # served as a shared document: its live cells
         chosen = [snap.resolve(ref) for ref in cells]
         for cell in chosen:
             if cell.cell_type != "code":
@@ -649,7 +650,7 @@ class Engine:
         session = self.session(kernel_id, notebook)
         cells: list[CellState] = []
         if session.notebook is not None:
-            cells = self.cell_states(session, read_notebook(session.notebook))
+            cells = self.cell_states(session, await current_notebook(session))
         recent = [
             self.record(session, ex)
             for ex in list(session.executions.values())

@@ -13,7 +13,7 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from ipykeep.api.records import EnvironmentInfo, WarmProgress
 from ipykeep.engine.archive import KernelArchive
@@ -72,13 +72,33 @@ class Scheduler:
         return task
 
 
+class LiveDocument(Protocol):
+    """The served notebook as the Jupyter server's shared document (``serve/document.py``):
+    what the browsers and ipykeep both edit, saved to the file by the server."""
+
+    async def read_cells(self) -> list[dict[str, Any]]:
+        """The live cells: ``id``, ``cell_type``, ``source``, ``tags`` (unsaved typing in)."""
+        ...
+
+    async def edit(self, edit: dict[str, Any]) -> dict[str, Any]:
+        """Apply one versioned cell edit (``project/cell_edits.py: CellEdit`` fields)."""
+        ...
+
+    async def write_outputs(self, updates: dict[str, Any]) -> dict[str, list[str]]:
+        """Outputs by cell id (``CellOutputs``): ``updated`` and ``skipped_edited`` cell ids."""
+        ...
+
+
 @dataclass
 class HostingState:
     """Whether a Jupyter server shows this kernel (the serving service sets it): idle expiry
-    spares a hosted kernel, and the kernel's record carries its URL."""
+    spares a hosted kernel, and the kernel's record carries its URL. ``document`` is set while
+    the served notebook is a shared document of the server: ipykeep's edits and outputs go
+    there instead of the file."""
 
     served_url: str | None = None
     published: bool = False
+    document: LiveDocument | None = None
 
     @property
     def active(self) -> bool:

@@ -21,6 +21,9 @@ machine that loses power) between a batch and its write loses at most that batch
 (``write_delay_ms``); they stay in the result and in the kernel's archival record. A write that
 fails after the reply (read-only file, full disk, a file saved continuously by another program)
 is reported as a notice on the next result.
+
+While the notebook is served as a shared document (``session.hosting.document``), the same
+queue goes into that document instead of the file; the Jupyter server saves it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import logging
 
 from ipykeep.api.errors import IpykeepError
 from ipykeep.api.records import WriteResult
-from ipykeep.engine.session import KernelSession
+from ipykeep.engine.session import KernelSession, LiveDocument
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.notebook import CellOutputs, WriteReport, write_outputs
 
@@ -85,6 +88,8 @@ async def flush(session: KernelSession) -> WriteResult | None:
         updates, state.pending = state.pending, {}
         if not updates or session.notebook is None:
             return None
+        if session.hosting.document is not None:
+            return await _into_document(session, session.hosting.document, updates)
         work = asyncio.ensure_future(asyncio.to_thread(write_outputs, session.notebook, updates))
         try:
             rep = await asyncio.shield(work)
@@ -104,6 +109,26 @@ async def flush(session: KernelSession) -> WriteResult | None:
             skipped_edited=rep.skipped_edited,
             repairs=rep.repairs,
         )
+
+
+async def _into_document(
+    session: KernelSession, document: LiveDocument, updates: dict[str, CellOutputs]
+) -> WriteResult:
+    """Served as a shared document: the outputs go into it (the browsers show them at once and
+    the server saves them), under the same rule as on disk: a cell edited while it ran keeps
+    its new source and gets no output."""
+    try:
+        rep = await document.write_outputs(updates)
+    except IpykeepError as exc:
+        session.notices.append(f"outputs not written: {exc.message}")
+        return WriteResult(written=False, error=exc.message)
+    skipped = rep.get("skipped_edited", [])
+    if skipped:
+        session.notices.append(
+            "cells edited in the shared document while they ran kept their new source and got "
+            "no output: " + ", ".join(skipped)
+        )
+    return WriteResult(written=True, updated=rep.get("updated", []), skipped_edited=skipped)
 
 
 def _account(session: KernelSession, rep: WriteReport) -> None:

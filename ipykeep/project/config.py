@@ -77,6 +77,10 @@ class Config:
     server_command: Literal["lab", "notebook"] = "lab"
     #: Port for the Jupyter server; 0 picks a free one.
     serve_port: int = 0
+    #: True (and jupyter-collaboration installed: the ``collab`` extra): the served notebook is
+    #: the server's shared document; ipykeep's edits and outputs go into it and plans read it.
+    #: False: the file is the document, and the server runs without real-time collaboration.
+    serve_collaboration: bool = False
     #: Where kernels run: "local", "gateway" (a Jupyter Server / Kernel or Enterprise Gateway
     #: at gateway_url) or "ssh" (ssh_url). A cwd of "ssh://user@host/path" always means ssh.
     kernel_provider: Literal["local", "gateway", "ssh"] = "local"

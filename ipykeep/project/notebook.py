@@ -349,6 +349,26 @@ def _tags(cell: Any) -> tuple[str, ...]:
     return tuple(str(t) for t in tags) if isinstance(tags, (list, tuple)) else ()
 
 
+def snapshot_of_cells(path: Path | str, cells: list[dict[str, Any]]) -> NotebookSnapshot:
+    """A snapshot of cells held elsewhere (a shared document's live cells: ``id``,
+    ``cell_type``, ``source``, ``tags``); its hash is of those cells, not of a file."""
+    digest = content_hash(json.dumps(cells, sort_keys=True).encode("utf-8"))
+    return NotebookSnapshot(
+        path=Path(path).resolve(),
+        cells=tuple(
+            Cell(
+                cell_id=str(c["id"]),
+                index=i,
+                cell_type=str(c.get("cell_type", "code")),
+                source=str(c.get("source", "")),
+                tags=tuple(str(t) for t in c.get("tags", ())),
+            )
+            for i, c in enumerate(cells)
+        ),
+        content_hash=digest,
+    )
+
+
 def read_notebook_node(path: Path | str) -> Any:
     """The notebook as an nbformat v4 node, ids repaired in memory (no validation, no snapshot)."""
     path = Path(path)

@@ -40,9 +40,13 @@ def free_port() -> int:
 class JupyterServer:
     """A running hosting server (or one about to be started)."""
 
-    def __init__(self, paths: ProjectPaths, *, command: str, port: int) -> None:
+    def __init__(
+        self, paths: ProjectPaths, *, command: str, port: int, collaboration: bool = False
+    ) -> None:
         self.paths = paths
         self.command = command
+        #: the served notebooks are shared documents (jupyter-collaboration)
+        self.collaboration = collaboration
         self.dir = private_dir(paths.run / "serve")
         self.spec_path = self.dir / "adopt.json"
         self.settings_path = self.dir / "settings.json"
@@ -73,6 +77,7 @@ class JupyterServer:
                 "view_token": self.view_token,
                 "spec_path": str(self.spec_path),
                 "daemon_pid": os.getpid(),
+                "collaboration": self.collaboration,
             },
         )
         env = dict(os.environ)

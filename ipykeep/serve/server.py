@@ -85,6 +85,16 @@ def server_config(settings: dict[str, Any]) -> Config:
     # labextension/ipykeep-serve/static/remoteEntry.js).
     cfg.LabApp.extra_labextensions_path = [str(LABEXTENSIONS)]
     cfg.LabServerApp.extra_labextensions_path = [str(LABEXTENSIONS)]
+    # jupyter-collaboration switches itself on wherever it is installed; ipykeep's server is a
+    # collaborative one only when the daemon chose it (docs/editing-and-console.md).
+    collaboration = bool(settings.get("collaboration"))
+    cfg.YDocExtension.disable_rtc = not collaboration
+    if collaboration:
+        # Its update store and session list would be files at the project root: keep them in
+        # the server's private directory with the rest of its runtime files.
+        private = Path(settings["spec_path"]).parent
+        cfg.SQLiteYStore.db_path = str(private / "ystore.db")
+        cfg.YDocExtension.session_store_path = str(private / "collaboration_sessions.json")
     return cfg
 
 
@@ -169,7 +179,18 @@ async def _reconcile(serverapp: Any, spec_path: Path) -> list[str]:
     return sorted(km.list_kernel_ids())
 
 
-def install(serverapp: Any, spec_path: Path, daemon_pid: int) -> None:
+def document_handlers(base: str, collaboration: bool) -> list[tuple[str, Any]]:
+    """The shared-document endpoints, when the notebook is a collaborative document."""
+    if not collaboration:
+        return []
+    from ipykeep.serve.shared_document import DocumentHandler
+
+    return [(url_path_join(base, r"/ipykeep/document/(read|edit|outputs)"), DocumentHandler)]
+
+
+def install(
+    serverapp: Any, spec_path: Path, daemon_pid: int, *, collaboration: bool = False
+) -> None:
     """Add ipykeep's handlers and watchdog to an initialized server."""
     web_app = serverapp.web_app
     web_app.settings["ipykeep_serverapp"] = serverapp
@@ -181,6 +202,7 @@ def install(serverapp: Any, spec_path: Path, daemon_pid: int) -> None:
         [
             (url_path_join(base, r"/ipykeep/sync"), SyncHandler),
             *marks.handlers(base),
+            *document_handlers(base, collaboration),
             (
                 url_path_join(
                     base, r"/api/kernels/%s/%s" % (_kernel_id_regex, _kernel_action_regex)
@@ -235,7 +257,12 @@ def main(argv: list[str] | None = None) -> None:
             "a Jupyter configuration file overrides ServerApp.kernel_manager_class; "
             "ipykeep cannot serve"
         )
-    install(serverapp, Path(settings["spec_path"]), int(settings["daemon_pid"]))
+    install(
+        serverapp,
+        Path(settings["spec_path"]),
+        int(settings["daemon_pid"]),
+        collaboration=bool(settings.get("collaboration")),
+    )
     serverapp.start()
 
 

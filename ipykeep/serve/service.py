@@ -38,6 +38,7 @@ from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.serve.adoption import AdoptedKernel, AdoptionSpec
+from ipykeep.serve.document import SharedDocument
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -76,6 +77,12 @@ def require_serve_extra(command: str) -> None:
         )
 
 
+def collaboration_available(wanted: bool) -> bool:
+    """Shared documents need jupyter-collaboration in ipykeep's environment (the ``collab``
+    extra); without it, or with ``serve_collaboration = false``, the file is the document."""
+    return wanted and importlib.util.find_spec("jupyter_server_ydoc") is not None
+
+
 class ServeService(SessionObserver):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -103,7 +110,11 @@ class ServeService(SessionObserver):
             except BaseException:
                 self._forget(session.kernel_id, old if old.served or old.published_path else None)
                 raise
-            session.hosting.served_url = self._url(self._notebook_api_path(session))
+            api_path = self._notebook_api_path(session)
+            session.hosting.served_url = self._url(api_path)
+            if self.server.collaboration and api_path is not None:
+                await writeback.flush(session)  # into the file, before the document takes over
+                session.hosting.document = SharedDocument(self.server, api_path)
         return self.engine.kernel_record(session)
 
     async def unserve(
@@ -116,6 +127,7 @@ class ServeService(SessionObserver):
                 await self._apply()
             session.hosting.served_url = None
             session.hosting.published = False
+            session.hosting.document = None
         return self.engine.kernel_record(session)
 
     async def publish(
@@ -171,6 +183,7 @@ class ServeService(SessionObserver):
     async def kernel_closing(self, session: KernelSession) -> None:
         session.hosting.served_url = None
         session.hosting.published = False
+        session.hosting.document = None
         session.features.of(BrowserRuns).by_msg_id.clear()
         async with self._lock:
             if self.hosting.pop(session.kernel_id, None) is not None:
@@ -312,7 +325,10 @@ class ServeService(SessionObserver):
 
             cfg = self.engine.config
             self.server = JupyterServer(
-                self.engine.paths, command=cfg.server_command, port=cfg.serve_port
+                self.engine.paths,
+                command=cfg.server_command,
+                port=cfg.serve_port,
+                collaboration=collaboration_available(cfg.serve_collaboration),
             )
             await self.server.start(spec)
         await self.server.sync(spec)
@@ -327,6 +343,7 @@ class ServeService(SessionObserver):
         for session in self.engine.kernels.values():
             session.hosting.served_url = None
             session.hosting.published = False
+            session.hosting.document = None
 
     def _url(
         self, api_path: str | None, *, base: str | None = None, token: str | None = None

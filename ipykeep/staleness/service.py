@@ -27,6 +27,8 @@ from ipykeep.api.errors import IpykeepError, UsageError
 from ipykeep.api.records import BatchResult, RunStaleResult
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.api.staleness import PlanProgress, WatchResult
+from ipykeep.engine.document import current_notebook
+from ipykeep.engine.document import reads as document_reads
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
@@ -354,7 +356,7 @@ class StalenessService(SessionObserver):
                 f"kernel {session.kernel_id} has no notebook",
                 hint="run_stale works on a notebook's kernel",
             )
-        snap = read_notebook(session.notebook)
+        snap = await current_notebook(session)
         stat = await self._fresh_stat(session, snap)
         plan = self.tracker(session).plan(notebook_cells(snap), stat)
         plan_json = plan.to_json()
@@ -378,8 +380,8 @@ class StalenessService(SessionObserver):
             notices=session.take_notices(),
             cost=cost,
             fresh_run=True if fresh else None,
-            # Served, a browser holds its own copy: say that the plan is of the saved file.
-            reads="saved_file" if session.hosting.served_url else None,
+            # Served, say which copy the plan is of: the shared document or the saved file.
+            reads=document_reads(session),
         )
 
     async def _execute_plan(

@@ -1,0 +1,192 @@
+"""A person in JupyterLab and the agent (official MCP client) on one shared document.
+
+With ``serve_collaboration = true`` and jupyter-collaboration installed, the served notebook is
+the Jupyter server's Y document: the person's typing and the agent's ``edit_cell`` edits and
+outputs meet there, the browser shows them live and the server saves them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+pytest.importorskip("jupyter_server_ydoc")
+
+from tests.mcp_server.harness import McpSession, envelope, shutdown_daemon, stdio_params
+from tests.mcp_server.harness import text_of as _text
+from tests.serve.conftest import ARTIFACTS, run_cli
+from tests.serve.test_serve_browser import CHROMIUM, CHROMIUM_ARGS, _close_dialog
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.browser,
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium"),
+]
+
+NOTEBOOK = "shared.ipynb"
+KERNEL = "k1"  # the served kernel's id, set by the project fixture
+ROUNDS = 20
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    root = tmp_path_factory.mktemp("shared") / "proj"
+    (root / ".git").mkdir(parents=True)
+    (root / "ipykeep.toml").write_text('serve_collaboration = true\ndataflow = "static"\n')
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("a = 0", id="cellA"),
+        nbformat.v4.new_code_cell("b = 0\nprint('b is', b)", id="cellB"),
+    ]
+    nbformat.write(nb, root / NOTEBOOK)
+    try:
+        res = run_cli("start", NOTEBOOK, "--serve", "--json", cwd=root)
+        assert res.returncode == 0, res.stderr
+        rec = json.loads(res.stdout)
+        global KERNEL
+        KERNEL = rec["kernel_id"]
+        yield root, rec["served_url"]
+    finally:
+        shutdown_daemon(root)
+
+
+@pytest.fixture(scope="module")
+def mcp(project: tuple[Path, str]) -> Iterator[McpSession]:
+    session = McpSession(stdio_params(project[0])).start()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+@pytest.fixture(scope="module")
+def page(project: tuple[Path, str]) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            pg = browser.new_page(viewport={"width": 1280, "height": 900})
+            pg.goto(project[1])
+            pg.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=90_000)
+            _close_dialog(pg, [])
+            yield pg
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            pg.screenshot(path=str(ARTIFACTS / "shared-document.png"))
+            browser.close()
+
+
+def _editor(page: Any, index: int) -> Any:
+    return page.locator(".jp-Notebook .jp-CodeCell").nth(index).locator(".cm-content")
+
+
+def _type_at_end(page: Any, index: int, text: str) -> None:
+    _close_dialog(page, [])
+    _editor(page, index).click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type(text)
+
+
+def _saved(root: Path) -> Any:
+    return nbformat.read(str(root / NOTEBOOK), as_version=4)
+
+
+def _wait(check: Any, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _tool(mcp: McpSession, name: str, args: dict[str, Any]) -> Any:
+    return mcp.tool(name, {"kernel_id": KERNEL, **args})
+
+
+def _ok(res: Any) -> dict[str, Any]:
+    assert not res.is_error, _text(res)
+    return dict(json.loads(_text(res)))
+
+
+def _live_version(mcp: McpSession, cell: str) -> str:
+    """The cell's version in the live document (list_cells reads it while it is shared)."""
+    cells = _tool(mcp, "list_cells", {}).structured_content["cells"]
+    return str(next(c["version"] for c in cells if c["cell_id"] == cell))
+
+
+def test_person_and_agent_edit_one_document_for_twenty_rounds(
+    project: tuple[Path, str], mcp: McpSession, page: Any
+) -> None:
+    root = project[0]
+    version = _live_version(mcp, "cellB")
+    for i in range(1, ROUNDS + 1):
+        _type_at_end(page, 0, f"\n# person {i}")
+        src = f"b = {i}\nprint('b is', b)"
+        out = _ok(_tool(mcp, "edit_cell", {"cell": "cellB", "version": version, "source": src}))
+        assert out["document"] == "shared", out
+        version = out["version"]
+        ran = _tool(mcp, "run_cells", {"cells": ["cellB"]})
+        assert not ran.is_error and f"b is {i}" in _text(ran), _text(ran)
+        page.locator(".jp-OutputArea-output", has_text=f"b is {i}").first.wait_for(timeout=30_000)
+        assert f"b = {i}" in _editor(page, 1).inner_text()
+
+    # Every keystroke of the person and every edit and output of the agent reach the file.
+    def complete() -> bool:
+        a, b = _saved(root).cells
+        return (
+            all(f"# person {i}" in a.source for i in range(1, ROUNDS + 1))
+            and b.source == f"b = {ROUNDS}\nprint('b is', b)"
+            and any(f"b is {ROUNDS}" in o.get("text", "") for o in b.outputs)
+        )
+
+    _wait(complete, "the server to save both sides' edits")
+    a = _saved(root).cells[0].source
+    assert a.count("# person") == ROUNDS
+    # The browser shows the person's lines too, in order.
+    shown = _editor(page, 0).inner_text()
+    assert shown.index("# person 1") < shown.index(f"# person {ROUNDS}")
+
+
+def test_an_edit_against_a_version_the_person_has_changed_is_refused(
+    project: tuple[Path, str], mcp: McpSession, page: Any
+) -> None:
+    old = _live_version(mcp, "cellB")
+    _type_at_end(page, 1, "  # person's note")
+    # The person's typing is in the live document before the server saves it.
+    env: dict[str, Any] = {}
+
+    def refused() -> bool:
+        res = _tool(mcp, "edit_cell", {"cell": "cellB", "version": old, "source": "b = -1"})
+        if not res.is_error:
+            raise AssertionError(f"the stale edit went through: {_text(res)}")
+        env.update(envelope(res))
+        return "# person's note" in env["message"]
+
+    _wait(refused, "a refusal carrying the person's source")
+    assert env["code"] == "stale_version"
+    assert env["details"]["version"] != old
+    assert "b = -1" not in _editor(page, 1).inner_text()
+    # The retry against the version the refusal gave goes through and keeps the note.
+    current = env["details"]["version"]
+    src = "b = 99\nprint('b is', b)  # person's note"
+    out = _ok(_tool(mcp, "edit_cell", {"cell": "cellB", "version": current, "source": src}))
+    assert out["document"] == "shared"
+    page.locator(".jp-Notebook .jp-CodeCell .cm-content", has_text="b = 99").first.wait_for(
+        timeout=30_000
+    )
+
+
+def test_a_plan_reads_the_live_document(project: tuple[Path, str], mcp: McpSession) -> None:
+    plan = _tool(mcp, "run_stale", {})
+    assert not plan.is_error, _text(plan)
+    assert plan.structured_content["reads"] == "live_document"
