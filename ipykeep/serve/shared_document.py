@@ -54,7 +54,8 @@ def _source(ycell: Any) -> str:
 
 def _tags(ycell: Any) -> list[str]:
     meta = ycell.get("metadata")
-    tags = (meta.to_py() if isinstance(meta, Map) else meta or {}).get("tags") or []
+    plain: dict[str, Any] = (meta.to_py() if isinstance(meta, Map) else meta) or {}
+    tags = plain.get("tags") or []
     return [str(t) for t in tags] if isinstance(tags, list) else []
 
 

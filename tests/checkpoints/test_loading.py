@@ -97,7 +97,7 @@ def test_a_value_changed_after_its_snapshot_is_saved_as_it_was(store: Checkpoint
             return iter(())
 
     mod._jobs.put(
-        ({"path": str(store.root / "ahead.json"), "manifest": {}}, HoldTheWriter(), {}, 0)
+        ({"path": str(store.root / "ahead.json"), "manifest": {}}, HoldTheWriter(), {}, 0, None)
     )
     meta = {"path": str(store.root / "arr.json"), "manifest": {}}
     json.loads(mod.snapshot(json.dumps(meta), ["arr"]))

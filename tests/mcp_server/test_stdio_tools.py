@@ -43,7 +43,7 @@ def _ok(res):  # type: ignore[no-untyped-def]
 def test_tools_list_is_small(mcp: McpSession) -> None:
     listed = mcp.run(lambda c: c.list_tools())
     size = wire_size(listed)
-    assert size < 12_000, size
+    assert size < 13_000, size  # 25 tools (see test_catalog's budget)
     assert {t.name for t in listed.tools} >= {"ipython", "read_cell", "run_stale", "inspect"}
     assert all(t.output_schema is None for t in listed.tools)
     # as a host receives them: a title and every hint set (Codex refuses un-annotated tools)

@@ -253,19 +253,6 @@ def test_interrupt_from_the_browser_reaches_the_kernel(served: Served) -> None:
 
 
 @pytest.mark.posix
-def test_stop_returns_once_the_jupyter_server_is_down(served: Served) -> None:
-    """Runs last in this module: `ipykeep stop --all` takes the hosting server down with it."""
-    import socket
-
-    settings = json.loads((served.root / ".ipykeep/run/serve/settings.json").read_text())
-    assert oct((served.root / ".ipykeep/run/serve/settings.json").stat().st_mode & 0o777) == "0o600"
-    assert served.token not in (served.root / ".ipykeep/run/serve/server.log").read_text()
-    res = run_cli("stop", "--all", cwd=served.root)
-    assert res.returncode == 0, res.stderr
-    with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", settings["port"]), timeout=2).close()
-
-
 def test_a_publish_url_can_read_the_published_view_and_nothing_else(served: Served) -> None:
     published = served.rpc("publish")
     url = urlsplit(published["url"])
@@ -312,3 +299,16 @@ def test_a_publish_url_can_read_the_published_view_and_nothing_else(served: Serv
     # the server's token keeps every right
     assert http(served, "GET", "/api/contents/analysis.ipynb")[0] == 200
     assert http(served, "GET", "/api/sessions")[0] == 200
+
+
+def test_stop_returns_once_the_jupyter_server_is_down(served: Served) -> None:
+    """Runs last in this module: `ipykeep stop --all` takes the hosting server down with it."""
+    import socket
+
+    settings = json.loads((served.root / ".ipykeep/run/serve/settings.json").read_text())
+    assert oct((served.root / ".ipykeep/run/serve/settings.json").stat().st_mode & 0o777) == "0o600"
+    assert served.token not in (served.root / ".ipykeep/run/serve/server.log").read_text()
+    res = run_cli("stop", "--all", cwd=served.root)
+    assert res.returncode == 0, res.stderr
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", settings["port"]), timeout=2).close()
