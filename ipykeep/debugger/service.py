@@ -156,14 +156,7 @@ class DebuggerService(SessionObserver):
             summarizers=list(session.config.summarizers),
             wait_s=wait_s,
         )
-        subshell = None
-        if session.scheduler.main_lock.locked() or session.running():
-            subshell = await session.process.acquire_subshell(session.config.max_subshells)
-            if subshell is None:
-                raise KernelBusyError(
-                    f"kernel {session.kernel_id} is busy and every subshell is in use",
-                    hint="retry when a running execution finishes",
-                )
+        subshell = await session.side_subshell()
         timeout = budget * 3 + wait_s + 10
         try:
             await session.process.install(DEBUG, subshell_id=subshell)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, cast
 
+from ipykeep.api.errors import KernelBusyError
 from ipykeep.api.records import EnvironmentInfo, WarmProgress
 from ipykeep.engine.archive import KernelArchive
 from ipykeep.engine.retention import OutputRetention
@@ -160,6 +161,19 @@ class KernelSession:
 
     def running(self) -> list[str]:
         return [h for h, ex in self.executions.items() if ex.state in ("running", "queued")]
+
+    async def side_subshell(self) -> str | None:
+        """A subshell for a short side call (inspection, the debugger) while the main shell is
+        taken or anything runs; None when the main shell is free. The caller releases it."""
+        if not (self.scheduler.main_lock.locked() or self.running()):
+            return None
+        subshell = await self.process.acquire_subshell(self.config.max_subshells)
+        if subshell is None:
+            raise KernelBusyError(
+                f"kernel {self.kernel_id} is busy and every subshell is in use",
+                hint="retry when a running execution finishes",
+            )
+        return subshell
 
     def take_notices(self, reader: str | None = None) -> list[str] | None:
         """The pending notices, now taken; a ``reader`` is not told again what its kernel

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ipykeep.api import inspection as inspection_api
-from ipykeep.api.errors import KernelBusyError
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.api.summaries import NamespaceListing, Summary
 from ipykeep.engine.observer import SessionObserver
@@ -42,14 +41,7 @@ class InspectionService(SessionObserver):
 
     async def _call(self, session: KernelSession, expression: str) -> str:
         budget = session.config.inspect_timeout
-        subshell = None
-        if session.scheduler.main_lock.locked() or session.running():
-            subshell = await session.process.acquire_subshell(session.config.max_subshells)
-            if subshell is None:
-                raise KernelBusyError(
-                    f"kernel {session.kernel_id} is busy and every subshell is in use",
-                    hint="retry when a running execution finishes",
-                )
+        subshell = await session.side_subshell()
         try:
             text: str = await session.process.eval_silent(
                 expression, subshell_id=subshell, timeout=budget * 3 + 10, decode=False
