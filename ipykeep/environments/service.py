@@ -24,6 +24,7 @@ from ipykeep.api.records import EnvironmentInfo
 from ipykeep.api.spec import Bindings, bind
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
+from ipykeep.engine.readonly import is_read_only
 from ipykeep.engine.session import KernelSession
 from ipykeep.environments import discovery, installer
 from ipykeep.kernel.inkernel import ENVTOOLS
@@ -81,7 +82,8 @@ class EnvironmentService(SessionObserver):
         return {"ipykeep_env": ENVTOOLS.call("take_events")}
 
     def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
-        return {"ipykeep_env": ENVTOOLS.call("take_events")}
+        # code that calls nothing cannot reach import_path: no install to collect
+        return {} if is_read_only(code) else {"ipykeep_env": ENVTOOLS.call("take_events")}
 
     async def after_cell(self, session: KernelSession, cell: Any, ex: Any) -> None:
         self._record_kernel_installs(session, ex)

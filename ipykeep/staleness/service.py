@@ -30,6 +30,7 @@ from ipykeep.api.staleness import PlanProgress, WatchResult
 from ipykeep.engine.document import current_notebook
 from ipykeep.engine.document import reads as document_reads
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
+from ipykeep.engine.readonly import is_read_only
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
 from ipykeep.kernel.inkernel import DATAHASH, FILETRACK, IPYFLOW, REACH, STATEMON
@@ -48,7 +49,6 @@ from ipykeep.staleness._inkernel.filetrack import (
     listing_stamp,  # the one rule, shared with the kernel
 )
 from ipykeep.staleness.errors import StalenessError
-from ipykeep.staleness.readonly import is_read_only
 from ipykeep.staleness.state import staleness_of
 from ipykeep.staleness.tracker_state import StatFn
 

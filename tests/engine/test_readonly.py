@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipykeep.staleness.readonly import MAX_CHARS, is_read_only
+from ipykeep.engine.readonly import MAX_CHARS, is_read_only
 
 
 @pytest.mark.parametrize(
