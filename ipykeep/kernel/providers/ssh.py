@@ -316,15 +316,19 @@ class SshProvider:
             if loop.time() > deadline:
                 raise TimeoutError(f"no answer within {timeout:g} s")
 
+    async def _launcher_stderr(self, timeout: float) -> list[str]:
+        """The lines the launcher wrote on stderr (up to 4,000 bytes), for an error message."""
+        err = b""
+        if self.launcher is not None and self.launcher.stderr is not None:
+            with contextlib.suppress(asyncio.TimeoutError, OSError):
+                err = await asyncio.wait_for(self.launcher.stderr.read(4000), timeout)
+        return err.decode(errors="replace").strip().splitlines()
+
     async def _last_words(self) -> str:
         """The launcher's exit status and the tail of what it wrote, for an error message."""
         if self.launcher is None:
             return ""
-        err = b""
-        if self.launcher.stderr is not None:
-            with contextlib.suppress(asyncio.TimeoutError, OSError):
-                err = await asyncio.wait_for(self.launcher.stderr.read(4000), 1)
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        tail = (await self._launcher_stderr(1))[-3:]
         return f" (launcher exit status {self.launcher.returncode}" + (
             f": {' / '.join(tail)})" if tail else ")"
         )
@@ -359,13 +363,9 @@ class SshProvider:
         try:
             info = json.loads(line)
         except ValueError:
-            err = b""
-            if self.launcher.stderr is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    err = await asyncio.wait_for(self.launcher.stderr.read(4000), 2)
             raise KernelStartError(
                 f"could not start a kernel on {self.target.destination} with {self.python}: "
-                + (err.decode(errors="replace").strip().splitlines() or ["no answer"])[-1],
+                + ((await self._launcher_stderr(2)) or ["no answer"])[-1],
                 hint="remote_python in the configuration must name a Python 3 on the host "
                 "with ipykernel",
             ) from None
