@@ -287,6 +287,12 @@ class DebuggerService(SessionObserver):
             return
         if not ex.finished:
             await ex.wait(2.0)
+        replay = self.state(session).replay
+        if ex.finished and replay is not None and not replay.done():
+            # the replay's run_cells records the cell's run (its reads, its checkpoint) only
+            # after the execution ends: answer once that is in, so the next plan sees it
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(replay), 10.0)
         if ex.finished:
             record = execution_record(session, ex)
             text = record.output.text
