@@ -90,7 +90,7 @@ def test_the_front_page_keeps_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "## The two commands" in readme
     assert 'pip install -e ".[examples]" && .venv/bin/ipykeep start examples/01_eda.ipynb' in readme
-    assert 'pip install -e ".[dev]" && .venv/bin/python -m pytest' in readme
+    assert '.venv/bin/uv pip install -p .venv -e ".[dev]" && .venv/bin/python -m pytest' in readme
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -129,3 +129,13 @@ def test_every_setting_is_documented() -> None:
     reference = (DOCS / "configuration.md").read_text()
     missing = [f.name for f in dataclasses.fields(Config) if f"`{f.name}`" not in reference]
     assert not missing, f"docs/configuration.md does not document {missing}"
+
+
+def test_ci_runs_exactly_the_readmes_test_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    command = next(
+        line
+        for line in readme.splitlines()
+        if line.startswith("python3 -m venv") and "pytest" in line
+    )
+    assert command in (ROOT / ".ci" / "run").read_text()
