@@ -74,16 +74,58 @@ def read_descriptor(paths: ProjectPaths) -> Descriptor | None:
         return None
 
 
+def serves(desc: Descriptor, root: Path) -> bool:
+    """Whether ``desc`` is the descriptor of a daemon started for ``root``: a project copied
+    with its ``.ipykeep`` holds the original's, and a moved one that of a daemon still bound to
+    where the project was."""
+    if desc.project == str(root):
+        return True
+    try:
+        return os.path.samefile(desc.project, root)
+    except OSError:
+        return False
+
+
+def own_descriptor(paths: ProjectPaths) -> Descriptor | None:
+    """The project's descriptor if it names a daemon started for this project, else None."""
+    desc = read_descriptor(paths)
+    return desc if desc is not None and serves(desc, paths.root) else None
+
+
+#: Seconds a client waits for the daemon of a moved project to notice the move and exit.
+MOVED_DAEMON_EXIT_S = 5.0
+
+
 def find_daemon(root: Path | None = None) -> Descriptor | None:
     """The live daemon of the project at ``root`` (found by walking up), or None."""
     paths = ProjectPaths(find_project_root(root))
     desc = read_descriptor(paths)
     owner = daemon_lock.holder(paths.daemon_lock)
+    if desc is not None and not serves(desc, paths.root):
+        if owner is not None and owner == desc.pid:
+            owner = _moved_daemon_gone(paths, desc)
+        desc = None
     if owner is None:
         return desc if desc is not None and pid_alive(desc.pid) else None
     if desc is not None and desc.pid == owner:
         return desc
     return _recovered_descriptor(paths, owner)
+
+
+def _moved_daemon_gone(paths: ProjectPaths, desc: Descriptor) -> None:
+    """Wait for the daemon of a project that moved here to exit (it watches its directory and
+    stops when it moves); an error naming it if it does not."""
+    deadline = time.monotonic() + MOVED_DAEMON_EXIT_S
+    while time.monotonic() < deadline:
+        if daemon_lock.holder(paths.daemon_lock) is None:
+            return None
+        time.sleep(0.05)
+    raise DaemonUnreachableError(
+        f"the daemon (pid {desc.pid}) holding {paths.root}'s lock was started for "
+        f"{desc.project}: the project moved here since, and that daemon did not stop",
+        hint=f"stop it (`kill {desc.pid}`), then `ipykeep start NOTEBOOK` here: the kernels "
+        "come back from their checkpoints",
+    )
 
 
 def _recovered_descriptor(paths: ProjectPaths, owner: int, wait: float = 3.0) -> Descriptor | None:
@@ -93,7 +135,7 @@ def _recovered_descriptor(paths: ProjectPaths, owner: int, wait: float = 3.0) ->
         daemon_lock.ask_to_republish(owner)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        desc = read_descriptor(paths)
+        desc = own_descriptor(paths)
         if desc is not None and desc.pid == owner:
             return desc
         time.sleep(0.02)
@@ -195,7 +237,7 @@ def _reach_or_start(paths: ProjectPaths, deadline: float) -> DaemonClient:
     proc: subprocess.Popen[bytes] | None = None
     asked = 0.0
     while time.monotonic() < deadline:
-        desc = read_descriptor(paths)
+        desc = own_descriptor(paths)
         if desc is not None and pid_alive(desc.pid) and _answers(desc):
             return DaemonClient(desc)
         owner = daemon_lock.holder(paths.daemon_lock)

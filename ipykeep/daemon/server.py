@@ -69,6 +69,25 @@ def write_descriptor(paths: ProjectPaths, data: dict[str, Any]) -> None:
     atomic_write_text(paths.descriptor, json.dumps(data), mode=0o600)
 
 
+#: Seconds between two checks that the project directory is still where the daemon started.
+ROOT_WATCH_S = 1.0
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _working_directory() -> str:
+    try:
+        return os.getcwd()
+    except OSError:
+        return "gone"
+
+
 #: The exit status of a daemon that found another one serving its project.
 EXIT_ANOTHER_DAEMON = 3
 
@@ -115,17 +134,40 @@ class Daemon:
         on_user_signal(loop, self._republish, descriptor)
         write_descriptor(self.paths, descriptor)
         log.info("daemon %s serving %s on %s:%d", os.getpid(), self.paths.root, host, port)
+        watch = asyncio.create_task(self._watch_root(), name="ipykeep-root-watch")
         try:
             await self.stopping.wait()
         finally:
             log.info("daemon stopping")
+            watch.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.engine.shutdown(), 20)
             await server.close()
             # This process holds the daemon lock, so whatever descriptor is there is its own
-            # (or damaged): no other daemon can have published one.
+            # (or damaged): no other daemon can have published one. Relative to the working
+            # directory (the project's, which follows it when it moves).
             with contextlib.suppress(OSError):
-                self.paths.descriptor.unlink()
+                self.paths.descriptor.relative_to(self.paths.root).unlink()
+
+    async def _watch_root(self) -> None:
+        """Stop when the project directory moves or goes away.
+
+        Every path the engine holds is absolute, so a daemon left running in a moved project
+        would write notebooks and checkpoints where the project no longer is. Its clients find
+        it no longer serves their directory (``client.connection.serves``) and start a new
+        one, which brings the kernels back from their checkpoints.
+        """
+        identity = _identity(self.paths.root)
+        while not self.stopping.is_set():
+            await asyncio.sleep(ROOT_WATCH_S)
+            if _identity(self.paths.root) != identity:
+                log.warning(
+                    "project %s moved or was removed (now %s): stopping; `ipykeep start` in its "
+                    "new place brings the kernels back from their checkpoints",
+                    self.paths.root,
+                    _working_directory(),
+                )
+                self.stopping.set()
 
     def _republish(self, descriptor: dict[str, Any]) -> None:
         log.warning("descriptor republished on request (it was damaged or removed)")
