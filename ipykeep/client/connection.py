@@ -103,7 +103,8 @@ def find_daemon(root: Path | None = None) -> Descriptor | None:
     owner = daemon_lock.holder(paths.daemon_lock)
     if desc is not None and not serves(desc, paths.root):
         if owner is not None and owner == desc.pid:
-            owner = _moved_daemon_gone(paths, desc)
+            _moved_daemon_gone(paths, desc)
+            owner = None
         desc = None
     if owner is None:
         return desc if desc is not None and pid_alive(desc.pid) else None

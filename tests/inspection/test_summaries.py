@@ -81,6 +81,7 @@ def big_frame() -> pd.DataFrame:
     )
 
 
+@pytest.mark.kernel  # slow: left out of the fast tier
 def test_ten_million_rows_stay_small_and_sampled(ik, big_frame):
     text = ik.inspect_json("big", 5.0, [], {}, ns={"big": big_frame})
     assert len(text.encode()) < 4096

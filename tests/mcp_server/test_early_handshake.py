@@ -159,6 +159,7 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.mark.posix
+@pytest.mark.kernel  # real mcp-serve processes: left out of the fast tier
 def test_real_server_answers_early_from_a_warm_cache_and_heals(
     project: Path, tmp_path: Path
 ) -> None:

@@ -140,6 +140,7 @@ def test_process_tree_kill_takes_the_children_too() -> None:
     assert wait_gone(grandchild)
 
 
+@pytest.mark.kernel  # slow: left out of the fast tier
 def test_interrupt_reaches_the_whole_group() -> None:
     leader, grandchild = sleeper_group()
     try:

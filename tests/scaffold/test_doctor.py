@@ -26,6 +26,7 @@ def _by_name(payload: dict) -> dict[str, dict]:
     return {c["name"]: c for c in payload["checks"]}
 
 
+@pytest.mark.kernel  # slow: left out of the fast tier
 def test_doctor_passes_after_init(app, runner, project: Path) -> None:
     assert runner.invoke(app, ["init", "analysis.ipynb"]).exit_code == 0
     result = runner.invoke(app, ["doctor", "--json"])

@@ -62,6 +62,7 @@ def _without_environ(states: list[dict[str, str]]) -> list[dict[str, str]]:
     return [{k: v for k, v in s.items() if k != "<os.environ>"} for s in states]
 
 
+@pytest.mark.kernel  # slow: left out of the fast tier
 def test_equal_generator_states_have_equal_digests_in_every_process() -> None:
     first = _without_environ(_states("1", CELLS))
     assert all({"<numpy.random>", "<random>", "<numpy.printoptions>"} <= set(s) for s in first)
