@@ -1,0 +1,222 @@
+"""A three-way merge of notebook cells keyed by cell id: a file write into the live document.
+
+``base`` is the notebook as the file last held it (what the shared document last loaded or
+saved), ``theirs`` the file as a file tool has just written it, ``ours`` the live document with
+the person's unsaved typing. Per cell and per part (source, outputs with the execution count,
+metadata, type, attachments) a side's change is taken when the other side left that part as it
+was in ``base``; cells inserted, deleted or moved on one side are inserted, deleted or moved.
+
+A source changed on both sides to different texts is a conflict: the live source stays, and a
+markdown note cell above it carries the file's source (in its text and in its metadata, under
+``ipykeep.conflict``). The same note records a cell the file deleted while the person edited it
+(kept) and a cell the person deleted while the file changed it (left deleted). Nothing either
+side wrote is dropped without a note.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: The cell parts merged one by one; outputs and the execution count change together (a run).
+_PARTS: tuple[tuple[str, ...], ...] = (
+    ("source",),
+    ("outputs", "execution_count"),
+    ("metadata",),
+    ("cell_type",),
+    ("attachments",),
+)
+
+#: Where a note cell keeps what it records (``Conflict`` fields), in its cell metadata.
+NOTE_KEY = "ipykeep"
+
+ConflictKind = Literal["both_changed", "deleted_in_file", "deleted_in_document"]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    cell_id: str
+    kind: ConflictKind
+    #: the file's source of the cell ("" when the file deleted it)
+    file_source: str
+    #: the id of the note cell that shows it in the document
+    note_id: str
+
+
+@dataclass
+class Merged:
+    #: the merged notebook's cells, in order (note cells included)
+    cells: list[dict[str, Any]]
+    #: the merged notebook metadata
+    metadata: dict[str, Any]
+    conflicts: list[Conflict] = field(default_factory=list)
+
+
+def mergeable(*notebooks: dict[str, Any]) -> bool:
+    """Cells can be matched only by id (nbformat 4.5): without ids there is nothing to key on."""
+    return all(all(c.get("id") for c in nb.get("cells", [])) for nb in notebooks)
+
+
+def merge_notebooks(base: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> Merged:
+    b, t, o = (_by_id(nb) for nb in (base, theirs, ours))
+    kept: dict[str, dict[str, Any]] = {}
+    conflicts: list[Conflict] = []
+    for cid in [*o, *(c for c in t if c not in o)]:
+        merged, conflict = _merge_cell(cid, b.get(cid), t.get(cid), o.get(cid))
+        if merged is not None:
+            kept[cid] = merged
+        if conflict is not None:
+            conflicts.append(conflict)
+    placed = set(kept) | {c.cell_id for c in conflicts if c.kind == "deleted_in_document"}
+    order = _order(list(b), list(t), list(o), placed)
+    notes = {c.cell_id: c for c in conflicts}
+    cells: list[dict[str, Any]] = []
+    for cid in order:
+        if cid in notes:
+            cells.append(_note_cell(notes[cid]))
+        if cid in kept:
+            cells.append(kept[cid])
+    return Merged(
+        cells=cells,
+        metadata=_three_way(
+            base.get("metadata", {}), theirs.get("metadata", {}), ours.get("metadata", {})
+        ),
+        conflicts=conflicts,
+    )
+
+
+def canonical(value: Any) -> Any:
+    """A cell part as compared: multi-line strings stored as lists (nbformat) joined, so the
+    file's form and the shared document's form of one value compare equal."""
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(v, str) for v in value):
+            return "".join(value)
+        return [canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the shared document keeps numbers as floats
+    return value
+
+
+def _by_id(nb: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {str(c["id"]): dict(c) for c in nb.get("cells", [])}
+
+
+def _part(cell: dict[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(canonical(cell.get(k)) for k in keys)
+
+
+def _three_way(base: Any, theirs: Any, ours: Any) -> Any:
+    """Theirs when only theirs changed; ours otherwise (ours changed, or neither did)."""
+    if canonical(ours) == canonical(base) and canonical(theirs) != canonical(base):
+        return theirs
+    return ours
+
+
+def _changed(base: dict[str, Any], other: dict[str, Any]) -> bool:
+    return any(_part(base, keys) != _part(other, keys) for keys in _PARTS)
+
+
+def _merge_cell(
+    cid: str,
+    base: dict[str, Any] | None,
+    theirs: dict[str, Any] | None,
+    ours: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, Conflict | None]:
+    note_id = f"ipykeep-note-{uuid.uuid4().hex[:12]}"
+    if ours is None:
+        assert theirs is not None
+        if base is None:  # inserted in the file
+            return theirs, None
+        if canonical(theirs.get("source")) != canonical(base.get("source")):
+            # The person deleted a cell the file changed: it stays deleted, the file's text noted.
+            src = str(canonical(theirs.get("source")) or "")
+            return None, Conflict(cid, "deleted_in_document", src, note_id)
+        return None, None  # deleted in the document, unchanged in the file
+    if theirs is None:
+        if base is None:  # inserted in the document
+            return ours, None
+        if _changed(base, ours):
+            # The file deleted a cell the person edited: it is kept, the deletion noted.
+            return ours, Conflict(cid, "deleted_in_file", "", note_id)
+        return None, None  # deleted in the file, unchanged in the document
+    # In both: with no common base (one id inserted on both sides) the live cell is the base.
+    base = base if base is not None else ours
+    b_src, t_src, o_src = (canonical(c.get("source")) or "" for c in (base, theirs, ours))
+    if t_src not in (b_src, o_src) and o_src != b_src:
+        # Both rewrote the source: the live cell stays whole (the file's outputs are of the
+        # file's source), and the file's source goes into the note.
+        return dict(ours), Conflict(cid, "both_changed", str(t_src), note_id)
+    merged = dict(ours)
+    for keys in _PARTS:
+        b, t, o = _part(base, keys), _part(theirs, keys), _part(ours, keys)
+        if t != b and o == b:
+            for k in keys:
+                if k in theirs:
+                    merged[k] = theirs[k]
+                else:
+                    merged.pop(k, None)
+    return merged, None
+
+
+def _order(base: list[str], theirs: list[str], ours: list[str], keep: set[str]) -> list[str]:
+    """The live order, unless only the file reordered the cells both sides have; the cells only
+    the other side has go after the cell they follow there."""
+    common = [c for c in base if c in theirs and c in ours]
+    in_common = set(common)
+    theirs_moved = [c for c in theirs if c in in_common] != common
+    ours_moved = [c for c in ours if c in in_common] != common
+    primary, secondary = (theirs, ours) if theirs_moved and not ours_moved else (ours, theirs)
+    out = [c for c in primary if c in keep]
+    for i, cid in enumerate(secondary):
+        if cid not in keep or cid in out:
+            continue
+        before = next((secondary[j] for j in range(i - 1, -1, -1) if secondary[j] in out), None)
+        out.insert(out.index(before) + 1 if before is not None else 0, cid)
+    return out
+
+
+_NOTE_TEXT: dict[ConflictKind, str] = {
+    "both_changed": (
+        "**The file's version of the cell below was not applied.** The file was rewritten while "
+        "this cell had changes of its own here; they are kept. The file's version:"
+    ),
+    "deleted_in_file": (
+        "**The file deleted the cell below; it is kept**, since it had changes of its own here."
+    ),
+    "deleted_in_document": (
+        "**A cell deleted here was changed in the file; it stays deleted.** The file's version:"
+    ),
+}
+
+
+def _note_cell(conflict: Conflict) -> dict[str, Any]:
+    text = _NOTE_TEXT[conflict.kind]
+    if conflict.file_source:
+        fence = "`" * max(3, _longest_backtick_run(conflict.file_source) + 1)
+        text += f"\n\n{fence}\n{conflict.file_source}\n{fence}"
+    text += "\n\nDelete this note once resolved."
+    return {
+        "id": conflict.note_id,
+        "cell_type": "markdown",
+        "source": text,
+        "metadata": {
+            NOTE_KEY: {
+                "conflict": {
+                    "cell_id": conflict.cell_id,
+                    "kind": conflict.kind,
+                    "file_source": conflict.file_source,
+                }
+            }
+        },
+    }
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return longest

@@ -1,0 +1,206 @@
+"""A file write merged into an open notebook's shared document, cell by cell.
+
+The three-way merge as a pure function, then jupyter-collaboration's own room (``DocumentRoom``,
+its ``FileLoader`` and Jupyter's file contents manager on a real notebook file) with ipykeep's
+out-of-band handler installed: a file written the way file tools write it (nbformat, atomic
+replace) while the live document holds unsaved typing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+pytest.importorskip("jupyter_server_ydoc")
+
+from ipykeep.serve import file_merge
+from ipykeep.serve.cell_merge import merge_notebooks
+
+NAME = "nb.ipynb"
+
+
+def _nb(*cells: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "cells": [
+            {"id": cid, "cell_type": "code", "source": src, "metadata": {}, "outputs": []}
+            for cid, src in cells
+        ],
+        "metadata": {},
+    }
+
+
+def _sources(cells: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(c["id"], c["source"]) for c in cells]
+
+
+# -- the merge ---------------------------------------------------------------------------------
+
+
+def test_each_side_keeps_its_own_change_of_a_different_cell() -> None:
+    base = _nb(("a", "a = 0"), ("b", "b = 0"))
+    theirs = _nb(("a", "a = 0"), ("b", "b = 1"))
+    ours = _nb(("a", "a = 0  # person"), ("b", "b = 0"))
+    merged = merge_notebooks(base, theirs, ours)
+    assert _sources(merged.cells) == [("a", "a = 0  # person"), ("b", "b = 1")]
+    assert merged.conflicts == []
+
+
+def test_the_files_outputs_come_with_its_source() -> None:
+    base = _nb(("a", "a = 0"))
+    theirs = _nb(("a", "a = 1"))
+    theirs["cells"][0].update(
+        outputs=[{"output_type": "stream", "name": "stdout", "text": ["1\n"]}], execution_count=3
+    )
+    merged = merge_notebooks(base, theirs, _nb(("a", "a = 0")))
+    assert merged.cells[0]["outputs"][0]["text"] == ["1\n"]
+    assert merged.cells[0]["execution_count"] == 3
+
+
+def test_cells_inserted_deleted_and_moved_in_the_file_are_applied() -> None:
+    base = _nb(("a", "1"), ("b", "2"), ("c", "3"))
+    theirs = _nb(("c", "3"), ("a", "1"), ("n", "new"))  # c moved up, b deleted, n inserted
+    ours = _nb(("a", "1"), ("p", "person's"), ("b", "2"), ("c", "3"))  # p inserted after a
+    merged = merge_notebooks(base, theirs, ours)
+    assert [c["id"] for c in merged.cells] == ["c", "a", "p", "n"]
+    assert merged.conflicts == []
+
+
+def test_a_cell_both_sides_changed_keeps_the_persons_text_and_notes_the_files() -> None:
+    base = _nb(("a", "a = 0"), ("b", "b = 0"))
+    theirs = _nb(("a", "a = 0"), ("b", "b = 'agent'"))
+    ours = _nb(("a", "a = 0"), ("b", "b = 'person'"))
+    merged = merge_notebooks(base, theirs, ours)
+    (conflict,) = merged.conflicts
+    assert (conflict.cell_id, conflict.kind) == ("b", "both_changed")
+    ids = [c["id"] for c in merged.cells]
+    assert ids == ["a", conflict.note_id, "b"]
+    note = merged.cells[1]
+    assert note["cell_type"] == "markdown" and "b = 'agent'" in note["source"]
+    assert note["metadata"]["ipykeep"]["conflict"]["file_source"] == "b = 'agent'"
+    assert merged.cells[2]["source"] == "b = 'person'"
+
+
+def test_a_deletion_against_an_edit_is_noted_either_way() -> None:
+    base = _nb(("a", "a = 0"), ("b", "b = 0"))
+    # The file deletes b, the person edited it: b stays, with a note.
+    merged = merge_notebooks(base, _nb(("a", "a = 0")), _nb(("a", "a = 0"), ("b", "b = 9")))
+    assert [c.kind for c in merged.conflicts] == ["deleted_in_file"]
+    assert merged.cells[-1]["source"] == "b = 9"
+    # The person deleted b, the file changed it: b stays deleted, its text in the note.
+    merged = merge_notebooks(base, _nb(("a", "a = 0"), ("b", "b = 7")), _nb(("a", "a = 0")))
+    assert [c.kind for c in merged.conflicts] == ["deleted_in_document"]
+    assert [c["id"] for c in merged.cells][0] == "a"
+    assert "b = 7" in merged.cells[-1]["source"]
+
+
+# -- the room ----------------------------------------------------------------------------------
+
+
+def test_the_upstream_names_the_merge_replaces_are_there() -> None:
+    """Fails when a jupyter-collaboration release renames what ``file_merge`` patches."""
+    assert file_merge.missing_upstream() == []
+
+
+def _write_like_a_file_tool(root: Path, change: Any) -> None:
+    nb = nbformat.read(str(root / NAME), as_version=4)
+    change(nb)
+    tmp = root / f".{NAME}.tmp"
+    nbformat.write(nb, str(tmp))
+    os.replace(tmp, root / NAME)
+
+
+def _file_sources(root: Path) -> list[str]:
+    return [c.source for c in nbformat.read(str(root / NAME), as_version=4).cells]
+
+
+@pytest.fixture
+async def room(tmp_path: Path) -> AsyncIterator[Any]:
+    from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
+    from jupyter_server_ydoc.loaders import FileLoader
+    from jupyter_server_ydoc.rooms import DocumentRoom
+    from jupyter_server_ydoc.test_utils import FakeEventLogger, FakeFileIDManager
+
+    assert file_merge.install()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("a = 0", id="cellA"),
+        nbformat.v4.new_code_cell("b = 0", id="cellB"),
+    ]
+    nbformat.write(nb, str(tmp_path / NAME))
+    contents = AsyncFileContentsManager(root_dir=str(tmp_path))
+    # No poll: the test calls the watcher's check itself, so it controls when it runs.
+    loader = FileLoader("fid", FakeFileIDManager({"fid": NAME}), contents, poll_interval=None)
+    log = logging.getLogger("room")
+    made = DocumentRoom(
+        "json:notebook:fid", "json", "notebook", loader, FakeEventLogger(), None, log, 0.2
+    )
+    await made.initialize()
+    try:
+        yield made
+    finally:
+        await made.stop()
+
+
+def _live(room: Any) -> list[str]:
+    return [str(c["source"]) for c in room._document.get()["cells"]]
+
+
+async def _until(check: Any, what: str) -> None:
+    for _ in range(100):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_a_file_write_seen_by_the_watcher_keeps_the_unsaved_typing(
+    room: Any, tmp_path: Path
+) -> None:
+    room._document.set_cell(0, source="a = 0\n# person")  # typed, not saved
+    _write_like_a_file_tool(tmp_path, lambda nb: setattr(nb.cells[1], "source", "b = 1"))
+    await room._file.maybe_notify()
+    assert _live(room) == ["a = 0\n# person", "b = 1"]
+    # The merge kept typing the file lacks: the file gets it.
+    await _until(lambda: _file_sources(tmp_path) == _live(room), "the merged document saved")
+
+
+async def test_a_save_that_finds_the_file_changed_merges_instead_of_reloading(
+    room: Any, tmp_path: Path
+) -> None:
+    room._document.set_cell(0, source="a = 0\n# person")
+    _write_like_a_file_tool(tmp_path, lambda nb: setattr(nb.cells[1], "source", "b = 2"))
+    task = room._save_to_disc()
+    if task is not None:
+        await task
+    await _until(lambda: _live(room) == ["a = 0\n# person", "b = 2"], "the merge")
+    await _until(lambda: _file_sources(tmp_path) == _live(room), "the merged document saved")
+
+
+async def test_a_conflict_keeps_both_texts(room: Any, tmp_path: Path) -> None:
+    room._document.set_cell(1, source="b = 'person'")
+    _write_like_a_file_tool(tmp_path, lambda nb: setattr(nb.cells[1], "source", "b = 'agent'"))
+    await room._file.maybe_notify()
+    live = room._document.get()["cells"]
+    assert [c["cell_type"] for c in live] == ["code", "markdown", "code"]
+    assert live[2]["source"] == "b = 'person'"
+    assert "b = 'agent'" in live[1]["source"]
+    await _until(lambda: "b = 'person'" in _file_sources(tmp_path), "the document saved")
+    assert any("b = 'agent'" in s for s in _file_sources(tmp_path))
+
+
+async def test_a_file_write_with_no_typing_leaves_the_file_as_written(
+    room: Any, tmp_path: Path
+) -> None:
+    _write_like_a_file_tool(tmp_path, lambda nb: nb.cells.insert(0, nbformat.v4.new_code_cell("x")))
+    written = (tmp_path / NAME).read_bytes()
+    await room._file.maybe_notify()
+    assert _live(room) == ["x", "a = 0", "b = 0"]
+    await asyncio.sleep(0.5)  # past the autosave delay: nothing to save
+    assert (tmp_path / NAME).read_bytes() == written
