@@ -5,6 +5,9 @@ saved), ``theirs`` the file as a file tool has just written it, ``ours`` the liv
 the person's unsaved typing. Per cell and per part (source, outputs with the execution count,
 metadata, type, attachments) a side's change is taken when the other side left that part as it
 was in ``base``; cells inserted, deleted or moved on one side are inserted, deleted or moved.
+A file tool reads, changes and writes back the whole notebook, and the server may have saved in
+between: a source (or an order of cells) as the file held it moments before ``base``
+(``earlier``) is a copy the tool wrote back, not a change of its own.
 
 A source changed on both sides to different texts is a conflict: the live source stays, and a
 markdown note cell above it carries the file's source (in its text and in its metadata, under
@@ -16,6 +19,7 @@ side wrote is dropped without a note.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,18 +62,29 @@ def mergeable(*notebooks: dict[str, Any]) -> bool:
     return all(all(c.get("id") for c in nb.get("cells", [])) for nb in notebooks)
 
 
-def merge_notebooks(base: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]) -> Merged:
-    b, t, o = (_by_id(nb) for nb in (base, theirs, ours))
+def merge_notebooks(
+    base: dict[str, Any],
+    theirs: dict[str, Any],
+    ours: dict[str, Any],
+    earlier: Sequence[dict[str, Any]] = (),
+) -> Merged:
+    """``earlier``: what the file held before ``base`` (oldest first; ids, types and sources
+    are enough). A file tool that read one of those and wrote it back changed nothing of what it
+    copied: a cell's source (or the cells' order) as one of them had it is not a change."""
+    history = [_by_id(nb) for nb in (*earlier, base)]
+    b, t, o = history[-1], _by_id(theirs), _by_id(ours)
     kept: dict[str, dict[str, Any]] = {}
     conflicts: list[Conflict] = []
     for cid in [*o, *(c for c in t if c not in o)]:
-        merged, conflict = _merge_cell(cid, b.get(cid), t.get(cid), o.get(cid))
+        seen = [h[cid] for h in history if cid in h]
+        always = len(seen) == len(history)
+        merged, conflict = _merge_cell(cid, b.get(cid), seen, always, t.get(cid), o.get(cid))
         if merged is not None:
             kept[cid] = merged
         if conflict is not None:
             conflicts.append(conflict)
     placed = set(kept) | {c.cell_id for c in conflicts if c.kind == "deleted_in_document"}
-    order = _order(list(b), list(t), list(o), placed)
+    order = _order([list(h) for h in history], list(t), list(o), placed)
     notes = {c.cell_id: c for c in conflicts}
     cells: list[dict[str, Any]] = []
     for cid in order:
@@ -119,40 +134,51 @@ def _changed(base: dict[str, Any], other: dict[str, Any]) -> bool:
     return any(_part(base, keys) != _part(other, keys) for keys in _PARTS)
 
 
+def _source_of(cell: dict[str, Any]) -> str:
+    return str(canonical(cell.get("source")) or "")
+
+
 def _merge_cell(
     cid: str,
     base: dict[str, Any] | None,
+    seen: list[dict[str, Any]],
+    always: bool,
     theirs: dict[str, Any] | None,
     ours: dict[str, Any] | None,
 ) -> tuple[dict[str, Any] | None, Conflict | None]:
+    """One cell; ``seen``: its versions in the file's recent history (``base``'s last),
+    ``always``: whether every one of those held it."""
     note_id = f"ipykeep-note-{uuid.uuid4().hex[:12]}"
     if ours is None:
         assert theirs is not None
-        if base is None:  # inserted in the file
+        if not seen:  # inserted in the file
             return theirs, None
-        if canonical(theirs.get("source")) != canonical(base.get("source")):
+        if all(_source_of(theirs) != _source_of(v) for v in seen):
             # The person deleted a cell the file changed: it stays deleted, the file's text noted.
-            src = str(canonical(theirs.get("source")) or "")
-            return None, Conflict(cid, "deleted_in_document", src, note_id)
-        return None, None  # deleted in the document, unchanged in the file
+            return None, Conflict(cid, "deleted_in_document", _source_of(theirs), note_id)
+        return None, None  # deleted in the document, not changed in the file
     if theirs is None:
-        if base is None:  # inserted in the document
+        if base is None or not always:  # inserted in the document after the file tool read it
             return ours, None
         if _changed(base, ours):
             # The file deleted a cell the person edited: it is kept, the deletion noted.
             return ours, Conflict(cid, "deleted_in_file", "", note_id)
         return None, None  # deleted in the file, unchanged in the document
-    # In both: with no common base (one id inserted on both sides) the live cell is the base.
-    base = base if base is not None else ours
-    b_src, t_src, o_src = (canonical(c.get("source")) or "" for c in (base, theirs, ours))
-    if t_src not in (b_src, o_src) and o_src != b_src:
+    if base is None:  # one id inserted on both sides: the live cell stands for the base
+        base, seen = ours, [ours]
+    t_src, o_src = _source_of(theirs), _source_of(ours)
+    file_wrote_source = all(t_src != _source_of(v) for v in seen)
+    if file_wrote_source and o_src not in (_source_of(base), t_src):
         # Both rewrote the source: the live cell stays whole (the file's outputs are of the
         # file's source), and the file's source goes into the note.
-        return dict(ours), Conflict(cid, "both_changed", str(t_src), note_id)
+        return dict(ours), Conflict(cid, "both_changed", t_src, note_id)
     merged = dict(ours)
     for keys in _PARTS:
-        b, t, o = _part(base, keys), _part(theirs, keys), _part(ours, keys)
-        if t != b and o == b:
+        # Sources are compared with every recent version, the other parts with the base.
+        changed = (
+            file_wrote_source if keys == ("source",) else _part(theirs, keys) != _part(base, keys)
+        )
+        if changed and _part(ours, keys) == _part(base, keys):
             for k in keys:
                 if k in theirs:
                     merged[k] = theirs[k]
@@ -161,13 +187,19 @@ def _merge_cell(
     return merged, None
 
 
-def _order(base: list[str], theirs: list[str], ours: list[str], keep: set[str]) -> list[str]:
-    """The live order, unless only the file reordered the cells both sides have; the cells only
-    the other side has go after the cell they follow there."""
-    common = [c for c in base if c in theirs and c in ours]
-    in_common = set(common)
-    theirs_moved = [c for c in theirs if c in in_common] != common
-    ours_moved = [c for c in ours if c in in_common] != common
+def _order(
+    history: list[list[str]], theirs: list[str], ours: list[str], keep: set[str]
+) -> list[str]:
+    """The live order, unless only the file reordered the cells both sides have (into an order
+    none of the recent versions had); the cells only the other side has go after the cell they
+    follow there."""
+
+    def reordered(side: list[str], version: list[str]) -> bool:
+        common = [c for c in version if c in side and c in ours and c in theirs]
+        return [c for c in side if c in set(common)] != common
+
+    theirs_moved = all(reordered(theirs, h) for h in history)
+    ours_moved = reordered(ours, history[-1])
     primary, secondary = (theirs, ours) if theirs_moved and not ours_moved else (ours, theirs)
     out = [c for c in primary if c in keep]
     for i, cid in enumerate(secondary):

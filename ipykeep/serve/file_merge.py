@@ -8,7 +8,8 @@ person's typing since the last save is gone. ``install`` changes that here, the 
 that patches the package (``UPSTREAM`` names what it replaces; a test fails when one is gone):
 
 - ``FileLoader.load_content`` and ``FileLoader.maybe_save_content`` also keep the notebook they
-  last read from or wrote to the file: the base of the next merge;
+  last read from or wrote to the file (the base of the next merge) and the sources it held
+  just before (``FileHistory``): what a file tool may have read and written back unchanged;
 - ``DocumentRoom._on_outofband_change`` merges the file into the live notebook cell by cell
   (``cell_merge``, applied by ``shared_document.apply_merged_cells``) in one transaction, with
   no await between reading the live cells and changing them; when the merge keeps something
@@ -28,7 +29,9 @@ import asyncio
 import copy
 import importlib
 import logging
+import time
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 from ipykeep.serve.cell_merge import canonical, merge_notebooks, mergeable
@@ -46,8 +49,43 @@ UPSTREAM: tuple[tuple[str, str, str], ...] = (
     ("jupyter_server_ydoc.utils", "OutOfBandChanges", "__init__"),
 )
 
-#: FileLoader -> the notebook content it last read from or wrote to its file.
-_bases: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+#: How long a version the file held stays one a file tool may have read and written back.
+COPY_WINDOW_S = 30.0
+
+
+@dataclass
+class FileHistory:
+    """What a notebook file held, as its room last read or wrote it: ``base`` in full, and
+    before it, the versions it held in the last ``COPY_WINDOW_S`` (ids, types and sources)."""
+
+    base: dict[str, Any] | None = None
+    #: (version, when it was recorded), oldest first
+    earlier: list[tuple[dict[str, Any], float]] = field(default_factory=list)
+    base_at: float = 0.0
+
+    def record(self, content: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if self.base is not None:
+            self.earlier.append((_sources_only(self.base), self.base_at))
+        self.base, self.base_at = copy.deepcopy(content), now
+        # A version stays while the one after it came within the window: the file held it then.
+        times = [at for _, at in self.earlier[1:]] + [now]
+        self.earlier = [v for v, nxt in zip(self.earlier, times) if nxt >= now - COPY_WINDOW_S]
+
+    def earlier_versions(self) -> list[dict[str, Any]]:
+        return [v for v, _ in self.earlier]
+
+
+def _sources_only(nb: dict[str, Any]) -> dict[str, Any]:
+    cells = [
+        {"id": c.get("id"), "cell_type": c.get("cell_type"), "source": c.get("source")}
+        for c in nb.get("cells", [])
+    ]
+    return {"cells": cells}
+
+
+#: FileLoader -> what its file held.
+_histories: weakref.WeakKeyDictionary[Any, FileHistory] = weakref.WeakKeyDictionary()
 #: Merges started by a save, kept alive until they end.
 _pending: set[asyncio.Task[None]] = set()
 _installed = False
@@ -67,8 +105,11 @@ def missing_upstream() -> list[str]:
     return gone
 
 
-def base_of(loader: Any) -> dict[str, Any] | None:
-    return _bases.get(loader)
+def history_of(loader: Any) -> FileHistory:
+    found = _histories.get(loader)
+    if found is None:
+        found = _histories[loader] = FileHistory()
+    return found
 
 
 def install() -> bool:
@@ -95,7 +136,7 @@ def install() -> bool:
     async def loading(self: Any, format: str, file_type: str) -> dict[str, Any]:
         model: dict[str, Any] = await load_content(self, format, file_type)
         if file_type == CONTENT_TYPE:
-            _bases[self] = copy.deepcopy(dict(model["content"]))
+            history_of(self).record(dict(model["content"]))
         return model
 
     async def saving(self: Any, model: dict[str, Any]) -> dict[str, Any] | None:
@@ -111,7 +152,7 @@ def install() -> bool:
             task.add_done_callback(_pending.discard)
             return None
         if saved is not None and model.get("type") == CONTENT_TYPE:
-            _bases[self] = copy.deepcopy(dict(model["content"]))
+            history_of(self).record(dict(model["content"]))
         return saved
 
     async def merging(self: Any) -> None:
@@ -129,7 +170,8 @@ def install() -> bool:
 
 async def merge_file_into_room(room: Any, reload_room: Any) -> None:
     """The file's new content merged into ``room``'s live notebook (see the module docstring)."""
-    base = base_of(room._file)
+    history = history_of(room._file)
+    base, earlier = history.base, history.earlier_versions()
     try:
         model = await room._file.load_content(room.file_format, room.file_type)
     except Exception as exc:
@@ -145,7 +187,7 @@ async def merge_file_into_room(room: Any, reload_room: Any) -> None:
         lock.release()
         await reload_room(room)
         return
-    merged = merge_notebooks(base, theirs, ours)
+    merged = merge_notebooks(base, theirs, ours, earlier)
     try:
         # Under the room's lock its autosave does not react to the merge's own changes.
         if canonical(merged.cells) != canonical(ours["cells"]) or canonical(

@@ -1,7 +1,7 @@
 """A file write merged into an open notebook's shared document, cell by cell.
 
 The three-way merge as a pure function, then jupyter-collaboration's own room (``DocumentRoom``,
-its ``FileLoader`` and Jupyter's file contents manager on a real notebook file) with ipykeep's
+its ``FileLoader`` and the served server's contents manager on a real notebook file) with ipykeep's
 out-of-band handler installed: a file written the way file tools write it (nbformat, atomic
 replace) while the live document holds unsaved typing.
 """
@@ -22,6 +22,7 @@ pytest.importorskip("jupyter_server_ydoc")
 
 from ipykeep.serve import file_merge
 from ipykeep.serve.cell_merge import merge_notebooks
+from ipykeep.serve.contents import ReplacingFileManager
 
 NAME = "nb.ipynb"
 
@@ -100,6 +101,19 @@ def test_a_deletion_against_an_edit_is_noted_either_way() -> None:
     assert "b = 7" in merged.cells[-1]["source"]
 
 
+def test_a_file_tool_writing_back_a_copy_older_than_the_last_save_changes_only_its_cell() -> None:
+    # The tool read the file, the server then saved the person's typing in a and a new cell p,
+    # and the tool wrote back its copy with only b changed.
+    read = _nb(("a", "a = 0"), ("b", "b = 0"))
+    saved = _nb(("a", "a = 0  # person"), ("p", "p = 1"), ("b", "b = 0"))
+    theirs = _nb(("a", "a = 0"), ("b", "b = 1"))
+    merged = merge_notebooks(saved, theirs, saved, earlier=[read])
+    assert _sources(merged.cells) == [("a", "a = 0  # person"), ("p", "p = 1"), ("b", "b = 1")]
+    assert merged.conflicts == []
+    # Without the earlier version the old copy of a would count as the file's change.
+    assert merge_notebooks(saved, theirs, saved).cells[0]["source"] == "a = 0"
+
+
 # -- the room ----------------------------------------------------------------------------------
 
 
@@ -122,7 +136,6 @@ def _file_sources(root: Path) -> list[str]:
 
 @pytest.fixture
 async def room(tmp_path: Path) -> AsyncIterator[Any]:
-    from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
     from jupyter_server_ydoc.loaders import FileLoader
     from jupyter_server_ydoc.rooms import DocumentRoom
     from jupyter_server_ydoc.test_utils import FakeEventLogger, FakeFileIDManager
@@ -134,7 +147,7 @@ async def room(tmp_path: Path) -> AsyncIterator[Any]:
         nbformat.v4.new_code_cell("b = 0", id="cellB"),
     ]
     nbformat.write(nb, str(tmp_path / NAME))
-    contents = AsyncFileContentsManager(root_dir=str(tmp_path))
+    contents = ReplacingFileManager(root_dir=str(tmp_path))  # the served server's
     # No poll: the test calls the watcher's check itself, so it controls when it runs.
     loader = FileLoader("fid", FakeFileIDManager({"fid": NAME}), contents, poll_interval=None)
     log = logging.getLogger("room")
@@ -180,6 +193,23 @@ async def test_a_save_that_finds_the_file_changed_merges_instead_of_reloading(
     if task is not None:
         await task
     await _until(lambda: _live(room) == ["a = 0\n# person", "b = 2"], "the merge")
+    await _until(lambda: _file_sources(tmp_path) == _live(room), "the merged document saved")
+
+
+async def test_a_file_tool_that_read_before_the_last_save_loses_no_saved_typing(
+    room: Any, tmp_path: Path
+) -> None:
+    read = nbformat.read(str(tmp_path / NAME), as_version=4)  # the tool reads ...
+    room._document.set_cell(0, source="a = 0\n# person")
+    task = room._save_to_disc()  # ... the server saves the person's typing ...
+    assert task is not None
+    await task
+    assert _file_sources(tmp_path)[0] == "a = 0\n# person"
+    # ... and the tool writes back its copy with its one change.
+    _write_like_a_file_tool(tmp_path, lambda nb: nb.update(read, cells=read.cells))
+    _write_like_a_file_tool(tmp_path, lambda nb: setattr(nb.cells[1], "source", "b = 3"))
+    await room._file.maybe_notify()
+    assert _live(room) == ["a = 0\n# person", "b = 3"]
     await _until(lambda: _file_sources(tmp_path) == _live(room), "the merged document saved")
 
 
