@@ -9,7 +9,9 @@ A file tool reads, changes and writes back the whole notebook, and the server ma
 between: a source (or an order of cells) as the file held it moments before ``base``
 (``earlier``) is a copy the tool wrote back, not a change of its own.
 
-A source changed on both sides to different texts is a conflict: the live source stays, and a
+A source changed on both sides to different texts is a conflict: changed in the live document
+since ``base``, or changed by a save of the document moments ago in a way the file's source does
+not keep (the tool read the cell before that save). The live source stays, and a
 markdown note cell above it carries the file's source (in its text and in its metadata, under
 ``ipykeep.conflict``). The same note records a cell the file deleted while the person edited it
 (kept) and a cell the person deleted while the file changed it (left deleted). Nothing either
@@ -31,6 +33,9 @@ _PARTS: tuple[tuple[str, ...], ...] = (
     ("cell_type",),
     ("attachments",),
 )
+
+#: Marks a version of the file's history the document wrote (a save), not a file tool.
+SAVED = "saved"
 
 #: Where a note cell keeps what it records (``Conflict`` fields), in its cell metadata.
 NOTE_KEY = "ipykeep"
@@ -69,14 +74,18 @@ def merge_notebooks(
     earlier: Sequence[dict[str, Any]] = (),
 ) -> Merged:
     """``earlier``: what the file held before ``base`` (oldest first; ids, types and sources
-    are enough). A file tool that read one of those and wrote it back changed nothing of what it
-    copied: a cell's source (or the cells' order) as one of them had it is not a change."""
-    history = [_by_id(nb) for nb in (*earlier, base)]
+    are enough), each marked ``saved`` when the document wrote it (``base`` too). A file tool
+    that read one of those and wrote it back changed nothing of what it copied: a cell's source
+    (or the cells' order) as one of them had it is not a change."""
+    versions = (*earlier, base)
+    history = [_by_id(nb) for nb in versions]
     b, t, o = history[-1], _by_id(theirs), _by_id(ours)
     kept: dict[str, dict[str, Any]] = {}
     conflicts: list[Conflict] = []
     for cid in [*o, *(c for c in t if c not in o)]:
-        seen = [h[cid] for h in history if cid in h]
+        seen = [
+            {**h[cid], SAVED: nb.get(SAVED, False)} for h, nb in zip(history, versions) if cid in h
+        ]
         always = len(seen) == len(history)
         merged, conflict = _merge_cell(cid, b.get(cid), seen, always, t.get(cid), o.get(cid))
         if merged is not None:
@@ -168,7 +177,9 @@ def _merge_cell(
         base, seen = ours, [ours]
     t_src, o_src = _source_of(theirs), _source_of(ours)
     file_wrote_source = all(t_src != _source_of(v) for v in seen)
-    if file_wrote_source and o_src not in (_source_of(base), t_src):
+    if file_wrote_source and (
+        o_src not in (_source_of(base), t_src) or not _keeps_last_saved_change(seen, t_src)
+    ):
         # Both rewrote the source: the live cell stays whole (the file's outputs are of the
         # file's source), and the file's source goes into the note.
         return dict(ours), Conflict(cid, "both_changed", t_src, note_id)
@@ -185,6 +196,22 @@ def _merge_cell(
                 else:
                     merged.pop(k, None)
     return merged, None
+
+
+def _keeps_last_saved_change(seen: list[dict[str, Any]], theirs: str) -> bool:
+    """Whether the file's source still holds the document's last saved change of the cell in
+    the recent history (its added lines there, none of its removed ones): a file tool that read
+    the cell before that save and rewrote it would drop it. Lines, not characters: a doubt is a
+    conflict, which loses nothing."""
+    for before, after in zip(reversed(seen[:-1]), reversed(seen[1:])):
+        old, new = _source_of(before).splitlines(), _source_of(after).splitlines()
+        if old == new:
+            continue
+        if not after[SAVED]:
+            return True  # the cell's last change was a file write
+        lines = set(theirs.splitlines())
+        return set(new) - set(old) <= lines and not (set(old) - set(new)) & lines
+    return True
 
 
 def _order(

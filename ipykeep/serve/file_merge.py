@@ -34,7 +34,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from ipykeep.serve.cell_merge import canonical, merge_notebooks, mergeable
+from ipykeep.serve.cell_merge import SAVED, canonical, merge_notebooks, mergeable
 from ipykeep.serve.shared_document import CONTENT_TYPE, apply_merged_cells
 
 log = logging.getLogger(__name__)
@@ -58,16 +58,17 @@ class FileHistory:
     """What a notebook file held, as its room last read or wrote it: ``base`` in full, and
     before it, the versions it held in the last ``COPY_WINDOW_S`` (ids, types and sources)."""
 
+    #: the file's content, marked ``cell_merge.SAVED`` when the document wrote it
     base: dict[str, Any] | None = None
     #: (version, when it was recorded), oldest first
     earlier: list[tuple[dict[str, Any], float]] = field(default_factory=list)
     base_at: float = 0.0
 
-    def record(self, content: dict[str, Any]) -> None:
+    def record(self, content: dict[str, Any], *, saved: bool) -> None:
         now = time.monotonic()
         if self.base is not None:
             self.earlier.append((_sources_only(self.base), self.base_at))
-        self.base, self.base_at = copy.deepcopy(content), now
+        self.base, self.base_at = {**copy.deepcopy(content), SAVED: saved}, now
         # A version stays while the one after it came within the window: the file held it then.
         times = [at for _, at in self.earlier[1:]] + [now]
         self.earlier = [v for v, nxt in zip(self.earlier, times) if nxt >= now - COPY_WINDOW_S]
@@ -81,7 +82,7 @@ def _sources_only(nb: dict[str, Any]) -> dict[str, Any]:
         {"id": c.get("id"), "cell_type": c.get("cell_type"), "source": c.get("source")}
         for c in nb.get("cells", [])
     ]
-    return {"cells": cells}
+    return {"cells": cells, SAVED: nb.get(SAVED, False)}
 
 
 #: FileLoader -> what its file held.
@@ -136,7 +137,7 @@ def install() -> bool:
     async def loading(self: Any, format: str, file_type: str) -> dict[str, Any]:
         model: dict[str, Any] = await load_content(self, format, file_type)
         if file_type == CONTENT_TYPE:
-            history_of(self).record(dict(model["content"]))
+            history_of(self).record(dict(model["content"]), saved=False)
         return model
 
     async def saving(self: Any, model: dict[str, Any]) -> dict[str, Any] | None:
@@ -152,7 +153,7 @@ def install() -> bool:
             task.add_done_callback(_pending.discard)
             return None
         if saved is not None and model.get("type") == CONTENT_TYPE:
-            history_of(self).record(dict(model["content"]))
+            history_of(self).record(dict(model["content"]), saved=True)
         return saved
 
     async def merging(self: Any) -> None:

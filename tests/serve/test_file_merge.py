@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("jupyter_server_ydoc")
 
 from ipykeep.serve import file_merge
-from ipykeep.serve.cell_merge import merge_notebooks
+from ipykeep.serve.cell_merge import SAVED, merge_notebooks
 from ipykeep.serve.contents import ReplacingFileManager
 
 NAME = "nb.ipynb"
@@ -112,6 +112,17 @@ def test_a_file_tool_writing_back_a_copy_older_than_the_last_save_changes_only_i
     assert merged.conflicts == []
     # Without the earlier version the old copy of a would count as the file's change.
     assert merge_notebooks(saved, theirs, saved).cells[0]["source"] == "a = 0"
+
+
+def test_a_rewrite_of_a_cell_read_before_the_persons_saved_change_is_a_conflict() -> None:
+    read = _nb(("b", "b = 0"))
+    saved = {**_nb(("b", "b = 0\n# mine")), SAVED: True}
+    stale = merge_notebooks(saved, _nb(("b", "b = 5")), saved, earlier=[read])
+    assert [c.kind for c in stale.conflicts] == ["both_changed"]
+    assert stale.cells[-1]["source"] == "b = 0\n# mine"
+    # Read after the save, the rewrite keeps the person's line: it is the file's change.
+    fresh = merge_notebooks(saved, _nb(("b", "b = 5\n# mine")), saved, earlier=[read])
+    assert fresh.conflicts == [] and fresh.cells[0]["source"] == "b = 5\n# mine"
 
 
 # -- the room ----------------------------------------------------------------------------------
