@@ -49,8 +49,9 @@ UPSTREAM: tuple[tuple[str, str, str], ...] = (
     ("jupyter_server_ydoc.utils", "OutOfBandChanges", "__init__"),
 )
 
-#: How long a version the file held stays one a file tool may have read and written back.
-COPY_WINDOW_S = 30.0
+#: How long a version the file held counts as one a file tool may have read and written back
+#: (its read and its write are moments apart; the server may save in between).
+COPY_WINDOW_S = 3.0
 
 
 @dataclass
@@ -60,21 +61,21 @@ class FileHistory:
 
     #: the file's content, marked ``cell_merge.SAVED`` when the document wrote it
     base: dict[str, Any] | None = None
-    #: (version, when it was recorded), oldest first
+    #: (version, when the file stopped holding it), oldest first
     earlier: list[tuple[dict[str, Any], float]] = field(default_factory=list)
-    base_at: float = 0.0
 
     def record(self, content: dict[str, Any], *, saved: bool) -> None:
         now = time.monotonic()
         if self.base is not None:
-            self.earlier.append((_sources_only(self.base), self.base_at))
-        self.base, self.base_at = {**copy.deepcopy(content), SAVED: saved}, now
-        # A version stays while the one after it came within the window: the file held it then.
-        times = [at for _, at in self.earlier[1:]] + [now]
-        self.earlier = [v for v, nxt in zip(self.earlier, times) if nxt >= now - COPY_WINDOW_S]
+            self.earlier.append((_sources_only(self.base), now))
+        self.base = {**copy.deepcopy(content), SAVED: saved}
+        self.earlier = self.earlier_versions_at(now)
+
+    def earlier_versions_at(self, now: float) -> list[tuple[dict[str, Any], float]]:
+        return [(v, until) for v, until in self.earlier if until >= now - COPY_WINDOW_S]
 
     def earlier_versions(self) -> list[dict[str, Any]]:
-        return [v for v, _ in self.earlier]
+        return [v for v, _ in self.earlier_versions_at(time.monotonic())]
 
 
 def _sources_only(nb: dict[str, Any]) -> dict[str, Any]:
@@ -189,22 +190,23 @@ async def merge_file_into_room(room: Any, reload_room: Any) -> None:
         await reload_room(room)
         return
     merged = merge_notebooks(base, theirs, ours, earlier)
+    matches_file = canonical(merged.cells) == canonical(theirs["cells"])
     try:
         # Under the room's lock its autosave does not react to the merge's own changes.
         if canonical(merged.cells) != canonical(ours["cells"]) or canonical(
             merged.metadata
         ) != canonical(ours.get("metadata", {})):
             apply_merged_cells(room._document, merged)
-        room._document.dirty = False
+        room._document.dirty = not matches_file
     finally:
         lock.release()
-    if canonical(merged.cells) != canonical(theirs["cells"]):
+    if not matches_file:
         # The merge kept what the file lacks (unsaved typing, a note): the file gets it now.
         room._save_to_disc()
     for c in merged.conflicts:
         room.log.warning(
-            "%s: the file's change of cell %s conflicts with unsaved edits (%s); kept them, "
-            "noted the file's version in cell %s",
+            "%s: the file's change of cell %s conflicts with the document's own (%s); kept "
+            "the document's, noted the file's version in cell %s",
             room._file.path,
             c.cell_id,
             c.kind,

@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("jupyter_server_ydoc")
 
+from ipykeep.serve.file_merge import COPY_WINDOW_S
 from tests.mcp_server.harness import McpSession, envelope, shutdown_daemon, stdio_params
 from tests.mcp_server.harness import text_of as _text
 from tests.serve.conftest import ARTIFACTS, run_cli
@@ -211,6 +212,9 @@ def test_a_file_tools_writes_merge_with_the_persons_typing_for_ten_rounds(
     project: tuple[Path, str], mcp: McpSession, page: Any
 ) -> None:
     root = project[0]
+    # A rewrite of a cell the document changed moments ago is a conflict (the tool may have read
+    # it before): the earlier tests' edits of cell B must be older than that.
+    time.sleep(COPY_WINDOW_S)
     for i in range(1, FILE_ROUNDS + 1):
         _type_at_end(page, 0, f"\n# typed {i}")
         # The agent reads the file (the typing may not be saved yet) and writes cell B.
