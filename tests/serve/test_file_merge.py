@@ -245,3 +245,23 @@ async def test_a_file_write_with_no_typing_leaves_the_file_as_written(
     assert _live(room) == ["x", "a = 0", "b = 0"]
     await asyncio.sleep(0.5)  # past the autosave delay: nothing to save
     assert (tmp_path / NAME).read_bytes() == written
+
+
+async def test_cells_the_file_inserts_moves_and_deletes_change_places_in_the_live_document(
+    room: Any, tmp_path: Path
+) -> None:
+    room._document.set_cell(0, source="a = 0\n# person")
+
+    def move_and_insert(nb: Any) -> None:
+        a, b = nb.cells
+        nb.cells = [b, a, nbformat.v4.new_markdown_cell("# new", id="cellN")]
+
+    _write_like_a_file_tool(tmp_path, move_and_insert)
+    await room._file.maybe_notify()
+    live = [(c["id"], c["source"]) for c in room._document.get()["cells"]]
+    assert live == [("cellB", "b = 0"), ("cellA", "a = 0\n# person"), ("cellN", "# new")]
+
+    _write_like_a_file_tool(tmp_path, lambda nb: nb.cells.pop(0))  # delete b
+    await room._file.maybe_notify()
+    assert [c["id"] for c in room._document.get()["cells"]] == ["cellA", "cellN"]
+    assert _live(room)[0] == "a = 0\n# person"
