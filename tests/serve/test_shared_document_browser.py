@@ -256,7 +256,12 @@ def test_a_file_write_to_the_cell_the_person_is_changing_keeps_both(
     assert "# person's change" in _editor(page, 1).inner_text()
     assert "b = 'agent'" not in _editor(page, 1).inner_text()
 
-    # The agent is told on its next result, once.
+    # The notice is pending for every reader: `status` shows it ...
+    res = run_cli("status", "--json", cwd=root)
+    assert res.returncode == 0, res.stderr
+    (kernel,) = json.loads(res.stdout)["kernels"]
+    assert any("not applied to cell cellB" in n for n in kernel.get("notices") or []), kernel
+    # ... and the agent is told on its next result, once.
     plan = _tool(mcp, "run_stale", {})
     assert not plan.is_error, _text(plan)
     notices = plan.structured_content.get("notices") or []
