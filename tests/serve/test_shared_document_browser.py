@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("jupyter_server_ydoc")
 
+from ipykeep.project.cell_edits import cell_version
 from ipykeep.serve.file_merge import COPY_WINDOW_S
 from tests.mcp_server.harness import McpSession, envelope, shutdown_daemon, stdio_params
 from tests.mcp_server.harness import text_of as _text
@@ -279,3 +280,33 @@ def test_a_file_write_to_the_cell_the_person_is_changing_keeps_both(
         )
 
     _wait(both_kept, "the server to save the person's source and the note")
+
+
+def _toggle_autosave(page: Any) -> None:
+    """JupyterLab's Settings > Autosave Documents; the server saves a shared document only while
+    one of its browsers has autosave on."""
+    _close_dialog(page, [])
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Autosave Documents").first.click()
+
+
+def test_status_reads_the_live_document(project: tuple[Path, str], page: Any) -> None:
+    root = project[0]
+    _toggle_autosave(page)  # off: the person's typing stays unsaved
+    try:
+        saved_a = next(c.source for c in _saved(root).cells if c.id == "cellA")
+        _type_at_end(page, 0, "\n# not saved")
+        unsaved = cell_version(saved_a + "\n# not saved")
+        seen: dict[str, Any] = {}
+
+        def status_shows_the_typing() -> bool:
+            res = run_cli("status", "--json", cwd=root)
+            assert res.returncode == 0, res.stderr
+            (kernel,) = json.loads(res.stdout)["kernels"]
+            seen.update(next(c for c in kernel["cells"] if c["cell_id"] == "cellA"))
+            return seen["version"] == unsaved
+
+        _wait(status_shows_the_typing, "status to show cell A's unsaved source")
+        assert "# not saved" not in next(c.source for c in _saved(root).cells if c.id == "cellA")
+    finally:
+        _toggle_autosave(page)
