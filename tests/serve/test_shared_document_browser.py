@@ -297,14 +297,13 @@ def test_status_reads_the_live_document(project: tuple[Path, str], page: Any) ->
         saved_a = next(c.source for c in _saved(root).cells if c.id == "cellA")
         _type_at_end(page, 0, "\n# not saved")
         unsaved = cell_version(saved_a + "\n# not saved")
-        seen: dict[str, Any] = {}
 
         def status_shows_the_typing() -> bool:
             res = run_cli("status", "--json", cwd=root)
             assert res.returncode == 0, res.stderr
             (kernel,) = json.loads(res.stdout)["kernels"]
-            seen.update(next(c for c in kernel["cells"] if c["cell_id"] == "cellA"))
-            return seen["version"] == unsaved
+            cell = next(c for c in kernel["cells"] if c["cell_id"] == "cellA")
+            return bool(cell["version"] == unsaved)
 
         _wait(status_shows_the_typing, "status to show cell A's unsaved source")
         assert "# not saved" not in next(c.source for c in _saved(root).cells if c.id == "cellA")
