@@ -173,6 +173,8 @@ def _merge_cell(
             # The file deleted a cell the person edited: it is kept, the deletion noted.
             return ours, Conflict(cid, "deleted_in_file", "", note_id)
         return None, None  # deleted in the file, unchanged in the document
+    if canonical(theirs) == canonical(ours):  # most cells: the same on both sides
+        return dict(ours), None
     if base is None:  # one id inserted on both sides: the live cell stands for the base
         base, seen = ours, [ours]
     t_src, o_src = _source_of(theirs), _source_of(ours)
