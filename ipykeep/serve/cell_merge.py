@@ -103,9 +103,7 @@ def merge_notebooks(
             cells.append(kept[cid])
     return Merged(
         cells=cells,
-        metadata=_three_way(
-            base.get("metadata", {}), theirs.get("metadata", {}), ours.get("metadata", {})
-        ),
+        metadata=_notebook_metadata(base, theirs, ours),
         conflicts=conflicts,
     )
 
@@ -124,19 +122,32 @@ def canonical(value: Any) -> Any:
     return value
 
 
+#: What the shared document fills in when a notebook's metadata lacks it (jupyter_ydoc).
+_DOCUMENT_DEFAULTS = {
+    "language_info": {"name": ""},
+    "kernelspec": {"name": "", "display_name": ""},
+}
+
+
+def _notebook_metadata(
+    base: dict[str, Any], theirs: dict[str, Any], ours: dict[str, Any]
+) -> dict[str, Any]:
+    """The file's notebook metadata when only the file changed it, else the live one; the
+    placeholders the document added itself are no change of the person's."""
+    live: dict[str, Any] = ours.get("metadata", {})
+    b, t = canonical(base.get("metadata", {})), canonical(theirs.get("metadata", {}))
+    person = canonical({k: v for k, v in live.items() if _DOCUMENT_DEFAULTS.get(k) != v})
+    if t != b and person == b:
+        return dict(theirs.get("metadata", {}))
+    return live
+
+
 def _by_id(nb: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(c["id"]): dict(c) for c in nb.get("cells", [])}
 
 
 def _part(cell: dict[str, Any], keys: tuple[str, ...]) -> tuple[Any, ...]:
     return tuple(canonical(cell.get(k)) for k in keys)
-
-
-def _three_way(base: Any, theirs: Any, ours: Any) -> Any:
-    """Theirs when only theirs changed; ours otherwise (ours changed, or neither did)."""
-    if canonical(ours) == canonical(base) and canonical(theirs) != canonical(base):
-        return theirs
-    return ours
 
 
 def _changed(base: dict[str, Any], other: dict[str, Any]) -> bool:

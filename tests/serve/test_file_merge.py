@@ -265,3 +265,25 @@ async def test_cells_the_file_inserts_moves_and_deletes_change_places_in_the_liv
     await room._file.maybe_notify()
     assert [c["id"] for c in room._document.get()["cells"]] == ["cellA", "cellN"]
     assert _live(room)[0] == "a = 0\n# person"
+
+
+async def test_the_files_outputs_and_notebook_metadata_reach_the_live_document(
+    room: Any, tmp_path: Path
+) -> None:
+    room._document.set_cell(0, source="a = 0\n# person")
+
+    def run_b(nb: Any) -> None:
+        b = nb.cells[1]
+        b.source, b.execution_count = "b = 1\nb", 4
+        b.outputs = [
+            nbformat.v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=4)
+        ]
+        nb.metadata["agent"] = {"ran": "b"}
+
+    _write_like_a_file_tool(tmp_path, run_b)
+    await room._file.maybe_notify()
+    live = room._document.get()
+    a, b = live["cells"]
+    assert a["source"] == "a = 0\n# person"
+    assert (b["execution_count"], b["outputs"][0]["data"]) == (4, {"text/plain": "1"})
+    assert live["metadata"]["agent"] == {"ran": "b"}
