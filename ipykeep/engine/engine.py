@@ -205,8 +205,14 @@ class Engine:
         return cell_states(session, snap, self.stale_reasons(session, snap))
 
     def kernel_record(
-        self, session: KernelSession, *, with_cells: bool = False, reader: str | None = None
+        self,
+        session: KernelSession,
+        *,
+        with_cells: bool = False,
+        reader: str | None = None,
+        snap: NotebookSnapshot | None = None,
     ) -> KernelRecord:
+        """The kernel's record; its cells from ``snap`` when given, else from the file."""
         cells = None
         stale_count = None
         # Not while warming, unless cells are asked for: warm-up progress is polled every half
@@ -217,7 +223,7 @@ class Engine:
             and (with_cells or session.state != "warming")
         ):
             try:
-                states = self.cell_states(session, read_notebook(session.notebook))
+                states = self.cell_states(session, snap or read_notebook(session.notebook))
                 stale_count = sum(1 for c in states if c.state in ("stale", "failed", "never_run"))
                 cells = states if with_cells else None
             except IpykeepError as exc:
@@ -248,8 +254,25 @@ class Engine:
             sessions = [s for s in self.kernels.values() if not s.closed]
         return StatusRecord(
             daemon=await self.ping(),
-            kernels=[self.kernel_record(s, with_cells=True, reader=reader) for s in sessions],
+            kernels=[
+                self.kernel_record(
+                    s, with_cells=True, reader=reader, snap=await self._status_snapshot(s)
+                )
+                for s in sessions
+            ],
         )
+
+    @staticmethod
+    async def _status_snapshot(session: KernelSession) -> NotebookSnapshot | None:
+        """The live document of a notebook served as one (what plans read), else None (the
+        file). A document that does not answer leaves the file, with a notice saying so."""
+        if session.notebook is None or session.closed or session.hosting.document is None:
+            return None
+        try:
+            return await current_notebook(session)
+        except IpykeepError as exc:
+            session.notice_once(f"status read the saved file: {exc.message}")
+            return None
 
     async def list_kernels(self) -> list[KernelRecord]:
         return [self.kernel_record(s) for s in self.kernels.values() if not s.closed]

@@ -78,7 +78,8 @@ class LiveDocument(Protocol):
     what the browsers and ipykeep both edit, saved to the file by the server."""
 
     async def read_cells(self) -> list[dict[str, Any]]:
-        """The live cells: ``id``, ``cell_type``, ``source``, ``tags`` (unsaved typing in)."""
+        """The live cells: ``id``, ``cell_type``, ``source``, ``tags`` (unsaved typing in), and
+        ``conflict`` on a note cell of a file write the server could not merge."""
         ...
 
     async def edit(self, edit: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +101,8 @@ class HostingState:
     served_url: str | None = None
     published: bool = False
     document: LiveDocument | None = None
+    #: note cells of merge conflicts in the shared document the agent has been told about
+    conflicts_told: set[str] = field(default_factory=set)
 
     @property
     def active(self) -> bool:

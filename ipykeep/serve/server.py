@@ -3,7 +3,7 @@
 Started by the daemon (``launcher``). ``SETTINGS_JSON`` (0600) carries the front end (lab or
 notebook), port, root dir, the two tokens (the server's, and the read-only one of ``publish``
 URLs, see ``viewer``) and the path of the adoption list. The server is a stock
-JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and four additions:
+JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and these additions:
 
 - ``POST /ipykeep/sync`` (token required) re-reads the adoption list: adopt new kernels,
   re-adopt restarted ones, let go of removed ones, and register a session per notebook path so
@@ -13,6 +13,8 @@ JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and f
   and keeps the kernel "Restarting");
 - ``GET /ipykeep/cells?path=...`` (token required) gives the page ipykeep's mark of each cell
   (``marks``);
+- with collaboration, the shared-document endpoints (``shared_document``), and a file write to
+  an open notebook merged into its shared document instead of reloading it (``file_merge``);
 - a watchdog stops the server within a second when the daemon that started it is gone.
 """
 
@@ -194,6 +196,11 @@ def install(
     """Add ipykeep's handlers and watchdog to an initialized server."""
     web_app = serverapp.web_app
     web_app.settings["ipykeep_serverapp"] = serverapp
+    if collaboration:
+        from ipykeep.serve import file_merge
+
+        # Before any room exists: a room binds its out-of-band handler when it is made.
+        file_merge.install()
     web_app.settings["ipykeep_spec_path"] = str(spec_path)
     base = web_app.settings.get("base_url", "/")
     # add_handlers puts these before the server's own rules, so they take precedence.

@@ -28,6 +28,7 @@ from tornado import web
 
 from ipykeep.api.errors import IpykeepError
 from ipykeep.project.cell_edits import CellEdit, apply_edit, cell_version
+from ipykeep.serve.cell_merge import NOTE_KEY, Merged, canonical
 
 #: Where the room keeps a notebook: JSON file format, notebook content type.
 FILE_FORMAT = "json"
@@ -52,23 +53,33 @@ def _source(ycell: Any) -> str:
     return str(ycell["source"])
 
 
-def _tags(ycell: Any) -> list[str]:
+def _metadata(ycell: Any) -> dict[str, Any]:
     meta = ycell.get("metadata")
-    plain: dict[str, Any] = (meta.to_py() if isinstance(meta, Map) else meta) or {}
-    tags = plain.get("tags") or []
+    plain = (meta.to_py() if isinstance(meta, Map) else meta) or {}
+    return plain if isinstance(plain, dict) else {}
+
+
+def _tags(ycell: Any) -> list[str]:
+    tags = _metadata(ycell).get("tags") or []
     return [str(t) for t in tags] if isinstance(tags, list) else []
 
 
 def read_cells(ynb: Any) -> list[dict[str, Any]]:
-    return [
-        {
+    cells = []
+    for c in ynb.ycells:
+        cell: dict[str, Any] = {
             "id": str(c.get("id")),
             "cell_type": str(c.get("cell_type")),
             "source": _source(c),
             "tags": _tags(c),
         }
-        for c in ynb.ycells
-    ]
+        # A merge's note of a file write it could not apply (``cell_merge``): the daemon
+        # tells the agent about it.
+        conflict = (_metadata(c).get(NOTE_KEY) or {}).get("conflict")
+        if isinstance(conflict, dict):
+            cell["conflict"] = conflict
+        cells.append(cell)
+    return cells
 
 
 def _index_of(ynb: Any, cell_id: str) -> int | None:
@@ -128,21 +139,77 @@ def write_outputs(ynb: Any, updates: dict[str, Any]) -> dict[str, list[str]]:
             if cell_version(_source(ycell)) != cell_version(out["source"]):
                 skipped.append(cell_id)
                 continue
-            # The browsers observe the cell's own outputs array: it is emptied and refilled,
-            # never replaced by a new one.
-            outputs = ycell.get("outputs")
-            if not isinstance(outputs, Array):
-                outputs = ycell["outputs"] = Array()
-            outputs.clear()
-            for o in out["outputs"]:
-                o = dict(o)
-                if o.get("output_type") == "stream":
-                    text = o.get("text", "")
-                    o["text"] = Text("".join(text) if isinstance(text, list) else text)
-                outputs.append(Map(o))
-            ycell["execution_count"] = out.get("execution_count")
+            _set_outputs(ycell, out["outputs"], out.get("execution_count"))
             updated.append(cell_id)
     return {"updated": updated, "skipped_edited": skipped}
+
+
+def _set_outputs(ycell: Any, outputs: list[dict[str, Any]], execution_count: Any) -> None:
+    # The browsers observe the cell's own outputs array: it is emptied and refilled, never
+    # replaced by a new one.
+    youtputs = ycell.get("outputs")
+    if not isinstance(youtputs, Array):
+        youtputs = ycell["outputs"] = Array()
+    youtputs.clear()
+    for o in outputs:
+        o = dict(o)
+        if o.get("output_type") == "stream":
+            text = o.get("text", "")
+            o["text"] = Text("".join(text) if isinstance(text, list) else text)
+        youtputs.append(Map(o))
+    ycell["execution_count"] = execution_count
+
+
+def apply_merged_cells(ynb: Any, merged: Merged) -> None:
+    """Make the live cells ``merged.cells`` (``cell_merge``), in one transaction, touching only
+    what differs: a cell the merge left as it is keeps its Y text (and the person's cursor)."""
+    target = [str(c["id"]) for c in merged.cells]
+    wanted = set(target)
+    with ynb.ydoc.transaction():
+        for i in reversed(range(len(ynb.ycells))):
+            if ynb.ycells[i].get("id") not in wanted:
+                del ynb.ycells[i]
+        for i, cell in enumerate(merged.cells):
+            live = [c.get("id") for c in ynb.ycells]
+            if i < len(live) and live[i] == cell["id"]:
+                _update_cell(ynb, i, cell)
+                continue
+            if cell["id"] in live[i:]:  # moved: a Y array moves by removing and inserting
+                del ynb.ycells[live.index(cell["id"], i)]
+            ynb.ycells.insert(i, ynb.create_ycell(_with_defaults(cell)))
+        meta = ynb.ydoc.get("meta", type=Map)
+        live = meta.get("metadata")
+        if canonical(live.to_py() if isinstance(live, Map) else live) != canonical(merged.metadata):
+            meta["metadata"] = Map(merged.metadata)
+
+
+def _update_cell(ynb: Any, index: int, cell: dict[str, Any]) -> None:
+    live = ynb.get_cell(index)
+    if live.get("cell_type") != cell.get("cell_type"):
+        ynb.set_cell(index, _with_defaults(cell))
+        return
+    ycell = ynb.ycells[index]
+    if canonical(live.get("source")) != canonical(cell.get("source")):
+        ynb.set_cell(index, source=str(canonical(cell.get("source")) or ""))
+    if cell.get("cell_type") == "code" and (
+        canonical(live.get("outputs")) != canonical(cell.get("outputs"))
+        or live.get("execution_count") != cell.get("execution_count")
+    ):
+        _set_outputs(ycell, list(cell.get("outputs") or []), cell.get("execution_count"))
+    if canonical(live.get("metadata")) != canonical(cell.get("metadata")):
+        ycell["metadata"] = Map(dict(cell.get("metadata") or {}))
+    if "attachments" in cell and canonical(live.get("attachments")) != canonical(
+        cell["attachments"]
+    ):
+        ycell["attachments"] = cell["attachments"]
+
+
+def _with_defaults(cell: dict[str, Any]) -> dict[str, Any]:
+    value = {"metadata": {}, **cell}
+    if value.get("cell_type") == "code":
+        value.setdefault("outputs", [])
+        value.setdefault("execution_count", None)
+    return value
 
 
 async def save_now(room: Any) -> None:

@@ -8,7 +8,8 @@ at the moment of the request (re-read, re-stat), never from what a watcher last 
 
 A watcher (watchfiles, non-recursive, on the notebook's directory and the directories of the
 files cells read) only adds a notice to the next result, saying what changed and how many
-cells are stale now; it is blind to ipykeep's own notebook writes (recognised by content hash).
+cells are stale now; it is blind to ipykeep's own notebook writes (recognised by content hash)
+and to the file of a notebook served as a shared document (the Jupyter server's copy of it).
 A remote kernel's files are stat'ed and polled through the kernel instead (``remote_stat``).
 """
 
@@ -553,7 +554,9 @@ class StalenessService(SessionObserver):
         if nb is None:
             return
         changed: list[str] = []
-        if nb in paths:
+        # A shared document is the notebook, and its file a copy the Jupyter server saves
+        # (and merges file writes from): the file changing is no news of its own.
+        if nb in paths and session.hosting.document is None:
             with contextlib.suppress(OSError):
                 if content_hash(nb.read_bytes()) not in session.own_writes:
                     changed.append(str(nb))

@@ -2,12 +2,14 @@
 
 With ``serve_collaboration = true`` and jupyter-collaboration installed, the served notebook is
 the Jupyter server's Y document: the person's typing and the agent's ``edit_cell`` edits and
-outputs meet there, the browser shows them live and the server saves them.
+outputs meet there, the browser shows them live and the server saves them. An agent's direct
+write of the ``.ipynb`` (as file tools write it) is merged into that document cell by cell.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,8 @@ import pytest
 
 pytest.importorskip("jupyter_server_ydoc")
 
+from ipykeep.project.cell_edits import cell_version
+from ipykeep.serve.file_merge import COPY_WINDOW_S
 from tests.mcp_server.harness import McpSession, envelope, shutdown_daemon, stdio_params
 from tests.mcp_server.harness import text_of as _text
 from tests.serve.conftest import ARTIFACTS, run_cli
@@ -33,6 +37,7 @@ pytestmark = [
 NOTEBOOK = "shared.ipynb"
 KERNEL = "k1"  # the served kernel's id, set by the project fixture
 ROUNDS = 20
+FILE_ROUNDS = 10
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +195,117 @@ def test_a_plan_reads_the_live_document(project: tuple[Path, str], mcp: McpSessi
     plan = _tool(mcp, "run_stale", {})
     assert not plan.is_error, _text(plan)
     assert plan.structured_content["reads"] == "live_document"
+
+
+def _write_like_a_file_tool(root: Path, nb: Any) -> None:
+    """nbformat write to a temporary file, then an atomic replace (NotebookEdit, patch tools)."""
+    tmp = root / f".{NOTEBOOK}.tmp"
+    nbformat.write(nb, str(tmp))
+    os.replace(tmp, root / NOTEBOOK)
+
+
+def _with_source(nb: Any, cell_id: str, source: str) -> Any:
+    next(c for c in nb.cells if c.id == cell_id).source = source
+    return nb
+
+
+def test_a_file_tools_writes_merge_with_the_persons_typing_for_ten_rounds(
+    project: tuple[Path, str], mcp: McpSession, page: Any
+) -> None:
+    root = project[0]
+    # A rewrite of a cell the document changed moments ago is a conflict (the tool may have read
+    # it before): the earlier tests' edits of cell B must be older than that.
+    time.sleep(COPY_WINDOW_S)
+    for i in range(1, FILE_ROUNDS + 1):
+        _type_at_end(page, 0, f"\n# typed {i}")
+        # The agent reads the file (the typing may not be saved yet) and writes cell B.
+        _write_like_a_file_tool(root, _with_source(_saved(root), "cellB", f"b = {100 + i}"))
+        page.locator(
+            ".jp-Notebook .jp-CodeCell .cm-content", has_text=f"b = {100 + i}"
+        ).first.wait_for(timeout=30_000)
+        assert f"# typed {i}" in _editor(page, 0).inner_text()
+
+    def both_saved() -> bool:
+        cells = {c.id: c.source for c in _saved(root).cells}
+        return cells.get("cellB") == f"b = {100 + FILE_ROUNDS}" and all(
+            f"# typed {i}" in cells.get("cellA", "") for i in range(1, FILE_ROUNDS + 1)
+        )
+
+    _wait(both_saved, "the server to save the person's typing and the agent's writes")
+    shown = _editor(page, 0).inner_text()
+    assert all(f"# typed {i}" in shown for i in range(1, FILE_ROUNDS + 1))
+    assert shown.count("# typed") == FILE_ROUNDS
+    # The server's saves are the document's own, not news of a change on disk.
+    plan = _tool(mcp, "run_stale", {})
+    assert not plan.is_error, _text(plan)
+    notices = plan.structured_content.get("notices") or []
+    assert not any(n.startswith("changed on disk") for n in notices), notices
+
+
+def test_a_file_write_to_the_cell_the_person_is_changing_keeps_both(
+    project: tuple[Path, str], mcp: McpSession, page: Any
+) -> None:
+    root = project[0]
+    # The agent read the file before the person typed; it writes its version of B after.
+    theirs = _with_source(_saved(root), "cellB", "b = 'agent'")
+    _type_at_end(page, 1, "  # person's change")
+    _write_like_a_file_tool(root, theirs)
+    # The note: the file's version, and that it was not applied.
+    note = page.locator(".jp-Notebook .jp-MarkdownCell", has_text="b = 'agent'").first
+    note.wait_for(timeout=30_000)
+    assert "not applied" in (note.text_content() or "")
+    assert "# person's change" in _editor(page, 1).inner_text()
+    assert "b = 'agent'" not in _editor(page, 1).inner_text()
+
+    # The notice is pending for every reader: `status` shows it ...
+    res = run_cli("status", "--json", cwd=root)
+    assert res.returncode == 0, res.stderr
+    (kernel,) = json.loads(res.stdout)["kernels"]
+    assert any("not applied to cell cellB" in n for n in kernel.get("notices") or []), kernel
+    # ... and the agent is told on its next result, once.
+    plan = _tool(mcp, "run_stale", {})
+    assert not plan.is_error, _text(plan)
+    notices = plan.structured_content.get("notices") or []
+    assert any("file write not applied to cell cellB" in n for n in notices), notices
+    again = _tool(mcp, "run_stale", {}).structured_content.get("notices") or []
+    assert not any("not applied" in n for n in again), again
+
+    # Both versions reach the file: the person's in the cell, the agent's in the note.
+    def both_kept() -> bool:
+        cells = _saved(root).cells
+        b = next(c for c in cells if c.id == "cellB")
+        notes = [c for c in cells if c.metadata.get("ipykeep", {}).get("conflict")]
+        return "# person's change" in b.source and any(
+            n.metadata["ipykeep"]["conflict"]["file_source"] == "b = 'agent'" for n in notes
+        )
+
+    _wait(both_kept, "the server to save the person's source and the note")
+
+
+def _toggle_autosave(page: Any) -> None:
+    """JupyterLab's Settings > Autosave Documents; the server saves a shared document only while
+    one of its browsers has autosave on."""
+    _close_dialog(page, [])
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Autosave Documents").first.click()
+
+
+def test_status_reads_the_live_document(project: tuple[Path, str], page: Any) -> None:
+    root = project[0]
+    _toggle_autosave(page)  # off: the person's typing stays unsaved
+    try:
+        saved_a = next(c.source for c in _saved(root).cells if c.id == "cellA")
+        _type_at_end(page, 0, "\n# not saved")
+        unsaved = cell_version(saved_a + "\n# not saved")
+
+        def status_shows_the_typing() -> bool:
+            res = run_cli("status", "--json", cwd=root)
+            assert res.returncode == 0, res.stderr
+            (kernel,) = json.loads(res.stdout)["kernels"]
+            cell = next(c for c in kernel["cells"] if c["cell_id"] == "cellA")
+            return bool(cell["version"] == unsaved)
+
+        _wait(status_shows_the_typing, "status to show cell A's unsaved source")
+        assert "# not saved" not in next(c.source for c in _saved(root).cells if c.id == "cellA")
+    finally:
+        _toggle_autosave(page)
