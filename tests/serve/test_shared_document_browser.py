@@ -37,7 +37,7 @@ pytestmark = [
 NOTEBOOK = "shared.ipynb"
 KERNEL = "k1"  # the served kernel's id, set by the project fixture
 ROUNDS = 20
-FILE_ROUNDS = 10
+FILE_ROUNDS = 20
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def _with_source(nb: Any, cell_id: str, source: str) -> Any:
     return nb
 
 
-def test_a_file_tools_writes_merge_with_the_persons_typing_for_ten_rounds(
+def test_a_file_tools_writes_merge_with_the_persons_typing_for_twenty_rounds(
     project: tuple[Path, str], mcp: McpSession, page: Any
 ) -> None:
     root = project[0]
@@ -219,16 +219,27 @@ def test_a_file_tools_writes_merge_with_the_persons_typing_for_ten_rounds(
     for i in range(1, FILE_ROUNDS + 1):
         _type_at_end(page, 0, f"\n# typed {i}")
         # The agent reads the file (the typing may not be saved yet) and writes cell B.
-        _write_like_a_file_tool(root, _with_source(_saved(root), "cellB", f"b = {100 + i}"))
+        src = f"b = {100 + i}\nprint('b is', b)"
+        _write_like_a_file_tool(root, _with_source(_saved(root), "cellB", src))
         page.locator(
             ".jp-Notebook .jp-CodeCell .cm-content", has_text=f"b = {100 + i}"
         ).first.wait_for(timeout=30_000)
         assert f"# typed {i}" in _editor(page, 0).inner_text()
+        # ... and runs it: the run takes the merged source, its output reaches the browser
+        ran = _tool(mcp, "run_cells", {"cells": ["cellB"]})
+        assert not ran.is_error and f"b is {100 + i}" in _text(ran), _text(ran)
+        page.locator(".jp-OutputArea-output", has_text=f"b is {100 + i}").first.wait_for(
+            timeout=30_000
+        )
 
     def both_saved() -> bool:
-        cells = {c.id: c.source for c in _saved(root).cells}
-        return cells.get("cellB") == f"b = {100 + FILE_ROUNDS}" and all(
-            f"# typed {i}" in cells.get("cellA", "") for i in range(1, FILE_ROUNDS + 1)
+        saved = {c.id: c for c in _saved(root).cells}
+        b = saved.get("cellB")
+        return (
+            b is not None
+            and b.source == f"b = {100 + FILE_ROUNDS}\nprint('b is', b)"
+            and any(f"b is {100 + FILE_ROUNDS}" in o.get("text", "") for o in b.outputs)
+            and all(f"# typed {i}" in saved["cellA"].source for i in range(1, FILE_ROUNDS + 1))
         )
 
     _wait(both_saved, "the server to save the person's typing and the agent's writes")
