@@ -23,6 +23,7 @@ import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import (
     INVALID_PARAMS,
     BlobResourceContents,
@@ -262,7 +263,9 @@ class IpykeepMcp:
     ) -> CallToolResult:
         if spec.method_name == names.CREATE_KERNEL:
             raw = await self._create_kernel(params, ctx)
-        elif spec.progress:
+        elif spec.progress and progress_token_from_params(ctx.params) is not None:
+            # Without a token the reports are dropped: the side task and its polling of the
+            # daemon would only add to a quick call's round trip.
             raw = await self._with_progress(spec, params, ctx)
         else:
             raw = await self.backend.call(spec.method, params, start=spec.starts_daemon)
