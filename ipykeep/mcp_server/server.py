@@ -408,8 +408,10 @@ async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> N
 
     server = app.server()
     async with pipe_stdio(prefetch) as streams:
-        stdin, stdout = streams if streams is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+        if streams is not None:
+            await server.run(*streams, server.create_initialization_options())
+            return
+        async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
