@@ -2,9 +2,10 @@
 
 jupyter_client's ``Session.deserialize`` turns every ISO 8601 string of a message's header and
 parent header into a ``datetime`` with dateutil: two parses per message, five messages for the
-smallest execution, about a fifth of the daemon's CPU on a quick ``1+1``. Nothing in ipykeep
+smallest execution, about a tenth of the daemon's CPU on a quick ``1+1``. Nothing in ipykeep
 reads those dates (executions are timed with the daemon's own clock), so they stay the
-strings the kernel sent. Signing, signature checks and replay protection are jupyter_client's.
+strings the kernel sent. Signatures are checked and replays refused as jupyter_client does,
+with its signing and digest history.
 """
 
 from __future__ import annotations
