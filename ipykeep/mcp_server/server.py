@@ -23,6 +23,7 @@ import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types import (
     INVALID_PARAMS,
     BlobResourceContents,
@@ -262,7 +263,9 @@ class IpykeepMcp:
     ) -> CallToolResult:
         if spec.method_name == names.CREATE_KERNEL:
             raw = await self._create_kernel(params, ctx)
-        elif spec.progress:
+        elif spec.progress and progress_token_from_params(ctx.params) is not None:
+            # Without a token the reports are dropped: the side task and its polling of the
+            # daemon would only add to a quick call's round trip.
             raw = await self._with_progress(spec, params, ctx)
         else:
             raw = await self.backend.call(spec.method, params, start=spec.starts_daemon)
@@ -405,8 +408,10 @@ async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> N
 
     server = app.server()
     async with pipe_stdio(prefetch) as streams:
-        stdin, stdout = streams if streams is not None else (None, None)
-        async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+        if streams is not None:
+            await server.run(*streams, server.create_initialization_options())
+            return
+        async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

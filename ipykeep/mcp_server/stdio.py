@@ -1,12 +1,15 @@
-"""Stdio for the MCP server without a thread hop per message.
+"""Stdio for the MCP server without a thread hop or a task hop per message.
 
 The SDK's default stdio transport reads and writes through ``anyio.wrap_file``, which sends
-every line read and every write and flush to a worker thread: a few milliseconds per tool
-call, a large share of a quick ``ipython`` round trip. Here stdin and stdout are asyncio pipe
-transports on the event loop instead. As the SDK does, the process's fd 0 is pointed at the
-null device and fd 1 at stderr while serving, so nothing else can read the protocol stream or
-write stray bytes into it; both are restored on exit. When stdin or stdout is not a pipe (a
-file, say) the SDK's own transport is used.
+every line read and every write and flush to a worker thread, and passes each message through
+a memory stream to or from a reader or writer task: a few milliseconds per tool call, a large
+share of a quick ``ipython`` round trip. Here stdin and stdout are asyncio pipe transports on
+the event loop instead, and the SDK's dispatcher reads its messages from stdin and writes them
+to stdout itself (through the SDK's own stream protocols), parsed and serialized as the SDK's
+transport does. As the SDK does, the process's fd 0 is pointed at the null device and fd 1 at
+stderr while serving, so nothing else can read the protocol stream or write stray bytes into
+it; both are restored on exit. When stdin or stdout is not a pipe (a file, say) the SDK's own
+transport is used.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types
+from mcp.shared.message import SessionMessage
 
 if TYPE_CHECKING:
     from ipykeep.mcp_server.early import EarlyAnswers, StdinPrefetch
@@ -23,7 +31,29 @@ if TYPE_CHECKING:
 MAX_LINE = 64 * 1024 * 1024
 
 
-class _LineReader:
+class _StreamEnds:
+    """Context-manager and closing faces of the SDK's stream protocols (nothing to release:
+    the pipes are closed by ``pipe_stdio``)."""
+
+    async def aclose(self) -> None:
+        return None
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+class _MessageReader(_StreamEnds):
+    """The dispatcher's read stream: one JSON-RPC message per stdin line (or the parse error,
+    which the SDK answers), as ``mcp.server.stdio`` reads them."""
+
     def __init__(
         self, reader: asyncio.StreamReader, early: EarlyAnswers | None, first: list[bytes]
     ) -> None:
@@ -31,10 +61,10 @@ class _LineReader:
         self._early = early
         self._first = first
 
-    def __aiter__(self) -> _LineReader:
+    def __aiter__(self) -> _MessageReader:
         return self
 
-    async def __anext__(self) -> str:
+    async def __anext__(self) -> SessionMessage | Exception:
         if self._first:
             line = self._first.pop(0)
         else:
@@ -43,20 +73,33 @@ class _LineReader:
                 raise StopAsyncIteration
             if self._early is not None:
                 self._early.on_request(line)  # learns answers for the next start
-        return line.decode("utf-8", errors="replace")
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(
+                line.decode("utf-8", errors="replace"), by_name=False
+            )
+        except Exception as exc:
+            return exc
+        return SessionMessage(message)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
 
 
-class _Writer:
+class _MessageWriter(_StreamEnds):
+    """The dispatcher's write stream: each message a line on stdout, in the order sent."""
+
     def __init__(self, writer: asyncio.StreamWriter, early: EarlyAnswers | None) -> None:
         self._writer = writer
         self._early = early
 
-    async def write(self, text: str) -> None:
+    async def send(self, item: SessionMessage, /) -> None:
+        text = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
         if self._early is not None and not self._early.on_response(text):
             return  # answered early, before the SDK was loaded
         self._writer.write(text.encode("utf-8"))
-
-    async def flush(self) -> None:
         await self._writer.drain()
 
 
@@ -64,7 +107,7 @@ class _Writer:
 async def pipe_stdio(
     prefetch: StdinPrefetch | None = None,
 ) -> AsyncIterator[tuple[Any, Any] | None]:
-    """``(stdin, stdout)`` streams for ``mcp.server.stdio.stdio_server``, or None if not pipes.
+    """``(read, write)`` message streams for the SDK's ``Server.run``, or None if not pipes.
 
     ``prefetch`` is the reader that answered the handshake while the SDK loaded: its lines come
     first, and the SDK's own answers to what it answered are dropped.
@@ -100,7 +143,7 @@ async def pipe_stdio(
     )
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
     try:
-        yield _LineReader(reader, early, first), _Writer(writer, early)
+        yield _MessageReader(reader, early, first), _MessageWriter(writer, early)
     finally:
         read_transport.close()
         write_transport.close()

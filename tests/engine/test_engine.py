@@ -200,3 +200,25 @@ async def test_watcher_notices_edits_by_others_but_not_its_own_writes(eng):
         await asyncio.sleep(0.3)
         notices = [n for n in engine.kernels[kid].notices if "changed on disk" in n]
     assert notices and "n.ipynb" in notices[0] and "cell(s) stale" in notices[0]
+
+
+async def test_kernel_messages_keep_their_header_dates_as_strings(eng):
+    # The daemon's client skips jupyter_client's date parsing (kernel/providers/session.py).
+    engine, kid, _ = eng
+    kc = engine.kernels[kid].process.kc
+    seen = []
+    real = kc.get_iopub_msg
+
+    async def recording(*args, **kwargs):
+        msg = await real(*args, **kwargs)
+        seen.append(msg)
+        return msg
+
+    kc.get_iopub_msg = recording
+    try:
+        rec = await engine.execute("1+1", kernel_id=kid)
+    finally:
+        del kc.get_iopub_msg
+    assert rec.state == "ok" and rec.output.text.strip() == "2"
+    assert seen and all(isinstance(m["header"]["date"], str) for m in seen)
+    assert all(isinstance(m["parent_header"]["date"], str) for m in seen if m["parent_header"])

@@ -30,6 +30,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
+from ipykeep.kernel.providers.session import UndatedSession
 from ipykeep.platform.files import make_private, open_private, user_temp_dir
 from ipykeep.platform.processes import ProcessTree, pid_alive, process_start
 from ipykeep.platform.transport import kernel_transport
@@ -172,6 +173,8 @@ class LocalProvider:
             ip=transport.ip,
             cache_ports=False,
         )
+        # Before the launch: the connection file carries this session's key.
+        km.session = UndatedSession(parent=km)
         # No receive limit: with zmq's default (1000 messages) a burst of output while the
         # daemon is busy overflows the queues and messages (even the idle status) are dropped.
         km.context.setsockopt(zmq.RCVHWM, 0)

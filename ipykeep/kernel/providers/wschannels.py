@@ -22,7 +22,7 @@ import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jupyter_client.jsonutil import extract_dates, json_default
+from jupyter_client.jsonutil import json_default
 from jupyter_client.session import Session
 
 CHANNELS = ("shell", "iopub", "control", "stdin")
@@ -47,9 +47,9 @@ def decode_frame(frame: str | bytes) -> dict[str, Any]:
         parts = [frame[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
         msg = json.loads(parts[0])
         msg["buffers"] = [memoryview(b) for b in parts[1:]]
-    # Local clients see dates as datetimes; keep remote messages alike.
-    msg["header"] = extract_dates(msg.get("header") or {})
-    msg["parent_header"] = extract_dates(msg.get("parent_header") or {})
+    # Header dates stay strings, as local clients receive them (providers/session.py).
+    msg["header"] = msg.get("header") or {}
+    msg["parent_header"] = msg.get("parent_header") or {}
     msg.setdefault("metadata", {})
     msg.setdefault("content", {})
     return msg
