@@ -86,6 +86,8 @@ LONGEST_FIRST = (
     "test_serve_browser.py",
     "test_checkpoints_cli.py",
     "test_checkpoints_thirdparty.py",
+    "test_shared_document_browser.py",
+    "test_staleness_tutorials.py",
 )
 
 
