@@ -54,6 +54,45 @@ class CollectReport:
     blobs_removed: int
     bytes_removed: int
     bytes_kept: int
+    #: manifests the collection read (kept or removed): what the next one will cost
+    manifests_read: int = 0
+
+
+#: fewest manifests written between two collections of one kernel
+COLLECT_EVERY = 25
+#: the values saved since the last collection that call for one at once, as a fraction of the
+#: project limit
+COLLECT_BYTES_FRACTION = 16
+
+
+@dataclass
+class CollectSchedule:
+    """Per kernel: when its snapshots call for a collection.
+
+    A collection reads every manifest in the project, so one every fixed number of snapshots
+    made a long notebook's run quadratic in its cells. It waits instead for as many new
+    manifests as the last collection read (at least ``COLLECT_EVERY``), which keeps its cost per
+    snapshot constant; values saved since the last one still call for it once they pass
+    ``1/COLLECT_BYTES_FRACTION`` of the project limit, so the store's growth between two
+    collections is bounded by bytes, not by a count of cells."""
+
+    manifests: int = 0
+    bytes: int = 0
+    last_read: int = 0
+
+    def note_snapshot(self, saved_bytes: int, max_project_bytes: int) -> bool:
+        """Count one manifest written with ``saved_bytes`` of values; True: collect now."""
+        self.manifests += 1
+        self.bytes += saved_bytes
+        due = self.manifests >= max(COLLECT_EVERY, self.last_read) or (
+            self.bytes * COLLECT_BYTES_FRACTION >= max_project_bytes > 0
+        )
+        if due:
+            self.manifests = self.bytes = 0
+        return due
+
+    def collected(self, report: CollectReport) -> None:
+        self.last_read = report.manifests_read
 
 
 def _referenced(manifest: dict[str, Any]) -> set[str]:
@@ -69,7 +108,8 @@ def collect(store: CheckpointStore, limits: Limits, *, now: float | None = None)
     now = time.time() if now is None else now
     manifests: dict[Path, set[str]] = {}
     removed_manifests = 0
-    for path in list(store.all_manifest_paths()):
+    paths = list(store.all_manifest_paths())
+    for path in paths:
         try:
             data = store.read_manifest(path)
         except CheckpointError:
@@ -111,4 +151,4 @@ def collect(store: CheckpointStore, limits: Limits, *, now: float | None = None)
                 with contextlib.suppress(OSError):
                     path.unlink()
                     removed_manifests += 1
-    return CollectReport(removed_manifests, removed, removed_bytes, total)
+    return CollectReport(removed_manifests, removed, removed_bytes, total, len(paths))

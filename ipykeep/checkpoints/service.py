@@ -58,8 +58,6 @@ from ipykeep.staleness import probes
 from ipykeep.staleness.models import Observed
 from ipykeep.staleness.state import staleness_of
 
-COLLECT_EVERY = 25
-
 log = logging.getLogger("ipykeep.checkpoints")
 
 
@@ -304,8 +302,9 @@ class CheckpointService(SessionObserver):
             cheap=decision.cheap,
             recompute_s=decision.recompute_s,
         )
-        st.snapshots += 1
-        if st.snapshots % COLLECT_EVERY == 0:
+        if st.collect_schedule.note_snapshot(
+            sum(sizes.values()), Limits.from_config(session.config).max_project_bytes
+        ):
             self._collect_soon(session)
 
     async def _settle(self, session: KernelSession) -> None:
@@ -349,7 +348,8 @@ class CheckpointService(SessionObserver):
 
         async def run() -> None:
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(collect, self.store, limits)
+                report = await asyncio.to_thread(collect, self.store, limits)
+                self.state(session).collect_schedule.collected(report)
             if self.state(session).remote_root is not None and session.process.alive:
                 with contextlib.suppress(Exception):
                     await remote.collect(session, self.store, limits)

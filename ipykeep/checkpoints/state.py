@@ -9,6 +9,7 @@ from typing import Any
 
 from ipykeep.api.checkpoints import CellCheckpointInfo, RestoreReport
 from ipykeep.checkpoints.cost import CheapCell
+from ipykeep.checkpoints.limits import CollectSchedule
 from ipykeep.engine.session import CellRun
 from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_LOAD
 
@@ -38,7 +39,8 @@ class KernelCheckpoints:
     last_restore: RestoreReport | None = None
     #: name -> (kernel generation, staleness tracker copy, cell runs copy) at checkpoint time
     named: dict[str, tuple[int, Any, dict[str, CellRun]]] = field(default_factory=dict)
-    snapshots: int = 0
+    #: when the next snapshot calls for a collection of the store
+    collect_schedule: CollectSchedule = field(default_factory=CollectSchedule)
     #: cells not checkpointed on purpose (see ``cost``), by id
     cheap: dict[str, CheapCell] = field(default_factory=dict)
     #: cell id -> seconds the kernel was held the last time its values were saved

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import stat
@@ -13,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from ipykeep.checkpoints import planning
-from ipykeep.checkpoints.limits import GRACE_S, Limits, collect
+from ipykeep.checkpoints.limits import (
+    COLLECT_BYTES_FRACTION,
+    COLLECT_EVERY,
+    GRACE_S,
+    CollectReport,
+    CollectSchedule,
+    Limits,
+    collect,
+)
 from ipykeep.checkpoints.store import CheckpointError, CheckpointStore, TamperedCheckpointError
 from ipykeep.staleness.models import Observed
 
@@ -144,6 +153,45 @@ def test_collect_age_unreferenced_and_lru(store: CheckpointStore) -> None:
     assert not store.blob_path(a).exists() and not m_a.exists()  # evicted with its manifest
     assert store.blob_path(b).exists() and m_b.exists()
     assert rep.bytes_kept <= 1500
+    assert rep.manifests_read == 3  # the old one too: it was read before it was dropped
+
+
+def test_collections_read_each_manifest_a_bounded_number_of_times(
+    store: CheckpointStore,
+) -> None:
+    """One kernel's snapshots of a long notebook: every snapshot adds a manifest, every
+    collection reads all of them. The manifests read in all stay proportional to the
+    snapshots (a collection every 25 snapshots read ~n²/50 of them: 80,000 for 2,000 cells)."""
+    schedule = CollectSchedule()
+    now = time.time()
+    read = 0
+    collected_at = []
+    for i in range(1, 2001):
+        _manifest(store, f"c{i:04d}", {}, created=now)
+        if schedule.note_snapshot(0, 10**9):
+            report = collect(store, _limits(), now=now)
+            schedule.collected(report)
+            read += report.manifests_read
+            collected_at.append(i)
+    assert read <= 2 * 2000, (collected_at, read)
+    # and it keeps collecting: at least once each time the store doubles
+    assert collected_at[0] == COLLECT_EVERY
+    assert all(b <= 2 * a for a, b in itertools.pairwise(collected_at + [2000]))
+
+
+def test_saved_values_call_for_a_collection_before_the_count_does() -> None:
+    schedule = CollectSchedule()
+    schedule.collected(collect_report(manifests_read=10_000))
+    limit = 1600
+    assert not any(schedule.note_snapshot(0, limit) for _ in range(COLLECT_EVERY * 10))
+    slice_ = limit // COLLECT_BYTES_FRACTION
+    assert not schedule.note_snapshot(slice_ - 1, limit)
+    assert schedule.note_snapshot(1, limit)  # the values since the last collection pass 1/16
+    assert not schedule.note_snapshot(slice_ - 1, limit)  # counted afresh after it
+
+
+def collect_report(manifests_read: int) -> CollectReport:
+    return CollectReport(0, 0, 0, 0, manifests_read)
 
 
 INKERNEL = Path(__file__).resolve().parents[2] / "ipykeep" / "checkpoints" / "_inkernel"

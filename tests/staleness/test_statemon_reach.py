@@ -285,3 +285,37 @@ def test_a_cell_looks_at_what_it_bound_not_at_every_settled_name(shell: Shell) -
     assert out["deleted"] == ["x7"] and out["bound"] == []
     out = shell.run("z = 2")
     assert out["bound"] == ["z"] and out["looked"] < 20
+
+
+class _CountingNamespace(dict):  # type: ignore[type-arg]
+    """A namespace counting its membership tests: the probe's work per name, in Python."""
+
+    lookups = 0
+
+    def __contains__(self, key: object) -> bool:
+        self.lookups += 1
+        return super().__contains__(key)
+
+
+def test_a_cell_costs_the_probe_the_same_after_many_cells(modules) -> None:
+    """Every cell leaves an IPython history name (``_i12``) the probe skips; after 1,000 cells
+    one more costs it as few name lookups as the first did (it visited every history name on
+    every cell, which made a long notebook's run quadratic)."""
+    _reach, statemon = modules
+    ns = _CountingNamespace()
+    statemon.install(ns)
+
+    def cell(i: int) -> tuple[int, dict[str, Any]]:
+        ns[f"_i{i}"] = f"x{i} = {i}"
+        ns[f"x{i}"] = i
+        ns.lookups = 0
+        out = json.loads(statemon.collect())
+        assert out["bound"] == [f"x{i}"]
+        return ns.lookups, out
+
+    first, out_first = cell(0)
+    for i in range(1, 1000):
+        cell(i)
+    last, out_last = cell(1000)
+    assert out_last["looked"] == out_first["looked"]
+    assert last <= first + 2, (first, last)

@@ -477,11 +477,14 @@ def _to_look(ns, prev):
     if fixed is None or prev is None:
         return None
     hidden = set(_state.get("hidden", ()))  # pseudo-names (generators, settings)
-    added_or_gone = ns.keys() ^ prev.keys()  # one pass over both; few names in it
+    # IPython's history names (``_i12``) are never in ``prev`` (skipped), so they are in the
+    # symmetric difference every time, one more per cell run: dropped at C level, or the loops
+    # below would visit every one of them on every cell (no skipped name was ever in ``prev``)
+    added_or_gone = ns.keys() ^ prev.keys()
+    added_or_gone -= _state["skipped"]
     if any(name not in ns and name not in hidden for name in added_or_gone):
         return None
-    skipped = _state["skipped"]
-    new = {name for name in added_or_gone if name in ns and name not in skipped}
+    new = {name for name in added_or_gone if name in ns}
     held = list(fixed)
     gone = list(compress(held, map(is_not, map(ns.get, held), fixed.values())))
     for name in gone:
