@@ -382,3 +382,38 @@ def test_unseeded_generator_is_not_rebuilt_by_re_importing_numpy() -> None:
     assert any("cannot rebuild" in r.message for r in x2.reasons if r.kind == "state_changed")
     sim.run_plan()
     assert sim.plan().is_empty
+
+
+def test_reader_of_a_changed_setting_stays_planned_once_the_setter_re_ran() -> None:
+    # a setting is not a generator: that no cell seeds it says nothing about its reader, which
+    # formatted with the old options and must re-run after the edited setter did
+    sim = Sim(
+        [
+            ("imp", "import numpy as np"),
+            ("opts", "np.set_printoptions(precision=2)"),
+            ("w", "weights = np.array([0.123456, 2.5])"),
+            ("rep", 'report = f"weights: {weights}"'),
+        ],
+        observed={
+            "imp": Observed(bound=frozenset({"np"})),
+            "opts": Observed(
+                mutated=frozenset({"<numpy.printoptions>"}),
+                states={"<numpy.printoptions>": "precision=2"},
+            ),
+            "w": Observed(bound=frozenset({"weights"})),
+            "rep": Observed(bound=frozenset({"report"}), read=frozenset({"<numpy.printoptions>"})),
+        },
+    )
+    sim.run_all()
+    sim.edit("opts", "np.set_printoptions(precision=4)")
+    assert sim.kinds() == {"opts": {"source_changed"}, "rep": {"upstream"}}
+    sim.observed["opts"] = Observed(
+        mutated=frozenset({"<numpy.printoptions>"}),
+        states={"<numpy.printoptions>": "precision=4"},
+    )
+    sim.run("opts")
+    assert sim.kinds() == {"rep": {"state_changed"}}
+    entry = sim.plan().entry("rep")
+    assert entry is not None and "numpy print options" in entry.reasons[0].message
+    sim.run("rep")
+    assert sim.plan().is_empty
