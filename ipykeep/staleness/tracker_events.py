@@ -38,6 +38,7 @@ def record_cell_run(
     """A notebook cell finished on the main shell (see ``StalenessTracker.record_cell_run``)."""
     state.seq += 1
     analysis = analyze_source(source)
+    # what the kernel saw this run change; ``observed`` may gain the previous run's outputs
     seen = observed
     previous = state.runs.get(cell_id)
     if (
@@ -85,8 +86,10 @@ def record_cell_run(
         effect_hash=effect_hash(source),
     )
     if previous is not None and is_restore(state, previous, run, writes):
+        # judged on ``seen``: a name the previous run bound (``import random`` on its first
+        # run) and this one found as it was is no redraw, or its readers would all re-run
         versions = {
-            n: run.version if redrawn(state, cell_id, n, observed) else previous.version_of(n)
+            n: run.version if redrawn(state, cell_id, n, seen) else previous.version_of(n)
             for n in writes
         }
         run = replace(run, version=previous.version, versions=versions)
