@@ -231,8 +231,15 @@ def redrawn(state: TrackerState, cell_id: str, name: str, observed: Observed | N
     """Whether a restoring run gave ``name`` a new value: the kernel still held this cell's
     own value of it (nothing clobbered it), yet the evidence shows it rebound or changed, so
     the cell is not reproducible there (``stamp = time.time()``, an unseeded draw) and the
-    readers of ``name`` must re-run."""
-    if observed is None or name not in observed.changed or name in observed.opaque:
+    readers of ``name`` must re-run. A value the fingerprints cannot compare (``opaque``,
+    ``uncompared``: a fitted model made anew on the same inputs) proves no change: the cell
+    re-ran on the same inputs, so it is taken to give the value it gave before."""
+    if (
+        observed is None
+        or name not in observed.changed
+        or name in observed.opaque
+        or name in observed.uncompared
+    ):
         return False
     latest = state.writers.get(name)
     return latest is not None and latest.origin == "cell" and latest.cell_id == cell_id

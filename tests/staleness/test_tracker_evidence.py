@@ -357,6 +357,32 @@ def test_restoring_run_that_redraws_a_value_makes_its_readers_stale() -> None:
     assert sim.plan().is_empty
 
 
+def test_restoring_run_that_makes_an_uncomparable_value_anew_keeps_its_readers() -> None:
+    # ``x2`` re-runs to restore x and fits its model anew on the same inputs: the kernel shows
+    # ``fitted`` rebound, but cannot compare the new object with the old one, so nothing proves
+    # the cell redrew it and its reader stays fresh (it would re-run for a proven change)
+    sim = Sim(
+        [
+            ("x", "x = [1, 2]"),
+            ("s", "s = sum(x)"),
+            ("x2", "x = [5]; fitted = fit(x)"),
+            ("z", "z = fitted.params"),
+        ]
+    )
+    sim.run_all()
+    sim.edit("s", "s = sum(x) + 1")
+    assert sim.plan().cell_ids == ("x", "s", "x2")
+    sim.observed["x2"] = Observed(
+        bound=frozenset({"x", "fitted"}), uncompared=frozenset({"x", "fitted"})
+    )
+    sim.run("x", "s", "x2")
+    assert sim.plan().is_empty
+    sim.edit("s", "s = sum(x) + 2")
+    sim.observed["x2"] = Observed(bound=frozenset({"x", "fitted"}))
+    sim.run("x", "s", "x2")
+    assert sim.kinds() == {"z": {"state_changed"}}
+
+
 def test_unseeded_generator_is_not_rebuilt_by_re_importing_numpy() -> None:
     sim = Sim(
         [
