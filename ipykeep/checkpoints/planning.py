@@ -64,6 +64,7 @@ class CellCheckpoint:
                 opaque=frozenset(obs.get("opaque", ())),
                 states={str(k): str(v) for k, v in (obs.get("states") or {}).items()},
                 read=frozenset(map(str, obs.get("read", ()))),
+                uncompared=frozenset(obs.get("uncompared", ())),
             )
         values = data.get("values") or {}
         return cls(
@@ -104,6 +105,7 @@ def observed_json(observed: Observed) -> dict[str, Any]:
         "opaque": sorted(observed.opaque),
         "states": dict(observed.states),
         "read": sorted(observed.read),
+        "uncompared": sorted(observed.uncompared),
     }
 
 

@@ -120,6 +120,9 @@ class Observed:
     states: Mapping[str, str] = field(default_factory=dict)
     #: process-wide settings (pseudo-names, ``<numpy.printoptions>``) the code used: inputs
     read: frozenset[str] = frozenset()
+    #: bound names whose new value the fingerprints cannot compare with the old one (an object
+    #: fingerprinted by its attributes, a fitted model): not proven equal, nor different
+    uncompared: frozenset[str] = frozenset()
 
     @property
     def changed(self) -> frozenset[str]:

@@ -124,6 +124,7 @@ def parse_statemon(payload: Mapping[str, Any]) -> Observed | None:
         opaque=names("opaque"),
         states={str(k): str(v) for k, v in (payload.get("states") or {}).items()},
         read=frozenset(n for n in map(str, payload.get("read", [])) if is_pseudo_name(n)),
+        uncompared=names("uncompared"),
     )
 
 

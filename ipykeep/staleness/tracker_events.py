@@ -38,6 +38,7 @@ def record_cell_run(
     """A notebook cell finished on the main shell (see ``StalenessTracker.record_cell_run``)."""
     state.seq += 1
     analysis = analyze_source(source)
+    # what the kernel saw this run change; ``observed`` may gain the previous run's outputs
     seen = observed
     previous = state.runs.get(cell_id)
     if (
@@ -85,8 +86,10 @@ def record_cell_run(
         effect_hash=effect_hash(source),
     )
     if previous is not None and is_restore(state, previous, run, writes):
+        # judged on ``seen``: a name the previous run bound (``import random`` on its first
+        # run) and this one found as it was is no redraw, or its readers would all re-run
         versions = {
-            n: run.version if redrawn(state, cell_id, n, observed) else previous.version_of(n)
+            n: run.version if redrawn(state, cell_id, n, seen) else previous.version_of(n)
             for n in writes
         }
         run = replace(run, version=previous.version, versions=versions)
@@ -228,8 +231,15 @@ def redrawn(state: TrackerState, cell_id: str, name: str, observed: Observed | N
     """Whether a restoring run gave ``name`` a new value: the kernel still held this cell's
     own value of it (nothing clobbered it), yet the evidence shows it rebound or changed, so
     the cell is not reproducible there (``stamp = time.time()``, an unseeded draw) and the
-    readers of ``name`` must re-run."""
-    if observed is None or name not in observed.changed or name in observed.opaque:
+    readers of ``name`` must re-run. A value the fingerprints cannot compare (``opaque``,
+    ``uncompared``: a fitted model made anew on the same inputs) proves no change: the cell
+    re-ran on the same inputs, so it is taken to give the value it gave before."""
+    if (
+        observed is None
+        or name not in observed.changed
+        or name in observed.opaque
+        or name in observed.uncompared
+    ):
         return False
     latest = state.writers.get(name)
     return latest is not None and latest.origin == "cell" and latest.cell_id == cell_id

@@ -17,6 +17,7 @@ from ipykeep.staleness.models import (
     Outcome,
     Reason,
 )
+from ipykeep.staleness.process_state import GENERATORS
 
 #: path -> the file now, or None when it does not exist. The stamp's ``path`` names the file the
 #: way the run-time read hook does (absolute, normalized), whatever form the argument had.
@@ -173,8 +174,10 @@ def mentions(source: str, path: str) -> bool:
 def unseeded(graph: Graph, name: str, cell_id: str) -> bool:
     """Whether ``name`` is hidden generator state (``<numpy.random>``) that no cell above
     ``cell_id`` seeds: a fresh run draws from an unpredictable state there, so no re-run can
-    recreate the state the kernel had, and none is planned to."""
-    if name.isidentifier():
+    recreate the state the kernel had, and none is planned to. A setting
+    (``<numpy.printoptions>``) is never unseeded: its reader formatted with the value its
+    setter left, which a re-run of the setter changes."""
+    if name not in GENERATORS:
         return False
     pos = graph.position[cell_id]
     return not any(

@@ -50,17 +50,7 @@ def _layer(engine: Engine) -> CheckpointService:
     return next(o for o in engine.observers if isinstance(o, CheckpointService))
 
 
-#: the ols edit's plan runs more than a never-lost kernel's did (an open regression)
-_OLS_REGRESSION = pytest.mark.xfail(
-    reason="open regression (docs/known-issues.md): a seeded redraw no longer "
-    "lets the cells below it drop out at run time",
-    strict=False,
-)
-CASES = [
-    pytest.param(fx, mode, id=f"{fx.stem}-{mode}", marks=[_OLS_REGRESSION] if fx == FIXTURE else [])
-    for fx in (FIXTURE, GLM)
-    for mode in MODES
-]
+CASES = [pytest.param(fx, mode, id=f"{fx.stem}-{mode}") for fx in (FIXTURE, GLM) for mode in MODES]
 #: per notebook: the names a fresh-run comparison cannot cover, and an edit whose plan runs
 #: exactly what a kernel that was never lost runs (asserted inside)
 EDITS = {FIXTURE: (UNCOMPARABLE, edit_beta_and_run), GLM: (GLM_UNCOMPARABLE, edit_glm_fit_and_run)}

@@ -139,11 +139,6 @@ async def test_mutation_seen_only_at_run_time(make_nb: Any, mode: str) -> None:
     await nb.assert_fresh("h", "top", "base", "view", "size", "rows", "rs")
 
 
-@pytest.mark.xfail(
-    reason="open regression (docs/known-issues.md): a seeded redraw no longer "
-    "lets the cells below it drop out at run time",
-    strict=False,
-)
 @pytest.mark.parametrize("mode", MODES)
 async def test_random_generator_drawn_from_by_several_cells(make_nb: Any, mode: str) -> None:
     nb = make_nb(

@@ -31,11 +31,6 @@ AGG = "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt
 # ----------------------------------------------------------------------------- settings
 
 
-@pytest.mark.xfail(
-    reason="open regression (docs/known-issues.md): the run-time re-plan drops the reader of a "
-    "changed process-wide setting",
-    strict=False,
-)
 @pytest.mark.parametrize("mode", MODES)
 async def test_numpy_print_options_are_an_input_of_the_cell_that_formats(
     make_nb: Any, mode: str
@@ -64,11 +59,6 @@ async def test_numpy_print_options_are_an_input_of_the_cell_that_formats(
     assert await nb.values("report") == ["'weights: [0.1235 2.5   ]'"]
 
 
-@pytest.mark.xfail(
-    reason="open regression (docs/known-issues.md): the run-time re-plan drops the reader of a "
-    "changed process-wide setting",
-    strict=False,
-)
 @pytest.mark.parametrize("mode", MODES)
 async def test_pandas_options_and_matplotlib_style(make_nb: Any, mode: str) -> None:
     nb = make_nb(

@@ -220,11 +220,6 @@ def ols_nb(engine: Any, tmp_path_factory: pytest.TempPathFactory, request: Any) 
     return copy_thirdparty(engine, tmp_path_factory, request.param)
 
 
-@pytest.mark.xfail(
-    reason="open regression (docs/known-issues.md): a seeded redraw no longer "
-    "lets the cells below it drop out at run time",
-    strict=False,
-)
 @pytest.mark.parametrize("ols_nb", MODES, indirect=True)
 async def test_statsmodels_ols_notebook(ols_nb: Nb) -> None:
     nb = ols_nb

@@ -235,6 +235,18 @@ def test_a_value_rebuilt_equal_in_a_later_cell_is_not_reported_bound_when_exact(
     assert out["bound"] == ["small"]
 
 
+def test_a_rebound_object_the_fingerprints_cannot_compare_is_bound_and_uncompared(
+    shell: Shell,
+) -> None:
+    shell.run("class Fit:\n    def __init__(self, v):\n        self.v = v\nfit = Fit(1.5)")
+    out = shell.run("fit = Fit(1.5)\nstamp = 2.5")
+    # an object is fingerprinted by its attributes, never exactly: not proven equal, nor
+    # different; a float is compared exactly, so a new one is a change
+    assert out["bound"] == ["fit", "stamp"] and out["uncompared"] == ["fit"]
+    out = shell.run("fit = Fit(1.5)\nstamp = 3.5")
+    assert out["bound"] == ["fit", "stamp"] and out["uncompared"] == ["fit"]
+
+
 def test_user_expressions_that_are_not_ipykeeps_fall_back_to_a_full_scan(shell: Shell) -> None:
     shell.run(f"big = np.zeros({N})")
     shell.ip.user_expressions(

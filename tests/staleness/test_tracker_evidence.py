@@ -357,6 +357,32 @@ def test_restoring_run_that_redraws_a_value_makes_its_readers_stale() -> None:
     assert sim.plan().is_empty
 
 
+def test_restoring_run_that_makes_an_uncomparable_value_anew_keeps_its_readers() -> None:
+    # ``x2`` re-runs to restore x and fits its model anew on the same inputs: the kernel shows
+    # ``fitted`` rebound, but cannot compare the new object with the old one, so nothing proves
+    # the cell redrew it and its reader stays fresh (it would re-run for a proven change)
+    sim = Sim(
+        [
+            ("x", "x = [1, 2]"),
+            ("s", "s = sum(x)"),
+            ("x2", "x = [5]; fitted = fit(x)"),
+            ("z", "z = fitted.params"),
+        ]
+    )
+    sim.run_all()
+    sim.edit("s", "s = sum(x) + 1")
+    assert sim.plan().cell_ids == ("x", "s", "x2")
+    sim.observed["x2"] = Observed(
+        bound=frozenset({"x", "fitted"}), uncompared=frozenset({"x", "fitted"})
+    )
+    sim.run("x", "s", "x2")
+    assert sim.plan().is_empty
+    sim.edit("s", "s = sum(x) + 2")
+    sim.observed["x2"] = Observed(bound=frozenset({"x", "fitted"}))
+    sim.run("x", "s", "x2")
+    assert sim.kinds() == {"z": {"state_changed"}}
+
+
 def test_unseeded_generator_is_not_rebuilt_by_re_importing_numpy() -> None:
     sim = Sim(
         [
@@ -381,4 +407,72 @@ def test_unseeded_generator_is_not_rebuilt_by_re_importing_numpy() -> None:
     assert x2 is not None
     assert any("cannot rebuild" in r.message for r in x2.reasons if r.kind == "state_changed")
     sim.run_plan()
+    assert sim.plan().is_empty
+
+
+def test_reader_of_a_changed_setting_stays_planned_once_the_setter_re_ran() -> None:
+    # a setting is not a generator: that no cell seeds it says nothing about its reader, which
+    # formatted with the old options and must re-run after the edited setter did
+    sim = Sim(
+        [
+            ("imp", "import numpy as np"),
+            ("opts", "np.set_printoptions(precision=2)"),
+            ("w", "weights = np.array([0.123456, 2.5])"),
+            ("rep", 'report = f"weights: {weights}"'),
+        ],
+        observed={
+            "imp": Observed(bound=frozenset({"np"})),
+            "opts": Observed(
+                mutated=frozenset({"<numpy.printoptions>"}),
+                states={"<numpy.printoptions>": "precision=2"},
+            ),
+            "w": Observed(bound=frozenset({"weights"})),
+            "rep": Observed(bound=frozenset({"report"}), read=frozenset({"<numpy.printoptions>"})),
+        },
+    )
+    sim.run_all()
+    sim.edit("opts", "np.set_printoptions(precision=4)")
+    assert sim.kinds() == {"opts": {"source_changed"}, "rep": {"upstream"}}
+    sim.observed["opts"] = Observed(
+        mutated=frozenset({"<numpy.printoptions>"}),
+        states={"<numpy.printoptions>": "precision=4"},
+    )
+    sim.run("opts")
+    assert sim.kinds() == {"rep": {"state_changed"}}
+    entry = sim.plan().entry("rep")
+    assert entry is not None
+    assert entry.reasons[0].message == "numpy print options was changed by re-running cell 1"
+    sim.run("rep")
+    assert sim.plan().is_empty
+
+
+def test_a_restoring_re_import_keeps_the_module_and_the_equal_draws_keep_their_readers() -> None:
+    # the first run bound ``random`` (it was new); the restoring re-run finds the same module
+    # there, which the kernel does not report as a change: the module keeps its version, so
+    # the cells drawing after the edited one are not re-run for it
+    sim = Sim(
+        [
+            ("r0", "import random\nrandom.seed(1)"),
+            ("r1", "p = random.random()"),
+            ("r2", "q = random.random()"),
+        ],
+        observed={
+            "r0": Observed(
+                bound=frozenset({"random"}),
+                mutated=frozenset({"<random>"}),
+                states={"<random>": "seeded"},
+            ),
+            "r1": Observed(
+                bound=frozenset({"p"}), mutated=frozenset({"<random>"}), states={"<random>": "1"}
+            ),
+            "r2": Observed(
+                bound=frozenset({"q"}), mutated=frozenset({"<random>"}), states={"<random>": "2"}
+            ),
+        },
+    )
+    sim.run_all()
+    sim.edit("r1", "p = random.random() + 1")  # the same draws: r2's comes out the same
+    assert sim.kinds() == {"r0": {"restores"}, "r1": {"source_changed"}, "r2": {"upstream"}}
+    sim.observed["r0"] = Observed(mutated=frozenset({"<random>"}), states={"<random>": "seeded"})
+    sim.run("r0", "r1")
     assert sim.plan().is_empty

@@ -10,7 +10,10 @@ global name with what it held after the previous execution and reports
   through an alias, inside a library call such as ``heapq.heappush`` or by drawing from a random
   generator shows on every global that reaches the object);
 * ``deleted``: a name that is gone;
-* ``opaque``: names whose content cannot be fingerprinted (identity only).
+* ``opaque``: names whose content cannot be fingerprinted (identity only);
+* ``uncompared``: the bound names whose new value the fingerprints cannot compare with the old
+  one (one of them is not exact: an object fingerprinted by its attributes): reported bound, as
+  nothing proves them equal, but nothing proves them different either.
 
 Pseudo-names stand for hidden global state that cells share: ``<numpy.random>`` (the legacy
 global generator behind ``np.random.seed``/``np.random.normal``) and ``<random>`` (the ``random``
@@ -610,7 +613,7 @@ def collect():
             reach.worth_walking(sum(entry[4] for entry in _state["cache"].values()) > WALK_WORTH_S)
     except Exception as exc:  # never break the user's code
         return json.dumps({"protocol": PROTOCOL_VERSION, "available": False, "error": repr(exc)})
-    bound, mutated, opaque, filled = [], [], [], []
+    bound, mutated, opaque, filled, uncompared = [], [], [], [], []
     fills = _Fills(uses, ns)
     settings = sys.modules.get(SETTINGS_MODULE)
     # names not looked at hold the same settled object as before: nothing to report of them
@@ -639,6 +642,8 @@ def collect():
                     mutated.append(name)
         elif not (exact and before[2] and before[4] == eq):
             bound.append(name)
+            if not (exact and before[2]):
+                uncompared.append(name)
     deleted = [n for n in prev.keys() - cur.keys() if _is_identifier(n)]
     read = []
     if settings is not None and uses is not None:
@@ -655,6 +660,7 @@ def collect():
             "mutated": sorted(mutated)[:MAX_REPORT],
             "deleted": sorted(deleted)[:MAX_REPORT],
             "opaque": sorted(opaque)[:MAX_REPORT],
+            "uncompared": sorted(uncompared)[:MAX_REPORT],
             "truncated": max(len(bound), len(mutated), len(deleted), len(opaque)) > MAX_REPORT,
             # the settings the code used (pseudo-names), and names whose change was a cache fill
             "read": read,
