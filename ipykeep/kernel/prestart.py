@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.inkernel import KERNEL_SETUP, InKernelModule, install_expression, install_order
 from ipykeep.kernel.providers.base import DataflowMode, LaunchSpec, ProviderKind
 from ipykeep.kernel.providers.local import LocalProvider
@@ -101,7 +102,10 @@ async def _prepare(spare: LocalProvider, helpers: tuple[InKernelModule, ...]) ->
     results = reply["content"].get("user_expressions", {})
     failed = [k for k in ("install", "warm") if results.get(k, {}).get("status") != "ok"]
     if reply["content"].get("status") != "ok" or failed:
-        raise RuntimeError(f"in-kernel set-up failed: {failed or reply['content'].get('ename')}")
+        raise KernelStartError(
+            f"a spare kernel's in-kernel set-up failed: {failed or reply['content'].get('ename')}",
+            hint="the kernel asked for is started afresh; run `ipykeep doctor` if that fails too",
+        )
     spare.preinstalled = frozenset(m.name for m in modules)
 
 
