@@ -17,7 +17,7 @@ from ipykeep.engine.engine import Engine
 from ipykeep.kernel.driver import KernelProcess
 from ipykeep.kernel.inkernel import KERNEL_SETUP
 from ipykeep.kernel.prestart import KernelPool
-from ipykeep.kernel.providers.base import LaunchSpec
+from ipykeep.kernel.providers.base import DataflowMode, LaunchSpec
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
 from tests.conftest import cli_env, make_project, run_cli, stop_daemon
@@ -145,15 +145,16 @@ def test_no_spares_when_turned_off() -> None:
     assert pool.spares == {}
 
 
+@pytest.mark.parametrize("dataflow", ["static", "ipyflow"])
 async def test_an_adopted_spare_holds_its_helpers_and_its_set_up_goes_out_together(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dataflow: DataflowMode
 ) -> None:
     root = make_project(tmp_path / "p", example=False)
     (root / "sub").mkdir()
     write_notebook(root / "a.ipynb", ["x = 1"])
     write_notebook(root / "sub" / "b.ipynb", ["import os\nwhere = os.getcwd()"])
     engine = compose(
-        ProjectPaths(root), Config(idle_timeout=0, prestart_kernels=1, dataflow="static")
+        ProjectPaths(root), Config(idle_timeout=0, prestart_kernels=1, dataflow=dataflow)
     ).engine
     sent: list[tuple[str, str, int, str]] = []  # kernel, code, requests unanswered, msg id
     foreign: list[tuple[str, dict[str, Any]]] = []
@@ -182,7 +183,7 @@ async def test_an_adopted_spare_holds_its_helpers_and_its_set_up_goes_out_togeth
         # what does not depend on the notebook was done while the spare waited: no helper's
         # source is sent at adoption, yet the kernel holds every helper the services use
         assert not [w for w, _ in at_adoption if "exec(compile(" in w], len(at_adoption)
-        names = [m.name for m in (KERNEL_SETUP, *engine.kernel_helpers("static"))]
+        names = [m.name for m in (KERNEL_SETUP, *engine.kernel_helpers(dataflow))]
         held = await adopted.process.eval_silent(
             f"__import__('json').dumps([n in __import__('sys').modules for n in {names!r}])"
         )
