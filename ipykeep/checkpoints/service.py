@@ -52,7 +52,8 @@ from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
-from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_BLOB, CHECKPOINT_LOAD
+from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_BLOB, CHECKPOINT_LOAD, InKernelModule
+from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.notebook import Cell, NotebookSnapshot
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import Observed
@@ -75,6 +76,9 @@ class CheckpointService(SessionObserver):
         """Checkpoints are kept per notebook (scratch kernels: per working directory)."""
         return session.notebook if session.notebook is not None else session.cwd / "<scratch>"
 
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        return (CHECKPOINT_BLOB, CHECKPOINT, CHECKPOINT_LOAD)
+
     async def _install(self, session: KernelSession) -> None:
         st = self.state(session)
         if not session.config.checkpoints:
@@ -93,7 +97,7 @@ class CheckpointService(SessionObserver):
         try:
             _ = self.store.key  # created (0600) before the kernel reads it
             root = remote.remote_root(session, self.store)
-            await session.process.install(CHECKPOINT_BLOB, CHECKPOINT, CHECKPOINT_LOAD)
+            await session.process.install(*self.kernel_helpers(session.process.dataflow))
             # an SSH kernel's key travels in this request only (see ``remote``)
             reply = await session.process.eval_silent(
                 remote.configure_call(self.store, root, limits, session.config)

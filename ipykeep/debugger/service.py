@@ -29,8 +29,10 @@ from ipykeep.debugger.state import INSTALL_HOOKS, KernelDebug, call
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.engine.session_records import execution_record
+from ipykeep.kernel.driver import pipelined
 from ipykeep.kernel.execution import Execution
-from ipykeep.kernel.inkernel import DEBUG
+from ipykeep.kernel.inkernel import DEBUG, InKernelModule
+from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.notebook import Cell, NotebookSnapshot, read_notebook
 
 if TYPE_CHECKING:
@@ -66,9 +68,15 @@ class DebuggerService(SessionObserver):
         return session.features.of(KernelDebug)
 
     # -- observer events ----------------------------------------------------------------------
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        return (DEBUG,)
+
     async def kernel_started(self, session: KernelSession) -> None:
-        await session.process.install(DEBUG)
-        await session.process.eval_silent(INSTALL_HOOKS, decode=False)
+        # sent together: the kernel answers them in order, so the hooks find the module
+        await pipelined(
+            session.process.install(DEBUG),
+            session.process.eval_silent(INSTALL_HOOKS, decode=False),
+        )
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         state = self.state(session)

@@ -62,9 +62,12 @@ from ipykeep.engine.session_records import (
     execution_record,
     kernel_record,
 )
+from ipykeep.kernel.driver import pipelined
 from ipykeep.kernel.execution import Execution
+from ipykeep.kernel.inkernel import InKernelModule
 from ipykeep.kernel.prestart import KernelPool
 from ipykeep.kernel.providers import is_remote_location
+from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.config import Config, resolve_python
 from ipykeep.project.layout import ProjectPaths
 from ipykeep.project.notebook import Cell, NotebookSnapshot, read_notebook
@@ -111,13 +114,17 @@ class Engine:
         self.on_empty: Callable[[], None] | None = None
         self.observers: tuple[SessionObserver, ...] = ()
         #: spare local kernels, started ahead of the requests that will want them
-        self.spares = KernelPool(config.prestart_kernels, paths.root)
+        self.spares = KernelPool(config.prestart_kernels, paths.root, self.kernel_helpers)
 
     def attach(self, *observers: SessionObserver) -> None:
         """Set the collaborators, once, in the order they are called."""
         if self.observers:
             raise RuntimeError("observers are already attached")
         self.observers = tuple(observers)
+
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        """The in-kernel helpers the observers install into every kernel of ``dataflow``."""
+        return tuple(m for o in self.observers for m in o.kernel_helpers(dataflow))
 
     # -- lookup ------------------------------------------------------------------------------
     def session(self, kernel_id: str | None = None, notebook: str | None = None) -> KernelSession:
@@ -351,8 +358,7 @@ class Engine:
         process.on_notice = session.notice_once
         try:
             await process.start()
-            for observer in self.observers:
-                await observer.kernel_started(session)
+            await pipelined(*(observer.kernel_started(session) for observer in self.observers))
         except BaseException:
             del self.kernels[kernel_id]
             await process.shutdown(now=True)
@@ -663,8 +669,7 @@ class Engine:
             f"kernel {session.kernel_id} was restarted ({reason}); all variables are gone — "
             "executing the stale plan re-runs what is needed"
         )
-        for observer in self.observers:
-            await observer.kernel_restarted(session)
+        await pipelined(*(observer.kernel_restarted(session) for observer in self.observers))
 
     # -- notebook views ----------------------------------------------------------------------
     async def list_cells(

@@ -5,7 +5,13 @@ The engine calls its observers in the order it was given them: the composition r
 that order once, as data (``daemon/composition.py``'s ``OBSERVER_ORDER``), so staleness
 records a cell before anything that reads the record. The events:
 
-* ``kernel_started`` / ``kernel_restarted``: a new kernel process is up (install probes).
+* ``kernel_helpers``: the in-kernel helpers the observer installs into every kernel of a
+  dataflow mode; a pre-started kernel is given them while it waits, so its adoption sends
+  only what depends on the notebook.
+* ``kernel_started`` / ``kernel_restarted``: a new kernel process is up (install probes). All
+  observers are told at once and awaited together, so their requests reach the kernel back to
+  back (in the observers' order: each sends its first request before it waits); an observer
+  relies on another's set-up only through the order of the requests, never by waiting for it.
 * ``warm_starting`` / ``warm_finished``: around the warm-up batch.
 * ``warm_cells``: which cells the warm-up batch runs; each observer may narrow the list it is
   given (checkpoints restore the fresh cells' values, and only the rest runs).
@@ -28,12 +34,17 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ipykeep.engine.session import KernelSession
     from ipykeep.kernel.execution import Execution
+    from ipykeep.kernel.inkernel import InKernelModule
+    from ipykeep.kernel.providers.base import DataflowMode
     from ipykeep.project.notebook import Cell, NotebookSnapshot
 
 ScratchOrigin = Literal["scratch", "browser"]
 
 
 class SessionObserver:
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        return ()
+
     async def kernel_started(self, session: KernelSession) -> None:
         return None
 

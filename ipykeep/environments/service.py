@@ -27,7 +27,8 @@ from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.readonly import is_read_only
 from ipykeep.engine.session import KernelSession
 from ipykeep.environments import discovery, installer
-from ipykeep.kernel.inkernel import ENVTOOLS
+from ipykeep.kernel.inkernel import ENVTOOLS, InKernelModule
+from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.config import Config
 
 log = logging.getLogger("ipykeep.environments")
@@ -61,6 +62,9 @@ class EnvironmentService(SessionObserver):
         return info
 
     # -- observer events ---------------------------------------------------------------------
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        return (ENVTOOLS,)
+
     async def kernel_started(self, session: KernelSession) -> None:
         await self._install_helper(session)
 
@@ -73,10 +77,13 @@ class EnvironmentService(SessionObserver):
         local = proc.provider.kind == "local"
         logs = str(self._log_dir(session)) if local else None
         refused = GATEWAY_REFUSAL if proc.provider.kind == "gateway" else None
-        await proc.eval_silent(
-            ENVTOOLS.call("configure", installer.find_uv() if local else None, logs, refused)
+        configure = ENVTOOLS.call(
+            "configure", installer.find_uv() if local else None, logs, refused
         )
-        await proc.eval_silent(ENVTOOLS.call("expose"))
+        # one request: both calls answer JSON text, evaluated left to right
+        await proc.eval_silent(
+            f"__import__('json').dumps([{configure}, {ENVTOOLS.call('expose')}])", decode=False
+        )
 
     def cell_expressions(self, session: KernelSession, cell: Any) -> dict[str, str]:
         return {"ipykeep_env": ENVTOOLS.call("take_events")}

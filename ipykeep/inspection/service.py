@@ -18,7 +18,8 @@ from ipykeep.api.summaries import NamespaceListing, Summary
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.inspection import probe
-from ipykeep.kernel.inkernel import INSPECT
+from ipykeep.kernel.inkernel import INSPECT, InKernelModule
+from ipykeep.kernel.providers.base import DataflowMode
 
 if TYPE_CHECKING:
     from ipykeep.engine.engine import Engine
@@ -32,6 +33,9 @@ class InspectionService(SessionObserver):
         #: name -> the cell that last defined it; staleness knows, handed over by the composition
         #: root so inspection imports no other feature
         self._cell_of = defining_cells
+
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        return (INSPECT,)
 
     async def kernel_started(self, session: KernelSession) -> None:
         await session.process.install(INSPECT)

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,20 @@ REPLY_GRACE = 0.5
 SUBSHELL_START_TIMEOUT = 15.0
 #: Seconds to wait for a re-established link to carry the kernel's output again.
 LINK_PROBE_TIMEOUT = 20.0
+
+
+async def pipelined(*steps: Awaitable[None]) -> None:
+    """Run ``steps`` at once and wait for all of them; raise the first one's error, if any.
+
+    Requests to one kernel's main shell are answered in the order they were sent, so steps that
+    each send a request before their first wait reach the kernel in the order given, without
+    one waiting a round trip for another's reply. Every step finishes before the error is
+    raised: none is left running against a kernel the caller then shuts down.
+    """
+    outcomes = await asyncio.gather(*steps, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 class KernelProcess:
@@ -115,7 +130,7 @@ class KernelProcess:
         self.kc = await self.provider.start(timeout)
         self.alive = True
         self.generation += 1
-        self.installed_helpers.clear()
+        self.installed_helpers = set(self.provider.preinstalled)
         self.subshells.reset()
         self.responsiveness.reset()
         self._tasks = [
@@ -124,15 +139,17 @@ class KernelProcess:
             asyncio.create_task(self._route_control(), name=f"{self.name}-control"),
             asyncio.create_task(self._watch_alive(), name=f"{self.name}-alive"),
         ]
+        # in this order, sent together (see ``pipelined``): the chdir precedes any other code
+        steps = [self.install(KERNEL_SETUP, timeout=timeout)]
+        if self.provider.kernel_cwd is not None:
+            # A gateway starts kernels in its own directory (and a spare in the project's); the
+            # in-kernel chdir makes relative paths in the notebook mean what they would locally.
+            steps.append(self._chdir(self.provider.kernel_cwd))
+        if self.dataflow == "ipyflow" and self.provider.kind == "gateway":
+            steps.append(self._require_ipyflow())
+        steps.append(self.warm_tracebacks())
         try:
-            await self.install(KERNEL_SETUP, timeout=timeout)
-            if self.provider.kernel_cwd is not None:
-                # A gateway starts kernels in its own directory; the in-kernel chdir makes
-                # relative paths in the notebook mean the same as they would locally.
-                await self._chdir(self.provider.kernel_cwd)
-            if self.dataflow == "ipyflow" and self.provider.kind == "gateway":
-                await self._require_ipyflow()
-            await self.warm_tracebacks()
+            await pipelined(*steps)
         except BaseException:
             await self.shutdown(now=True)
             raise

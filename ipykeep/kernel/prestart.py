@@ -14,6 +14,10 @@ restore of a lost kernel gets a live kernel at once instead of waiting ~1 s for 
   the daemon dies, however it dies) and are killed when the engine shuts down.
 - A spare starts in the project directory; the kernel it becomes is moved to the directory
   the request named (the in-kernel ``chdir`` a gateway kernel gets too) before any code runs.
+- A spare is prepared while it waits: the in-kernel helpers every kernel of its mode gets
+  (``KERNEL_SETUP`` and those the engine's services name) are installed and the traceback
+  warm-up is begun, so adoption sends only what depends on the notebook. A spare whose
+  preparation fails is killed, like one that does not start.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ipykeep.api.errors import KernelStartError
+from ipykeep.kernel.inkernel import KERNEL_SETUP, InKernelModule, install_expression, install_order
 from ipykeep.kernel.providers.base import DataflowMode, LaunchSpec, ProviderKind
 from ipykeep.kernel.providers.local import LocalProvider
 from ipykeep.platform.processes import available_memory_mb, pid_alive
@@ -32,6 +39,8 @@ from ipykeep.platform.processes import available_memory_mb, pid_alive
 log = logging.getLogger("ipykeep.kernel")
 
 PoolKey = tuple[str, DataflowMode]
+#: The in-kernel helpers every kernel of a dataflow mode is given (the engine's services say).
+HelpersFor = Callable[[DataflowMode], tuple[InKernelModule, ...]]
 
 #: Memory (MB) the machine must have available before a spare kernel is started.
 MIN_FREE_MB = 512
@@ -45,12 +54,68 @@ def _alive(provider: LocalProvider) -> bool:
     return pid is not None and pid > 0 and pid_alive(pid)
 
 
+def _no_helpers(dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+    return ()
+
+
+async def _reply_and_idle(kc: Any, msg_id: str) -> dict[str, Any]:
+    """The shell reply to ``msg_id``, once its idle status arrived (earlier messages dropped)."""
+    while True:
+        reply: dict[str, Any] = await kc.get_shell_msg()
+        if reply["parent_header"].get("msg_id") == msg_id:
+            break
+    while True:
+        status = await kc.get_iopub_msg()
+        if (
+            status["parent_header"].get("msg_id") == msg_id
+            and status["header"]["msg_type"] == "status"
+            and status["content"].get("execution_state") == "idle"
+        ):
+            return reply
+
+
+async def _prepare(spare: LocalProvider, helpers: tuple[InKernelModule, ...]) -> None:
+    """Install ``helpers`` (and ``KERNEL_SETUP``) in ``spare`` and begin the traceback warm-up,
+    in one request. Nothing routes the spare's messages yet: its reply and the iopub status
+    messages it caused (those of the readiness check too) are read here, so none of them reach
+    the kernel it becomes as another client's traffic."""
+    modules = install_order((KERNEL_SETUP, *helpers))
+    kc = spare.kc
+    msg = kc.session.msg(
+        "execute_request",
+        {
+            "code": "",
+            "silent": True,
+            "store_history": False,
+            # evaluated in order: the warm-up calls the module installed just before it
+            "user_expressions": {
+                "install": install_expression(*modules),
+                "warm": KERNEL_SETUP.call("warm_tracebacks"),
+            },
+            "allow_stdin": False,
+            "stop_on_error": False,
+        },
+    )
+    msg_id = msg["header"]["msg_id"]
+    kc.shell_channel.send(msg)
+    reply = await asyncio.wait_for(_reply_and_idle(kc, msg_id), START_TIMEOUT)
+    results = reply["content"].get("user_expressions", {})
+    failed = [k for k in ("install", "warm") if results.get(k, {}).get("status") != "ok"]
+    if reply["content"].get("status") != "ok" or failed:
+        raise KernelStartError(
+            f"a spare kernel's in-kernel set-up failed: {failed or reply['content'].get('ename')}",
+            hint="the kernel asked for is started afresh; run `ipykeep doctor` if that fails too",
+        )
+    spare.preinstalled = frozenset(m.name for m in modules)
+
+
 class KernelPool:
     """The spares of one engine, keyed by (interpreter, dataflow mode)."""
 
-    def __init__(self, size: int, launch_dir: Path) -> None:
+    def __init__(self, size: int, launch_dir: Path, helpers: HelpersFor = _no_helpers) -> None:
         self.size = max(0, size)
         self.launch_dir = launch_dir
+        self.helpers = helpers
         self._spares: dict[PoolKey, LocalProvider] = {}
         self._starting: dict[PoolKey, asyncio.Task[None]] = {}
         self._served: list[PoolKey] = []  # most recent last
@@ -112,6 +177,7 @@ class KernelPool:
         spare = LocalProvider(LaunchSpec("spare", python, dataflow, self.launch_dir))
         try:
             await spare.start(START_TIMEOUT)
+            await _prepare(spare, self.helpers(dataflow))
         except asyncio.CancelledError:
             await spare.kill()
             raise
@@ -162,6 +228,10 @@ class PooledProvider:
     @property
     def connection_file(self) -> str | None:
         return self.current.connection_file
+
+    @property
+    def preinstalled(self) -> frozenset[str]:
+        return self.current.preinstalled
 
     @property
     def lost_reason(self) -> str | None:

@@ -33,8 +33,17 @@ from ipykeep.engine.document import reads as document_reads
 from ipykeep.engine.observer import ScratchOrigin, SessionObserver
 from ipykeep.engine.readonly import is_read_only
 from ipykeep.engine.session import KernelSession
+from ipykeep.kernel.driver import pipelined
 from ipykeep.kernel.execution import Execution
-from ipykeep.kernel.inkernel import DATAHASH, FILETRACK, IPYFLOW, REACH, STATEMON
+from ipykeep.kernel.inkernel import (
+    DATAHASH,
+    FILETRACK,
+    IPYFLOW,
+    REACH,
+    STATEMON,
+    InKernelModule,
+)
+from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.notebook import Cell, NotebookSnapshot, content_hash, read_notebook
 from ipykeep.staleness import (
     FileStamp,
@@ -130,17 +139,19 @@ class StalenessService(SessionObserver):
             if any(m.split(".")[0] in modules for m in tracker.run_imports(cell_id).values())
         ]
 
-    async def _install_probes(self, session: KernelSession) -> None:
-        proc = session.process
-        # Two requests, not five: every kernel start waits for them, one round trip each. The
-        # modules come first; the set-up calls are one tuple, evaluated left to right.
-        await proc.install(
+    def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
+        return (
             FILETRACK,
             REACH,
             DATAHASH,
             STATEMON,
-            *((IPYFLOW,) if proc.dataflow == "ipyflow" else ()),
+            *((IPYFLOW,) if dataflow == "ipyflow" else ()),
         )
+
+    async def _install_probes(self, session: KernelSession) -> None:
+        proc = session.process
+        # Two requests at most, sent together (none for the modules a spare already holds):
+        # the modules come first; the set-up calls are one tuple, evaluated left to right.
         # a remote kernel's files live under its own working directory, not this project's
         root = "." if remote_stat.is_remote(session) else str(self.engine.paths.root)
         setup = (
@@ -148,7 +159,10 @@ class StalenessService(SessionObserver):
             probes.filetrack_begin_expr(),
             probes.statemon_install_expr(),
         )
-        await proc.eval_silent(f"__import__('json').dumps([{', '.join(setup)}])", decode=False)
+        await pipelined(
+            proc.install(*self.kernel_helpers(proc.dataflow)),
+            proc.eval_silent(f"__import__('json').dumps([{', '.join(setup)}])", decode=False),
+        )
 
     # -- observer events ---------------------------------------------------------------------
     async def kernel_started(self, session: KernelSession) -> None:

@@ -6,14 +6,21 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from ipykeep.client.connection import DaemonClient, find_daemon
+from ipykeep.daemon.composition import compose
+from ipykeep.engine.engine import Engine
+from ipykeep.kernel.driver import KernelProcess
+from ipykeep.kernel.inkernel import KERNEL_SETUP
 from ipykeep.kernel.prestart import KernelPool
-from ipykeep.kernel.providers.base import LaunchSpec
-from tests.conftest import cli_env, run_cli, stop_daemon
+from ipykeep.kernel.providers.base import DataflowMode, LaunchSpec
+from ipykeep.project.config import Config
+from ipykeep.project.layout import ProjectPaths
+from tests.conftest import cli_env, make_project, run_cli, stop_daemon
 from tests.reliability.helpers import pid_alive, wait_until, write_notebook
 
 pytestmark = pytest.mark.kernel
@@ -136,3 +143,63 @@ def test_no_spares_when_turned_off() -> None:
     pool = KernelPool(0, Path("."))
     pool.served(LaunchSpec("k1", sys.executable, "static", Path(".")))  # no loop needed: off
     assert pool.spares == {}
+
+
+@pytest.mark.parametrize("dataflow", ["static", "ipyflow"])
+async def test_an_adopted_spare_holds_its_helpers_and_its_set_up_goes_out_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dataflow: DataflowMode
+) -> None:
+    root = make_project(tmp_path / "p", example=False)
+    (root / "sub").mkdir()
+    write_notebook(root / "a.ipynb", ["x = 1"])
+    write_notebook(root / "sub" / "b.ipynb", ["import os\nwhere = os.getcwd()"])
+    engine = compose(
+        ProjectPaths(root), Config(idle_timeout=0, prestart_kernels=1, dataflow=dataflow)
+    ).engine
+    sent: list[tuple[str, str, int, str]] = []  # kernel, code, requests unanswered, msg id
+    foreign: list[tuple[str, dict[str, Any]]] = []
+    send = KernelProcess._send_execute
+
+    def recording(self: KernelProcess, code: str, **kw: Any) -> Any:
+        what = code + "".join((kw.get("user_expressions") or {}).values())
+        waiting = len(self._replies)
+        msg_id, reply, idle = send(self, code, **kw)
+        sent.append((self.name, what, waiting, msg_id))
+        return msg_id, reply, idle
+
+    monkeypatch.setattr(KernelProcess, "_send_execute", recording)
+    monkeypatch.setattr(
+        Engine, "_on_foreign", lambda _e, s, msg: foreign.append((s.kernel_id, msg))
+    )
+    try:
+        await engine.create_kernel(notebook=str(root / "a.ipynb"), warm=False)
+        assert await _wait_ready(engine.spares)
+        (spare,) = engine.spares.spares.values()
+        rec = await engine.create_kernel(notebook=str(root / "sub" / "b.ipynb"), warm=False)
+        adopted = engine.kernels[rec.kernel_id]
+        assert rec.pid == spare
+        at_adoption = [(what, waiting) for name, what, waiting, _ in sent if name == rec.kernel_id]
+
+        # what does not depend on the notebook was done while the spare waited: no helper's
+        # source is sent at adoption, yet the kernel holds every helper the services use
+        assert not [w for w, _ in at_adoption if "exec(compile(" in w], len(at_adoption)
+        names = [m.name for m in (KERNEL_SETUP, *engine.kernel_helpers(dataflow))]
+        held = await adopted.process.eval_silent(
+            f"__import__('json').dumps([n in __import__('sys').modules for n in {names!r}])"
+        )
+        assert all(held), dict(zip(names, held, strict=True))
+        # what does depend on it went out together: requests were sent before the replies to
+        # earlier ones came (one after another, none would be)
+        assert max(waiting for _, waiting in at_adoption) >= 3, at_adoption
+        # the spare's own set-up traffic did not reach the kernel it became as a browser's
+        ours = {msg_id for name, _, _, msg_id in sent if name == rec.kernel_id}
+        assert not [
+            m
+            for kid, m in foreign
+            if kid == rec.kernel_id and m["parent_header"].get("msg_id") not in ours
+        ]
+
+        ran = await engine.execute("import os\nprint(os.getcwd())", kernel_id=rec.kernel_id)
+        assert ran.output.text.strip() == str((root / "sub").resolve())
+    finally:
+        await engine.shutdown()

@@ -73,6 +73,8 @@ class KernelProvider(Protocol):
     def pid(self) -> int | None: ...  # local process id (None when the kernel is remote)
     @property
     def connection_file(self) -> str | None: ...  # local connection file (for --serve)
+    @property
+    def preinstalled(self) -> frozenset[str]: ...  # in-kernel helpers held at start (a spare)
 
     async def start(self, timeout: float) -> KernelChannels: ...
     async def is_alive(self) -> bool: ...

@@ -132,6 +132,7 @@ class GatewayProvider:
     remote: bool = True
     pid = None
     connection_file = None
+    preinstalled: frozenset[str] = frozenset()
 
     def __init__(
         self, spec: LaunchSpec, settings: GatewaySettings, *, kernel_cwd: str | None

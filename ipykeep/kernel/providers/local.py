@@ -141,6 +141,8 @@ class LocalProvider:
     remote: bool = False
     location = "local"
     kernel_cwd: str | None = None
+    #: set by the pool once it prepared this kernel as a spare (``prestart``)
+    preinstalled: frozenset[str] = frozenset()
 
     def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
@@ -163,6 +165,7 @@ class LocalProvider:
     async def start(self, timeout: float) -> KernelChannels:
         spec = self.spec
         self._group_killed = False
+        self.preinstalled = frozenset()  # a new process holds none of them
         self.runtime_dir = short_runtime_dir()
         transport = kernel_transport(self.runtime_dir)
         km = AsyncKernelManager(

@@ -140,6 +140,7 @@ class SshProvider:
     #: a local connection file for the forwarded ports while the kernel runs (for --serve)
     connection_file: str | None = None
     kernel_cwd: str | None = None  # the launcher starts the kernel in the right directory
+    preinstalled: frozenset[str] = frozenset()
 
     def __init__(
         self,
