@@ -16,17 +16,15 @@ further down.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
+from tests.fresh_runs import fresh_output
 from tests.staleness.test_staleness_acceptance import (  # noqa: F401  (fixtures)
     MODES,
     Nb,
@@ -129,19 +127,8 @@ async def _kernel_digest(nb: Nb) -> dict[str, str | None]:
 async def _fresh_digest(nb: Nb) -> dict[str, str | None]:
     book = nbformat.read(nb.path, as_version=4)
     cells = [c["source"] for c in book.cells if c["cell_type"] == "code"]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _FRESH,
-        cwd=str(nb.dir),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
-    out, err = await proc.communicate(json.dumps([cells, _DIGEST]).encode())
-    assert proc.returncode == 0, err.decode()[-2000:]
-    line = [ln for ln in out.decode().splitlines() if ln.startswith("@@")][-1]
+    out = await fresh_output(_FRESH, json.dumps([cells, _DIGEST]), nb.dir)
+    line = [ln for ln in out.splitlines() if ln.startswith("@@")][-1]
     return json.loads(line[2:])
 
 

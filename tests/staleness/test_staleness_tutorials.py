@@ -14,12 +14,9 @@ edit) are printed: docs/staleness.md reports the ratio.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import random
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ import nbformat
 import pytest
 
 from ipykeep.staleness.analysis import analyze_source
+from tests.fresh_runs import fresh_output
 from tests.staleness.test_staleness_acceptance import (  # noqa: F401  (fixtures)
     MODES,
     Nb,
@@ -82,19 +80,8 @@ async def _per_cell_digests(
         ]
         for cells in notebooks
     ]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _PER_CELL,
-        cwd=str(directory),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
-    out, err = await proc.communicate(json.dumps([payload, _DIGEST]).encode())
-    assert proc.returncode == 0, err.decode()[-2000:]
-    line = [ln for ln in out.decode().splitlines() if ln.startswith("@@")][-1]
+    out = await fresh_output(_PER_CELL, json.dumps([payload, _DIGEST]), directory)
+    line = [ln for ln in out.splitlines() if ln.startswith("@@")][-1]
     return list(json.loads(line[2:]))
 
 
