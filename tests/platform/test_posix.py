@@ -140,9 +140,26 @@ def test_process_tree_kill_takes_the_children_too() -> None:
     assert wait_gone(grandchild)
 
 
-@pytest.mark.kernel  # slow: left out of the fast tier
+#: A leader and its child that both die of SIGINT: Python's default handler (a shell's
+#: background job would ignore SIGINT, as POSIX has non-interactive shells do).
+_INTERRUPTIBLE = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; print(1, flush=True); "
+    "time.sleep(60)'], stdout=subprocess.PIPE)\n"
+    "child.stdout.readline()\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
 def test_interrupt_reaches_the_whole_group() -> None:
-    leader, grandchild = sleeper_group()
+    leader = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTIBLE],
+        stdout=subprocess.PIPE,
+        **processes.detached_popen_kwargs(),
+    )
+    assert leader.stdout is not None
+    grandchild = int(leader.stdout.readline())
     try:
         processes.interrupt_process_group(grandchild)
         assert leader.wait(10) == -signal.SIGINT

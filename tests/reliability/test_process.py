@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,24 +111,31 @@ def test_a_sigkilled_daemons_kernel_runtime_dir_is_removed_at_the_next_start(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "p"
-    client = start_project(root, ["x = 1"])
+    # A temporary directory of this test's own: the daemons other tests start at the same time
+    # collect the runtime directories of dead daemons under the shared one. Short, for the
+    # kernels' socket paths.
+    scratch = Path(tempfile.mkdtemp(prefix="ik", dir="/tmp"))
+    env = {**STATIC, "TMPDIR": str(scratch)}
+    client = start_project(root, ["x = 1"], env=env)
     try:
         kpid = kernel_pid(client)
         runtime = _runtime_dir(kpid)
+        assert runtime.is_relative_to(scratch)
         assert (runtime / "kernel.json").is_file()
         os.kill(client.descriptor.pid, signal.SIGKILL)
         assert wait_until(lambda: not pid_alive(kpid), 5)
         assert runtime.is_dir()  # nothing was left to remove it
         # another project's daemon, alive, keeps its kernel's directory
-        other = start_project(tmp_path / "q", ["y = 1"])
+        other = start_project(tmp_path / "q", ["y = 1"], env=env)
         live = _runtime_dir(kernel_pid(other))
         assert not runtime.exists()
         assert (live / "kernel.json").is_file()
-        assert run_cli("start", "nb.ipynb", cwd=root, env=STATIC).returncode == 0
+        assert run_cli("start", "nb.ipynb", cwd=root, env=env).returncode == 0
         assert (live / "kernel.json").is_file()
     finally:
         stop_daemon(root)
         stop_daemon(tmp_path / "q")
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_what_a_sigkilled_kernel_started_goes_when_its_death_is_noticed(tmp_path: Path) -> None:
