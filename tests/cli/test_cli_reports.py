@@ -80,6 +80,17 @@ def _notices(root: Path, notebook: str) -> list[str]:
     return list(kernel.get("notices") or [])
 
 
+def _first_change_notices(root: Path, notebook: str, wait: float = 10) -> list[str]:
+    """The notebook's "changed on disk" notices once there are any (each kernel's watcher
+    reports on its own time), or none after ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    seen: list[str] = []
+    while time.monotonic() < deadline and not seen:
+        time.sleep(0.3)
+        seen = [n for n in _notices(root, notebook) if n.startswith("changed on disk:")]
+    return seen
+
+
 def test_a_change_notice_names_only_this_notebooks_inputs_and_is_shown_once(
     started: tuple[Path, str],
 ) -> None:
@@ -87,11 +98,7 @@ def test_a_change_notice_names_only_this_notebooks_inputs_and_is_shown_once(
     # the two failed cells are stale already: the notice counts only what the change did
     for name in ("a_input.txt", "b_input.txt", "unread.txt"):
         (root / name).write_text(f"{name} changed")
-    deadline = time.monotonic() + 10
-    seen: list[str] = []
-    while time.monotonic() < deadline and not seen:
-        time.sleep(0.3)
-        seen = [n for n in _notices(root, "a.ipynb") if n.startswith("changed on disk:")]
+    seen = _first_change_notices(root, "a.ipynb")
     assert seen == [
         "changed on disk: a_input.txt; 1 cell(s) stale because of it (the stale plan says why)"
     ], seen
@@ -101,7 +108,7 @@ def test_a_change_notice_names_only_this_notebooks_inputs_and_is_shown_once(
     text = run_cli("status", "a.ipynb", cwd=root).stdout
     assert "changed on disk" not in text, text
     # the other notebook's own input is named on the other notebook only
-    other = [n for n in _notices(root, "b.ipynb") if n.startswith("changed on disk:")]
+    other = _first_change_notices(root, "b.ipynb")
     assert other and "b_input.txt" in other[0] and "a_input.txt" not in other[0], other
     # nor does the next exec, which takes the pending notices
     res = run_cli("exec", "1 + 1", "-n", "a.ipynb", cwd=root)
