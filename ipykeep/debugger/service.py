@@ -74,7 +74,7 @@ class DebuggerService(SessionObserver):
     async def kernel_started(self, session: KernelSession) -> None:
         # sent together: the kernel answers them in order, so the hooks find the module
         await pipelined(
-            session.process.install(DEBUG),
+            session.process.install(*self.kernel_helpers(session.process.dataflow)),
             session.process.eval_silent(INSTALL_HOOKS, decode=False),
         )
 

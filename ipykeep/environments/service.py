@@ -73,7 +73,7 @@ class EnvironmentService(SessionObserver):
 
     async def _install_helper(self, session: KernelSession) -> None:
         proc = session.process
-        await proc.install(ENVTOOLS)
+        await proc.install(*self.kernel_helpers(proc.dataflow))
         local = proc.provider.kind == "local"
         logs = str(self._log_dir(session)) if local else None
         refused = GATEWAY_REFUSAL if proc.provider.kind == "gateway" else None

@@ -38,7 +38,7 @@ class InspectionService(SessionObserver):
         return (INSPECT,)
 
     async def kernel_started(self, session: KernelSession) -> None:
-        await session.process.install(INSPECT)
+        await session.process.install(*self.kernel_helpers(session.process.dataflow))
 
     async def kernel_restarted(self, session: KernelSession) -> None:
         await self.kernel_started(session)
