@@ -18,6 +18,14 @@ from benchmarks.rawkernel import KernelKind, RawKernel, raw_kernel
 from benchmarks.sessions import Mcp, make_project, mcp_server
 
 
+#: Server settings a scenario can compare side by side (``Pool.mcp(variant=…)``).
+VARIANTS: dict[str, dict[str, str]] = {
+    "": {},
+    # every tool call through the SDK's dispatcher (``mcp_server/direct.py`` off)
+    "sdk-dispatch": {"IPYKEEP_MCP_DIRECT_CALLS": "0"},
+}
+
+
 @dataclass
 class McpSide:
     mcp: Mcp
@@ -33,15 +41,22 @@ class Pool:
     _mcp: dict[str, McpSide] = field(default_factory=dict)
     _raw: dict[str, RawKernel] = field(default_factory=dict)
 
-    async def mcp(self, dataflow: str = "ipyflow") -> McpSide:
-        """An MCP server whose daemon runs kernels in ``dataflow`` mode, with a scratch kernel."""
-        if dataflow not in self._mcp:
-            root = make_project(self.tmp / f"pool-mcp-{dataflow}")
-            log = self.log_dir / f"mcp-{dataflow}.log"
-            mcp = await self.stack.enter_async_context(mcp_server(root, dataflow=dataflow, log=log))
+    async def mcp(self, dataflow: str = "ipyflow", variant: str = "") -> McpSide:
+        """An MCP server whose daemon runs kernels in ``dataflow`` mode, with a scratch kernel.
+
+        ``variant`` names a server started with other settings (``VARIANTS``), in a project of
+        its own.
+        """
+        key = f"{dataflow}{'-' + variant if variant else ''}"
+        if key not in self._mcp:
+            root = make_project(self.tmp / f"pool-mcp-{key}")
+            log = self.log_dir / f"mcp-{key}.log"
+            mcp = await self.stack.enter_async_context(
+                mcp_server(root, dataflow=dataflow, log=log, env=VARIANTS[variant])
+            )
             created = await mcp.call("create_kernel", {})
-            self._mcp[dataflow] = McpSide(mcp, created.data["kernel_id"], root)
-        return self._mcp[dataflow]
+            self._mcp[key] = McpSide(mcp, created.data["kernel_id"], root)
+        return self._mcp[key]
 
     async def raw(self, kind: KernelKind) -> RawKernel:
         if kind not in self._raw:

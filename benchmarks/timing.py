@@ -114,19 +114,28 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
 
 
 async def interleave(
-    sides: dict[str, Callable[[], Awaitable[Any]]], repeats: int, *, warmup: int = 1
+    sides: dict[str, Callable[[], Awaitable[Any]]],
+    repeats: int,
+    *,
+    warmup: int = 1,
+    rotate: bool = False,
 ) -> dict[str, list[float]]:
     """Run each side ``repeats`` times, alternating (A, B, A, B…); seconds per side.
 
     ``warmup`` untimed rounds first, so first-call costs (imports, caches) are not counted.
+    ``rotate`` starts each round one side later (A B C, B C A, C A B…), so that no side always
+    follows the same one: on two cores, what a side's processes still do after its call returns
+    (a kernel's output thread, a daemon's bookkeeping) lands on whichever call comes next.
     """
     for _ in range(warmup):
         for fn in sides.values():
             await fn()
     samples: dict[str, list[float]] = {name: [] for name in sides}
-    for _ in range(repeats):
-        for name, fn in sides.items():
-            seconds, _ = await timed(fn)
+    names = list(sides)
+    for round_no in range(repeats):
+        shift = round_no % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
+            seconds, _ = await timed(sides[name])
             samples[name].append(seconds)
     return samples
 

@@ -134,7 +134,7 @@ class ToolSpec:
     def read_only(self) -> bool:
         return self.hints.read_only
 
-    @property
+    @cached_property
     def method(self) -> Method[Any, Any]:
         """The declaration of the daemon method this tool calls."""
         from ipykeep.api.methods import BY_NAME as METHODS
@@ -145,8 +145,9 @@ class ToolSpec:
     def description(self) -> str:
         return self.about if self.about is not None else self.method.doc
 
-    @property
+    @cached_property
     def kind(self) -> ResultKind:
+        # cached: looked up on every call's result
         return result_kind(self.method.result)
 
     @cached_property

@@ -404,10 +404,12 @@ class IpykeepMcp:
 async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
     from mcp.server.stdio import stdio_server
 
+    from ipykeep.mcp_server import direct
     from ipykeep.mcp_server.stdio import pipe_stdio
 
     server = app.server()
-    async with pipe_stdio(prefetch) as streams:
+    calls = direct.DirectCalls(app) if direct.enabled() else None
+    async with pipe_stdio(prefetch, calls) as streams:
         if streams is not None:
             await server.run(*streams, server.create_initialization_options())
             return

@@ -26,6 +26,7 @@ import mcp_types
 from mcp.shared.message import SessionMessage
 
 if TYPE_CHECKING:
+    from ipykeep.mcp_server.direct import DirectCalls
     from ipykeep.mcp_server.early import EarlyAnswers, StdinPrefetch
 
 MAX_LINE = 64 * 1024 * 1024
@@ -52,27 +53,28 @@ class _StreamEnds:
 
 class _MessageReader(_StreamEnds):
     """The dispatcher's read stream: one JSON-RPC message per stdin line (or the parse error,
-    which the SDK answers), as ``mcp.server.stdio`` reads them."""
+    which the SDK answers), as ``mcp.server.stdio`` reads them; a tool call that ``direct``
+    serves itself is not passed on."""
 
     def __init__(
-        self, reader: asyncio.StreamReader, early: EarlyAnswers | None, first: list[bytes]
+        self,
+        reader: asyncio.StreamReader,
+        early: EarlyAnswers | None,
+        first: list[bytes],
+        direct: DirectCalls | None,
     ) -> None:
         self._reader = reader
         self._early = early
         self._first = first
+        self._direct = direct
 
     def __aiter__(self) -> _MessageReader:
         return self
 
     async def __anext__(self) -> SessionMessage | Exception:
-        if self._first:
-            line = self._first.pop(0)
-        else:
-            line = await self._reader.readline()
-            if not line:
-                raise StopAsyncIteration
-            if self._early is not None:
-                self._early.on_request(line)  # learns answers for the next start
+        line = await self._next_line()
+        while self._direct is not None and self._direct.take(line):
+            line = await self._next_line()
         try:
             message = mcp_types.jsonrpc_message_adapter.validate_json(
                 line.decode("utf-8", errors="replace"), by_name=False
@@ -80,6 +82,16 @@ class _MessageReader(_StreamEnds):
         except Exception as exc:
             return exc
         return SessionMessage(message)
+
+    async def _next_line(self) -> bytes:
+        if self._first:
+            return self._first.pop(0)
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        if self._early is not None:
+            self._early.on_request(line)  # learns answers for the next start
+        return line
 
     async def receive(self) -> SessionMessage | Exception:
         try:
@@ -91,12 +103,17 @@ class _MessageReader(_StreamEnds):
 class _MessageWriter(_StreamEnds):
     """The dispatcher's write stream: each message a line on stdout, in the order sent."""
 
-    def __init__(self, writer: asyncio.StreamWriter, early: EarlyAnswers | None) -> None:
+    def __init__(
+        self, writer: asyncio.StreamWriter, early: EarlyAnswers | None, direct: DirectCalls | None
+    ) -> None:
         self._writer = writer
         self._early = early
+        self._direct = direct
 
     async def send(self, item: SessionMessage, /) -> None:
         text = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        if self._direct is not None:
+            self._direct.saw_response(text)
         if self._early is not None and not self._early.on_response(text):
             return  # answered early, before the SDK was loaded
         self._writer.write(text.encode("utf-8"))
@@ -105,12 +122,13 @@ class _MessageWriter(_StreamEnds):
 
 @contextlib.asynccontextmanager
 async def pipe_stdio(
-    prefetch: StdinPrefetch | None = None,
+    prefetch: StdinPrefetch | None = None, direct: DirectCalls | None = None
 ) -> AsyncIterator[tuple[Any, Any] | None]:
     """``(read, write)`` message streams for the SDK's ``Server.run``, or None if not pipes.
 
     ``prefetch`` is the reader that answered the handshake while the SDK loaded: its lines come
-    first, and the SDK's own answers to what it answered are dropped.
+    first, and the SDK's own answers to what it answered are dropped. ``direct`` serves the tool
+    calls it takes (``direct.py``) on the same pipes.
     """
     import stat
 
@@ -142,9 +160,13 @@ async def pipe_stdio(
         asyncio.streams.FlowControlMixin, os.fdopen(out_fd, "wb", buffering=0)
     )
     writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    if direct is not None:
+        direct.writer = writer
     try:
-        yield _MessageReader(reader, early, first), _MessageWriter(writer, early)
+        yield _MessageReader(reader, early, first, direct), _MessageWriter(writer, early, direct)
     finally:
+        if direct is not None:
+            await direct.close()
         read_transport.close()
         write_transport.close()
         os.dup2(saved_in, 0)
