@@ -17,7 +17,6 @@ from typing import Any
 from benchmarks.rawkernel import KernelKind, RawKernel, raw_kernel
 from benchmarks.sessions import Mcp, make_project, mcp_server
 
-
 #: Server settings a scenario can compare side by side (``Pool.mcp(variant=…)``).
 VARIANTS: dict[str, dict[str, str]] = {
     "": {},
