@@ -224,11 +224,7 @@ class RpcServer:
                 )
             if not isinstance(params, dict):
                 raise UsageError(f"{method}: params must be an object")
-            declared = binding.method
-            result = binding.handler(**declared.validate(params).kwargs())
-            if inspect.isawaitable(result):
-                result = await result
-            return {"jsonrpc": "2.0", "id": rid, "result": declared.dump_result(result)}
+            return {"jsonrpc": "2.0", "id": rid, "result": await invoke(binding, params)}
         except IpykeepError as exc:
             return {
                 "jsonrpc": "2.0",
@@ -236,16 +232,31 @@ class RpcServer:
                 "error": {"code": -32000, "message": exc.message, "data": exc.envelope()},
             }
         except Exception as exc:
-            log.exception("internal error in %s", method)
-            internal = IpykeepError(
-                f"internal error in {method}: {type(exc).__name__}: {exc}",
-                hint="see .ipykeep/run/daemon.log",
-            )
+            internal = internal_error(str(method), exc)
             return {
                 "jsonrpc": "2.0",
                 "id": rid,
                 "error": {"code": -32603, "message": internal.message, "data": internal.envelope()},
             }
+
+
+async def invoke(binding: Served, params: Mapping[str, Any]) -> Any:
+    """Call a bound method as it is served to every caller: ``params`` validated by its params
+    model, its result the declared result type's JSON."""
+    declared = binding.method
+    result = binding.handler(**declared.validate(params).kwargs())
+    if inspect.isawaitable(result):
+        result = await result
+    return declared.dump_result(result)
+
+
+def internal_error(method: str, exc: Exception) -> IpykeepError:
+    """What a caller is told of a failure the method does not declare (a bug), logged here."""
+    log.error("internal error in %s", method, exc_info=exc)
+    return IpykeepError(
+        f"internal error in {method}: {type(exc).__name__}: {exc}",
+        hint="see .ipykeep/run/daemon.log",
+    )
 
 
 def check_binding(name: str, binding: Served) -> None:

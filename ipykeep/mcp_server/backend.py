@@ -20,7 +20,13 @@ import anyio
 from ipykeep.api import methods as api
 from ipykeep.api.errors import DaemonUnreachableError, UnknownKernelError
 from ipykeep.api.spec import Method, Params
-from ipykeep.client.connection import DaemonClient, ensure_daemon, find_daemon, pid_alive
+from ipykeep.client.connection import (
+    DaemonClient,
+    Descriptor,
+    ensure_daemon,
+    find_daemon,
+    pid_alive,
+)
 from ipykeep.project import stored
 from ipykeep.project.layout import ProjectPaths, find_project_root
 from ipykeep.project.stored import unknown_kernel_error
@@ -34,6 +40,11 @@ class Backend:
         self.paths = ProjectPaths(self.root)
         self._client: DaemonClient | None = None
         self._start_lock = anyio.Lock()
+
+    @property
+    def descriptor(self) -> Descriptor | None:
+        """The daemon the last call reached (None before any, or once it was found gone)."""
+        return self._client.descriptor if self._client is not None else None
 
     def _live_client(self) -> DaemonClient | None:
         # A hot connection skips the pid check (a syscall and a /proc read per call): a daemon

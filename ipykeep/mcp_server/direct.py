@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from mcp.shared.dispatcher import coerce_request_id
 from mcp_types import (
+    CONNECTION_CLOSED,
     INTERNAL_ERROR,
     PROTOCOL_VERSION_META_KEY,
     CallToolRequestParams,
@@ -43,20 +44,20 @@ from mcp_types import (
     LoggingMessageNotificationParams,
 )
 from mcp_types import methods as surface
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
+    from ipykeep.mcp_server.inflight import Ledger
     from ipykeep.mcp_server.server import IpykeepMcp
+    from ipykeep.mcp_server.session import Handshake
 
 log = logging.getLogger("ipykeep.mcp")
 
 CALL = "tools/call"
 _CALL_MARK = b'"tools/call"'
 _CANCEL_MARK = b'"notifications/cancelled"'
-_INITIALIZED_MARK = b'"notifications/initialized"'
 #: Params keys a direct call may carry; any other (``task``, a future field) goes to the SDK.
 _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
 
@@ -117,32 +118,21 @@ class DirectCalls:
     """Which stdin lines are tool calls to serve here, and serving them."""
 
     app: IpykeepMcp
-    #: the handshake-era version the SDK negotiated (from its ``initialize`` answer)
-    version: str | None = None
-    initialized: bool = False
+    handshake: Handshake
     writer: asyncio.StreamWriter | None = None
+    ledger: Ledger | None = None
     _running: dict[str | int, asyncio.Task[None]] = field(default_factory=dict)
 
-    # -- what the SDK says and hears -----------------------------------------------------------
-    def saw_response(self, text: str) -> None:
-        """Learn the negotiated version from the SDK's answer to ``initialize``."""
-        if self.version is not None or '"protocolVersion"' not in text:
-            return
-        try:
-            result = json.loads(text).get("result") or {}
-        except (ValueError, AttributeError):
-            return
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
-        if version in HANDSHAKE_PROTOCOL_VERSIONS:
-            self.version = version
+    def attach(self, writer: asyncio.StreamWriter, ledger: Ledger) -> None:
+        """Serve on ``writer`` (a round of serving), keeping ``ledger`` of open calls."""
+        self.writer = writer
+        self.ledger = ledger
 
     def take(self, line: bytes) -> bool:
         """Whether ``line`` is served here (True) or goes on to the SDK (False)."""
         if _CALL_MARK in line:
             return self._take_call(line)
-        if _INITIALIZED_MARK in line:
-            self.initialized = True
-        elif _CANCEL_MARK in line:
+        if _CANCEL_MARK in line:
             self._cancel(line)
         return False
 
@@ -151,7 +141,8 @@ class DirectCalls:
         self, line: bytes
     ) -> tuple[str | int, dict[str, Any], CallToolRequestParams] | None:
         """``(id, params, typed params)`` when ``line`` is a tool call served here, else None."""
-        if self.version is None or not self.initialized:
+        version = self.handshake.version
+        if version is None or not self.handshake.initialized:
             return None
         try:
             message = json.loads(line)
@@ -179,7 +170,7 @@ class DirectCalls:
         if coerce_request_id(rid) in self._running:
             return None  # a duplicate id: the SDK's dispatcher decides
         try:
-            surface.validate_client_request(CALL, self.version, params)
+            surface.validate_client_request(CALL, version, params)
             typed = CallToolRequestParams.model_validate(params, by_name=False)
         except (ValidationError, ValueError, KeyError):
             return None
@@ -190,6 +181,8 @@ class DirectCalls:
         if call is None:
             return False
         rid, params, typed = call
+        if self.ledger is not None:
+            self.ledger.opened(rid, CALL)
         key = coerce_request_id(rid)
         task = asyncio.get_running_loop().create_task(self._serve(rid, params, typed))
         self._running[key] = task
@@ -203,12 +196,27 @@ class DirectCalls:
     async def _serve(
         self, rid: str | int, params: dict[str, Any], typed: CallToolRequestParams
     ) -> None:
-        assert self.version is not None
+        version = self.handshake.version
+        assert version is not None
         ctx = _DirectContext(_DirectSession(self), rid, params)
-        result = await self.app.call_tool(cast("ServerRequestContext[Any]", ctx), typed)
+        try:
+            result = await self.app.call_tool(cast("ServerRequestContext[Any]", ctx), typed)
+        except asyncio.CancelledError:
+            # shut down mid-call: answered as the SDK answers its own (unless the client
+            # cancelled it, which ``_cancel`` has already taken off the ledger)
+            if self._close_out(rid):
+                await self.write(
+                    JSONRPCError(
+                        jsonrpc="2.0",
+                        id=rid,
+                        error=ErrorData(code=CONNECTION_CLOSED, message="Connection closed"),
+                    )
+                )
+            raise
+        self._close_out(rid)
         try:
             dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-            shaped = surface.serialize_server_result(CALL, self.version, dumped)
+            shaped = surface.serialize_server_result(CALL, version, dumped)
         except ValidationError:
             log.exception("tool %s returned an invalid result", typed.name)
             await self.write(
@@ -223,6 +231,13 @@ class DirectCalls:
             return
         await self.write(JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped))
 
+    def _close_out(self, rid: str | int) -> bool:
+        """Take ``rid`` off the ledger before its answer is written; False if it was not on it."""
+        if self.ledger is None or coerce_request_id(rid) not in self._running:
+            return False
+        self.ledger.closed(rid)
+        return True
+
     def _cancel(self, line: bytes) -> None:
         # A request the client cancelled is never answered (the SDK's "interrupt" mode).
         try:
@@ -235,6 +250,8 @@ class DirectCalls:
         task = self._running.pop(coerce_request_id(rid), None)
         if task is not None:
             task.cancel()
+            if self.ledger is not None:
+                self.ledger.closed(rid)
 
     async def write(self, message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> None:
         if self.writer is None or self.writer.is_closing():

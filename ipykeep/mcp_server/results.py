@@ -383,3 +383,10 @@ class NoticeLedger:
             if kind in _TAKING:
                 shown.clear()
         return left
+
+    def export(self) -> dict[str, list[str]]:
+        """The ledger as JSON, for the process a session moves to (``session.py``)."""
+        return {kernel: sorted(shown) for kernel, shown in self._shown.items() if shown}
+
+    def restore(self, shown: dict[str, list[str]]) -> None:
+        self._shown = {kernel: set(notices) for kernel, notices in shown.items()}

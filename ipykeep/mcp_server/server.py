@@ -115,6 +115,16 @@ class IpykeepMcp:
         #: Lowest MCP log level sent to the client (logging/setLevel changes it).
         self.log_level = "info"
 
+    def use_backend(self, backend: Any) -> None:
+        """Serve through ``backend`` (the daemon's own method table, when the daemon serves the
+        session: ``hosted.py``) instead of the daemon client."""
+        self._backend = backend
+
+    @property
+    def linked_daemon(self) -> Any:
+        """The descriptor of the daemon this server's calls last reached, if any (no I/O)."""
+        return getattr(self._backend, "descriptor", None)
+
     @property
     def backend(self) -> Any:
         if self._backend is None:
@@ -402,19 +412,51 @@ class IpykeepMcp:
 
 
 async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
+    """Serve the session on stdin/stdout until the client closes it; between rounds, the
+    daemon may serve it (``handoff.py``)."""
     from mcp.server.stdio import stdio_server
 
-    from ipykeep.mcp_server import direct
-    from ipykeep.mcp_server.stdio import pipe_stdio
+    from ipykeep.mcp_server import direct, handoff
+    from ipykeep.mcp_server.inflight import Ledger
+    from ipykeep.mcp_server.session import Handshake
+    from ipykeep.mcp_server.stdio import Replay, serve_pipes, stdio_pipes
 
-    server = app.server()
-    calls = direct.DirectCalls(app) if direct.enabled() else None
-    async with pipe_stdio(prefetch, calls) as streams:
-        if streams is not None:
-            await server.run(*streams, server.create_initialization_options())
+    replay, early = Replay(), None
+    if prefetch is not None:  # what the handshake reader read while the SDK loaded comes first
+        lines, partial = prefetch.handover()
+        replay, early = Replay(lines, partial), prefetch.answers
+    with stdio_pipes() as fds:
+        if fds is None:
+            server = app.server()
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
             return
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        handshake = Handshake()
+        calls = direct.DirectCalls(app, handshake) if direct.enabled() else None
+        giver = handoff.Giver.start(app, handshake, fds)
+        try:
+            while True:
+                ending = await serve_pipes(
+                    app.server(),
+                    *fds,
+                    replay,
+                    Ledger(),
+                    handshake,
+                    early=early,
+                    direct=calls,
+                    pass_on=giver,
+                )
+                if not ending.passed_on or giver is None:
+                    return
+                early = None
+                outcome = await giver.outcome()
+                if outcome.ended:
+                    return
+                handoff.write_all(fds[1], handoff.lost_answers(outcome.lost, handshake.version))
+                replay = outcome.replay
+        finally:
+            if giver is not None:
+                giver.close()
 
 
 def serve_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
