@@ -92,7 +92,11 @@ def model_bytes(result: Any) -> int:
 @dataclass
 class McpCall:
     result: Any
-    bytes: int
+
+    @property
+    def bytes(self) -> int:
+        # measured when asked, not inside a timed call: the client's own bookkeeping
+        return wire_bytes(self.result)
 
     @property
     def model_bytes(self) -> int:
@@ -123,7 +127,7 @@ class Mcp:
         result = await self.session.call_tool(name, args or {})
         if getattr(result, "is_error", False):
             raise RuntimeError(f"MCP tool {name} failed: {wire_text(result)}")
-        return McpCall(result, wire_bytes(result))
+        return McpCall(result)
 
     async def tools_list_bytes(self) -> int:
         return wire_bytes(await self.session.list_tools())
