@@ -555,13 +555,16 @@ class StalenessService(SessionObserver):
 
     @staticmethod
     def _watch_dirs(session: KernelSession, dirs: set[str]) -> None:
-        """Add directories of files the notebook depends on; restart the watcher if new."""
+        """Add directories of files the notebook depends on; restart the watcher if one is not
+        watched yet (the notebook's own directory always is: restarting for it would open a
+        window in which a change goes unnoticed, right when a run has just read the file)."""
         known = staleness_of(session).read_dirs
-        if dirs - known:
-            known |= dirs
-            restart = staleness_of(session).watch_restart
-            if restart is not None:
-                restart.set()
+        watched = known | ({str(session.notebook.parent)} if session.notebook else set())
+        new = dirs - watched
+        known |= dirs
+        restart = staleness_of(session).watch_restart
+        if new and restart is not None:
+            restart.set()
 
     def _on_changes(self, session: KernelSession, paths: set[Path]) -> None:
         nb = session.notebook
