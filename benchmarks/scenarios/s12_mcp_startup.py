@@ -8,7 +8,8 @@ start-up on either side); the clock stops at the ``initialize`` response.
 
 ``mcp-serve`` answers the handshake from its cache of the SDK's own answers while the SDK is
 still importing (``ipykeep/mcp_server/early.py``); the warm-up spawn fills that cache, as a
-host's first start does. The same server with the early path off is measured beside it.
+host's first start does. The same server with the early path off is measured beside it, and a
+host's first start (an empty cache of its own) with and without what ``ipykeep init`` learnt.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from benchmarks.context import RunContext
 from benchmarks.timing import Metric, Stats, Target, interleave
+from ipykeep.mcp_server.early import HandshakeCache, install_key
+from ipykeep.mcp_server.prefill import prefill
 
 NAME = "mcp_startup"
 TITLE = "12. MCP start-up"
@@ -95,6 +98,11 @@ async def initialize_seconds(argv: list[str], cwd: Path, **extra_env: str) -> fl
             await proc.wait()
 
 
+def fresh_cache(ctx: RunContext) -> dict[str, str]:
+    """The environment of a start with an empty handshake cache of its own."""
+    return {"XDG_CACHE_HOME": str(ctx.workdir("cache"))}
+
+
 async def run(ctx: RunContext) -> list[Metric]:
     work = ctx.workdir("startup")
     (work / "ipykeep.toml").write_text("")
@@ -115,10 +123,32 @@ async def run(ctx: RunContext) -> list[Metric]:
     async def via_minimal() -> None:
         samples["minimal"].append(await initialize_seconds(base, work))
 
-    samples: dict[str, list[float]] = {"ipykeep": [], "no_early": [], "minimal": []}
-    sides = {"ipykeep": via_ipykeep, "no_early": via_ipykeep_no_early, "minimal": via_minimal}
+    async def first_start() -> None:  # a new user's cache: nothing learnt yet
+        samples["first"].append(await initialize_seconds(ours, work, **fresh_cache(ctx)))
+
+    async def first_start_after_init() -> None:  # what ``ipykeep init`` learnt, not timed
+        env = fresh_cache(ctx)
+        cache = Path(env["XDG_CACHE_HOME"]) / "ipykeep" / f"mcp-handshake-{install_key()}.json"
+        await prefill(work, HandshakeCache(cache))
+        samples["after_init"].append(await initialize_seconds(ours, work, **env))
+
+    samples: dict[str, list[float]] = {
+        "ipykeep": [],
+        "no_early": [],
+        "minimal": [],
+        "first": [],
+        "after_init": [],
+    }
+    sides = {
+        "ipykeep": via_ipykeep,
+        "no_early": via_ipykeep_no_early,
+        "minimal": via_minimal,
+        "first": first_start,
+        "after_init": first_start_after_init,
+    }
     if ctx.smoke:  # one spawn each of ipykeep and the minimal server
-        del sides["no_early"]
+        for side in ("no_early", "first", "after_init"):
+            del sides[side]
     warmup = 0 if ctx.smoke else 1
     await interleave(sides, ctx.reps(10, 2), warmup=warmup)
     # spawn-to-reply time is measured inside each call (the wrapper adds only the wait for exit)
@@ -159,5 +189,14 @@ async def run(ctx: RunContext) -> list[Metric]:
             "minimal MCPServer, same SDK",
             ms["minimal"],
             Target("ratio", "<=", 1.3),
+        ),
+        Metric(
+            NAME,
+            "a host's first start: after `ipykeep init` vs an empty cache",
+            "ms",
+            ms["after_init"],
+            "cache filled by init (another client's name and capabilities)",
+            "empty handshake cache",
+            ms["first"],
         ),
     ]

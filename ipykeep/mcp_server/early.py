@@ -4,9 +4,11 @@ Importing the ``mcp`` SDK takes over a second (its protocol types are large pyda
 and hosts time the handshake from the moment they spawn the server: Claude Code sends its first
 model request before a slow server is ready and Codex exposes the tools only from its second
 request. The answers to ``initialize`` and ``tools/list`` depend only on this installation
-(ipykeep's catalog, the SDK's version) and on what the client asks, so the server remembers the
-SDK's own answers in a small cache and, on the next start, gives them from a reader thread
-while the SDK is still importing.
+(ipykeep's catalog, the SDK's version) and on the protocol version the client asks for, so the
+server remembers the SDK's own answers in a small cache and, on the next start, gives them from
+a reader thread while the SDK is still importing. ``ipykeep init`` fills the cache for every
+protocol version the SDK speaks (``prefill.py``), so even a host's first start is answered
+early.
 
 The SDK still receives every message, in order, and answers each request itself; an answer to a
 request that was already answered is compared with what was sent and dropped. A difference
@@ -107,6 +109,8 @@ class HandshakeCache:
 
     def put(self, key: str, result: Any) -> None:
         with self._lock:
+            if self.entries.get(key) == result:
+                return  # known: the file is left as it is
             self.entries[key] = result
             data = json.dumps(self.entries, sort_keys=True)
         try:
@@ -116,6 +120,20 @@ class HandshakeCache:
             atomic_write_text(self.path, data, mode=0o600)
         except OSError as exc:  # a read-only home only costs the early answer
             log.debug("handshake cache not written: %s", exc)
+
+
+def _well_formed_initialize(params: Any) -> bool:
+    """The fields ``initialize`` requires, of the right types (the SDK checks the rest)."""
+    if not isinstance(params, dict):
+        return False
+    info = params.get("clientInfo")
+    return (
+        isinstance(params.get("protocolVersion"), str)
+        and isinstance(params.get("capabilities"), dict)
+        and isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str)
+    )
 
 
 def _strip(params: Any, *keys: str) -> Any:
@@ -143,8 +161,13 @@ class EarlyAnswers:
 
     def _key(self, method: str, params: Any) -> str | None:
         if method == "initialize":
-            # clientInfo names the host's build; the answer does not depend on it.
-            body = _strip(params, "clientInfo", "_meta")
+            # The SDK's answer depends on the protocol version asked for alone (not on the
+            # host's name, build or capabilities), so answers learnt from one client, or by
+            # ``ipykeep init`` (``prefill.py``), serve every host. Only a well-formed request
+            # is answered early: a malformed one gets the SDK's own error.
+            if not _well_formed_initialize(params):
+                return None
+            body = {"protocolVersion": params["protocolVersion"]}
         elif method == "tools/list":
             if self.version is None:
                 return None

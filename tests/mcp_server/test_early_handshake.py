@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp_types import ListToolsResult
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ipykeep.mcp_server.early import EarlyAnswers, HandshakeCache
-from tests.mcp_server.harness import McpSession, make_project, stdio_params
+from tests.mcp_server.harness import McpSession, make_project, server_env, stdio_params
 
 INIT = {
     "protocolVersion": "2025-06-18",
@@ -91,6 +94,31 @@ def test_a_different_protocol_version_is_not_answered_from_another(tmp_path: Pat
         )
         is None
     )
+
+
+def test_an_answer_serves_every_host_of_that_version_and_no_malformed_request(
+    tmp_path: Path,
+) -> None:
+    cache = HandshakeCache(tmp_path / "h.json")
+    learnt = EarlyAnswers(cache)
+    learnt.on_request(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
+    learnt.on_response(_reply(1, {"protocolVersion": "2025-06-18"}))
+    host = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {"roots": {"listChanged": True}, "elicitation": {}},
+        "clientInfo": {"name": "claude-code", "version": "2.1.0"},
+    }
+    early = EarlyAnswers(cache).on_request(
+        _line({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": host})
+    )
+    assert early is not None and json.loads(early)["result"] == {"protocolVersion": "2025-06-18"}
+    for bad in (
+        {k: v for k, v in host.items() if k != "clientInfo"},
+        {**host, "capabilities": []},
+        {**host, "clientInfo": {"name": "x"}},
+    ):
+        line = _line({"jsonrpc": "2.0", "id": 8, "method": "initialize", "params": bad})
+        assert EarlyAnswers(cache).on_request(line) is None, bad  # the SDK's own error
 
 
 @pytest.mark.posix
@@ -192,3 +220,42 @@ def test_real_server_answers_early_from_a_warm_cache_and_heals(
     healed = _handshake(project, cache_home)
     assert healed[0]["instructions"] == reference[0]["instructions"]
     assert os.listdir(cache_home / "ipykeep") == [cache_file.name]  # no temp files left
+
+
+@pytest.mark.posix
+@pytest.mark.kernel  # a real mcp-serve process
+def test_init_prepares_the_handshake_so_a_hosts_first_start_is_answered_early(
+    project: Path, tmp_path: Path
+) -> None:
+    cache_home = tmp_path / "cache"
+    env = {**server_env(project), "XDG_CACHE_HOME": str(cache_home)}
+    res = subprocess.run(
+        [sys.executable, "-m", "ipykeep", "init", "--provider", "claude_code"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "prepared the MCP handshake for hosts" in res.stdout
+    (cache_file,) = (cache_home / "ipykeep").glob("mcp-handshake-*.json")
+    entries = json.loads(cache_file.read_text())
+    versions = {
+        json.loads(k.split(" ", 1)[1])["protocolVersion"]
+        for k in entries
+        if k.startswith("initialize ")
+    }
+    assert versions == set(HANDSHAKE_PROTOCOL_VERSIONS)
+    listed = [json.loads(k.split(" ", 1)[1]) for k in entries if k.startswith("tools/list ")]
+    assert sorted((e["version"], e["params"] is None) for e in listed) == sorted(
+        (v, none) for v in HANDSHAKE_PROTOCOL_VERSIONS for none in (False, True)
+    )
+    # Planted in what init learnt: only the early path can send it, to a host that init never
+    # saw (its own name, build and capabilities), on that host's very first start.
+    for key in entries:
+        if key.startswith("initialize "):
+            entries[key]["instructions"] = "PLANTED"
+    cache_file.write_text(json.dumps(entries))
+    first = _handshake(project, cache_home)
+    assert first[0]["instructions"] == "PLANTED"
