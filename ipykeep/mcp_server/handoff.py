@@ -82,7 +82,8 @@ class Giver:
         self.handshake = handshake
         self.fds = fds
         self.table = table
-        self._not_before = 0.0
+        #: (daemon pid, monotonic time) before which that daemon is not offered the session
+        self._not_before = (0, 0.0)
         self._link: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         self._wake: Callable[[], None] | None = None
 
@@ -97,10 +98,13 @@ class Giver:
         self._wake = wake
 
     def wanted(self) -> bool:
-        if not self.handshake.ready or time.monotonic() < self._not_before:
+        if not self.handshake.ready:
             return False
         daemon = self.app.linked_daemon
-        return daemon is not None and bool(daemon.mcp_socket)
+        if daemon is None or not daemon.mcp_socket:
+            return False
+        pid, until = self._not_before
+        return daemon.pid != pid or time.monotonic() >= until  # a new daemon is asked at once
 
     async def attempt(self, unread: bytes) -> bool:
         daemon = self.app.linked_daemon
@@ -133,7 +137,7 @@ class Giver:
             link[0].close()
         retry = reply.get("retry_after") if reply else None
         delay = float(retry) if isinstance(retry, int | float) else RETRY_S
-        self._not_before = time.monotonic() + delay
+        self._not_before = (daemon.pid, time.monotonic() + delay)
         if self._wake is not None:  # look again then, even if the session stays quiet
             asyncio.get_running_loop().call_later(delay, self._wake)
         if reply is not None and "refused" in reply:

@@ -245,6 +245,7 @@ class RawServer:
         self._sel.register(self.proc.stdout, selectors.EVENT_READ)
         self._buf = b""
         self.notes: list[dict[str, Any]] = []
+        self._answers: dict[Any, dict[str, Any]] = {}
 
     def send(self, line: bytes) -> None:
         assert self.proc.stdin is not None
@@ -266,13 +267,28 @@ class RawServer:
         return message
 
     def answer(self, rid: Any, timeout: float = 60) -> dict[str, Any]:
-        """The answer to ``rid``; notifications met on the way are kept in ``notes``."""
+        """The answer to ``rid``; notifications met on the way are kept in ``notes``, and
+        answers to other requests (concurrent calls end in any order) until asked for."""
+        if rid in self._answers:
+            return self._answers.pop(rid)
         deadline = time.monotonic() + timeout
         while (message := self._next(deadline)) is not None:
-            if message.get("id") == rid and "method" not in message:
+            if "method" in message:
+                self.notes.append(message)
+            elif message.get("id") == rid:
                 return message
-            self.notes.append(message)
+            else:
+                self._answers[message.get("id")] = message
         raise AssertionError(f"no answer to {rid!r} within {timeout} s")
+
+    def answered(self, rid: Any) -> bool:
+        """Whether an answer to ``rid`` has come (what is on the pipe within 0.2 s is read)."""
+        while (message := self._next(time.monotonic() + 0.2)) is not None:
+            if "method" in message:
+                self.notes.append(message)
+            else:
+                self._answers[message.get("id")] = message
+        return rid in self._answers
 
     def ask(self, line: bytes, rid: Any) -> dict[str, Any]:
         self.send(line)

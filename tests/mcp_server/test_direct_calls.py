@@ -8,7 +8,9 @@ included, and a call the client cancels gets no answer on either.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -18,7 +20,11 @@ from typing import Any
 import pytest
 
 from ipykeep.mcp_server.direct import DirectCalls
-from ipykeep.mcp_server.session import Handshake
+from ipykeep.mcp_server.inflight import Ledger
+from ipykeep.mcp_server.server import IpykeepMcp
+from ipykeep.mcp_server.session import INITIALIZED_LINE, Handshake
+from ipykeep.mcp_server.stdio import Replay, serve_pipes
+from ipykeep.project.config import Config
 from tests.mcp_server.harness import RawServer, make_project, shutdown_daemon, tool_call
 
 VERSION = "2025-06-18"
@@ -136,7 +142,7 @@ def test_a_cancelled_direct_call_gets_no_answer_and_the_session_goes_on(project:
         )
         after = server.ask(tool_call(3, "ipython", {"kernel_id": kid, "code": "'after'"}), 3)
         assert "after" in json.dumps(after)
-        assert not any(n.get("id") == 2 for n in server.notes)
+        assert not server.answered(2)
     finally:
         server.close()
 
@@ -155,3 +161,69 @@ def test_stdin_closing_mid_call_ends_the_server(project: Path) -> None:
     server.close()
     assert server.proc.returncode == 0
     assert time.monotonic() - start < 15
+
+
+async def test_the_reader_gives_plain_calls_to_the_direct_path_and_the_rest_to_the_sdk(
+    tmp_path: Path,
+) -> None:
+    """The wiring, in-process over real pipes: which path served each call."""
+    app = IpykeepMcp(tmp_path, Config())
+
+    class NoKernels:  # the daemon's answer to list_kernels when it serves none
+        descriptor = None
+
+        async def call(self, method: Any, params: Any, *, start: bool = False) -> Any:
+            return []
+
+    app.use_backend(NoKernels())
+    served_by: list[str] = []
+    handler = app.call_tool
+
+    async def recording(ctx: Any, params: Any) -> Any:
+        served_by.append(type(ctx).__name__)
+        return await handler(ctx, params)
+
+    app.call_tool = recording  # type: ignore[method-assign]
+    handshake = Handshake()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    serving = asyncio.create_task(
+        serve_pipes(
+            app.server(),
+            in_r,
+            out_w,
+            Replay(),
+            Ledger(),
+            handshake,
+            direct=DirectCalls(app, handshake),
+        )
+    )
+    init = {
+        "protocolVersion": VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    init_line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+    os.write(in_w, init_line.encode() + b"\n" + INITIALIZED_LINE)
+    answers: dict[Any, Any] = {}
+    buffer = b""
+
+    async def until(rid: Any) -> None:
+        nonlocal buffer
+        while rid not in answers:
+            buffer += await asyncio.get_running_loop().run_in_executor(None, os.read, out_r, 65536)
+            *lines, buffer = buffer.split(b"\n")
+            answers.update((m.get("id"), m) for m in map(json.loads, filter(None, lines)))
+
+    await until(1)
+    os.write(in_w, tool_call(2, "list_kernels", {}))
+    await until(2)
+    os.write(in_w, tool_call(3, "list_kernels", {}, _meta={"progressToken": "p"}))
+    await until(3)
+    os.close(in_w)
+    await asyncio.wait_for(serving, 30)
+    for fd in (in_r, out_r, out_w):
+        os.close(fd)
+    assert served_by == ["_DirectContext", "ServerRequestContext"]
+    assert answers[2]["result"] == answers[3]["result"]
+    assert answers[2]["result"]["structuredContent"] == {"kernels": []}

@@ -198,7 +198,7 @@ def test_the_session_comes_back_when_the_daemon_stops_and_moves_to_the_next(
         kid = _kernel(server, 4)
         second = find_daemon(project)
         assert second is not None and second.pid != first.pid
-        assert _wait(lambda: HANDED in _daemon_log(project))
+        assert _wait(lambda: _daemon_log(project).count(HANDED) == 2)  # the log is appended
         assert "9" in _ran(server, 5, kid, "3 * 3")
     finally:
         server.close()
@@ -223,8 +223,9 @@ def test_a_killed_daemon_leaves_no_call_unanswered(project: Path) -> None:
         assert lost["isError"] is True
         assert lost["structuredContent"]["code"] == "daemon_unreachable"
         assert "call again" in lost["structuredContent"]["hint"]
-        kid = _kernel(server, 3)  # a new daemon; the session goes on
+        kid = _kernel(server, 3)  # a new daemon; the session goes on, and moves there
         assert "ok" in _ran(server, 4, kid, "'ok'")
+        assert _wait(lambda: _daemon_log(project).count(HANDED) == 2)  # the log is appended
     finally:
         server.close()
     assert server.proc.returncode == 0

@@ -30,7 +30,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
-from ipykeep.kernel.providers.session import UndatedSession
+from ipykeep.kernel.providers.session import IopubChannel, UndatedSession
 from ipykeep.platform.files import make_private, open_private, user_temp_dir
 from ipykeep.platform.processes import ProcessTree, pid_alive, process_start
 from ipykeep.platform.transport import kernel_transport
@@ -194,6 +194,7 @@ class LocalProvider:
         with contextlib.suppress(OSError):
             make_private(km.connection_file)
         kc = km.client()
+        kc.iopub_channel_class = IopubChannel
         kc.start_channels()
         self.kc = kc
         try:

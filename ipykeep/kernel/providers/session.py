@@ -15,6 +15,7 @@ from typing import Any
 
 import zmq
 from jupyter_client.adapter import adapt
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
 
 #: Frames before the buffers: signature, header, parent header, metadata, content.
@@ -63,3 +64,22 @@ class UndatedSession(Session):
             self._add_digest(signature)
         if not hmac.compare_digest(signature, self.sign(frames[1:MIN_FRAMES])):
             raise ValueError(f"Invalid Signature: {signature!r}")
+
+
+class IopubChannel(AsyncZMQSocketChannel):
+    """jupyter_client's async channel, whose wait without a deadline is the receive itself.
+
+    ``get_msg`` polls the socket (a poller and its futures) and then receives (another future)
+    for every message; a reader that waits for whatever comes next, as the daemon's iopub
+    reader does, needs the receive alone: half the event-loop work per output message, five
+    of them for the smallest execution. A wait with a deadline is jupyter_client's.
+    """
+
+    # jupyter_client declares the sync channel's signature; the async channel's is a coroutine
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:  # type: ignore[override]
+        if timeout is not None:
+            return await super().get_msg(timeout)
+        assert self.socket is not None
+        frames = await self.socket.recv_multipart()
+        _, message = self.session.feed_identities(frames)
+        return self.session.deserialize(message)

@@ -37,7 +37,7 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_module
 from ipykeep.kernel.providers.local import short_runtime_dir
-from ipykeep.kernel.providers.session import UndatedSession
+from ipykeep.kernel.providers.session import IopubChannel, UndatedSession
 from ipykeep.project.atomic import atomic_write_text
 
 log = logging.getLogger("ipykeep.ssh")
@@ -267,7 +267,9 @@ class SshProvider:
             self.connection_file = write_tunnel_connection_file(self.runtime_dir, conn)
             context = zmq.asyncio.Context()
             context.setsockopt(zmq.RCVHWM, 0)  # as for local kernels: never drop a burst of output
-            kc = AsyncKernelClient(context=context, session=UndatedSession())
+            kc = AsyncKernelClient(
+                context=context, session=UndatedSession(), iopub_channel_class=IopubChannel
+            )
             kc.load_connection_info(cast(Any, conn))
             # No heartbeat channel: jupyter_client's wait_for_ready takes a heartbeat not yet
             # beating over the tunnel for a dead kernel; the launcher's exit is the real signal.

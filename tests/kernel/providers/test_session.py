@@ -74,3 +74,41 @@ def test_a_peek_does_not_use_up_the_signature() -> None:
 def test_too_few_frames_are_refused() -> None:
     with pytest.raises(TypeError, match="malformed"):
         UndatedSession(key=KEY).deserialize([b"sig", b"{}"])
+
+
+async def test_the_iopub_channel_reads_each_message_as_jupyter_clients_does() -> None:
+    """Over a real zmq socket pair: the wait without a deadline (receive only) and the one with
+    a deadline (jupyter_client's poll) give the same messages, in order."""
+    import zmq.asyncio
+
+    from ipykeep.kernel.providers.session import IopubChannel
+
+    context = zmq.asyncio.Context()
+    kernel_side = context.socket(zmq.PUB)
+    client_side = context.socket(zmq.SUB)
+    client_side.setsockopt(zmq.SUBSCRIBE, b"")
+    port = kernel_side.bind_to_random_port("tcp://127.0.0.1")
+    client_side.connect(f"tcp://127.0.0.1:{port}")
+    sender = Session(key=KEY)
+    channel = IopubChannel(client_side, UndatedSession(key=KEY))
+    try:
+        got: list[str] = []
+        while not got:  # a subscription takes a moment: send until a message arrives
+            sender.send(kernel_side, sender.msg("status", {"execution_state": "busy"}))
+            try:
+                got.append((await channel.get_msg(timeout=0.05))["msg_type"])
+            except Exception:
+                continue
+        for i in range(3):
+            sender.send(kernel_side, sender.msg("stream", {"name": "stdout", "text": f"{i}\n"}))
+        texts = []
+        while len(texts) < 3:
+            message = await channel.get_msg()  # no deadline: the receive alone
+            if message["msg_type"] == "stream":
+                texts.append(message["content"]["text"])
+                assert isinstance(message["header"]["date"], str)  # the session's reading
+        assert texts == ["0\n", "1\n", "2\n"]
+    finally:
+        client_side.close(0)
+        kernel_side.close(0)
+        context.term()
