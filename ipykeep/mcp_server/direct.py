@@ -27,7 +27,6 @@ import asyncio
 import functools
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -46,6 +45,8 @@ from mcp_types import (
 from mcp_types import methods as surface
 from pydantic import ValidationError
 
+from ipykeep.mcp_server.early import switched_on
+
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
@@ -63,12 +64,7 @@ _CALL_KEYS = frozenset({"name", "arguments", "_meta"})
 
 
 def enabled() -> bool:
-    return os.environ.get("IPYKEEP_MCP_DIRECT_CALLS", "1").strip().lower() not in (
-        "0",
-        "false",
-        "no",
-        "off",
-    )
+    return switched_on("IPYKEEP_MCP_DIRECT_CALLS")
 
 
 def _line(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> bytes:

@@ -40,13 +40,13 @@ CACHEABLE = ("initialize", "tools/list")
 _MARKERS = tuple(f'"{m}"'.encode() for m in CACHEABLE)
 
 
+def switched_on(variable: str) -> bool:
+    """An environment switch that is on unless set to 0, false, no or off."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def enabled() -> bool:
-    return os.environ.get("IPYKEEP_MCP_EARLY_HANDSHAKE", "1").strip().lower() not in (
-        "0",
-        "false",
-        "no",
-        "off",
-    )
+    return switched_on("IPYKEEP_MCP_EARLY_HANDSHAKE")
 
 
 def _is_pipe(fd: int) -> bool:

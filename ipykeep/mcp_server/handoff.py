@@ -39,6 +39,7 @@ from mcp_types import methods as surface
 
 from ipykeep.api.errors import DaemonUnreachableError
 from ipykeep.mcp_server import transfer
+from ipykeep.mcp_server.early import switched_on
 from ipykeep.mcp_server.inflight import InflightTable
 from ipykeep.mcp_server.session import SessionState
 from ipykeep.mcp_server.stdio import Replay
@@ -57,9 +58,7 @@ RETRY_S = 30.0
 
 
 def enabled() -> bool:
-    return transfer.supported() and os.environ.get(
-        "IPYKEEP_MCP_HANDOFF", "1"
-    ).strip().lower() not in ("0", "false", "no", "off")
+    return transfer.supported() and switched_on("IPYKEEP_MCP_HANDOFF")
 
 
 @dataclass

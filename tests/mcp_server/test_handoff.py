@@ -9,6 +9,7 @@ with an error that says so), and the client leaving (``mcp-serve`` exits, the ke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from ipykeep.client.connection import find_daemon, pid_alive
+from ipykeep.client.connection import Descriptor, find_daemon, pid_alive
 from ipykeep.mcp_server import transfer
 from ipykeep.mcp_server.inflight import InflightTable, Ledger
 from ipykeep.mcp_server.session import INITIALIZED_LINE, Handshake, SessionState
@@ -178,18 +179,29 @@ def test_the_session_moves_to_the_daemon_and_keeps_its_state(project: Path) -> N
     assert daemon is not None and pid_alive(daemon.pid)  # the client left; the kernel stays
 
 
-@pytest.mark.posix
-@pytest.mark.kernel
-def test_the_session_comes_back_when_the_daemon_stops_and_moves_to_the_next(
-    project: Path,
-) -> None:
+@contextlib.contextmanager
+def _handed_over(project: Path) -> Iterator[tuple[RawServer, str, Descriptor]]:
+    """A session whose first kernel is made and which the daemon serves; ``mcp-serve`` must
+    exit 0 when the client closes it."""
     server = RawServer(project)
     try:
         server.handshake()
         kid = _kernel(server, 1)
         assert _wait(lambda: HANDED in _daemon_log(project))
-        first = find_daemon(project)
-        assert first is not None
+        daemon = find_daemon(project)
+        assert daemon is not None
+        yield server, kid, daemon
+    finally:
+        server.close()
+    assert server.proc.returncode == 0
+
+
+@pytest.mark.posix
+@pytest.mark.kernel
+def test_the_session_comes_back_when_the_daemon_stops_and_moves_to_the_next(
+    project: Path,
+) -> None:
+    with _handed_over(project) as (server, kid, first):
         closed = server.ask(tool_call(2, "close_kernel", {"kernel_id": kid}), 2)
         assert closed["result"]["isError"] is False
         assert _wait(lambda: not pid_alive(first.pid))  # its last kernel closed: it exits
@@ -200,21 +212,12 @@ def test_the_session_comes_back_when_the_daemon_stops_and_moves_to_the_next(
         assert second is not None and second.pid != first.pid
         assert _wait(lambda: _daemon_log(project).count(HANDED) == 2)  # the log is appended
         assert "9" in _ran(server, 5, kid, "3 * 3")
-    finally:
-        server.close()
-    assert server.proc.returncode == 0
 
 
 @pytest.mark.posix
 @pytest.mark.kernel
 def test_a_killed_daemon_leaves_no_call_unanswered(project: Path) -> None:
-    server = RawServer(project)
-    try:
-        server.handshake()
-        kid = _kernel(server, 1)
-        assert _wait(lambda: HANDED in _daemon_log(project))
-        daemon = find_daemon(project)
-        assert daemon is not None
+    with _handed_over(project) as (server, kid, daemon):
         slow = {"kernel_id": kid, "code": "import time; time.sleep(60)", "yield_time_ms": 30000}
         server.send(tool_call(2, "ipython", slow))
         time.sleep(0.5)
@@ -226,9 +229,6 @@ def test_a_killed_daemon_leaves_no_call_unanswered(project: Path) -> None:
         kid = _kernel(server, 3)  # a new daemon; the session goes on, and moves there
         assert "ok" in _ran(server, 4, kid, "'ok'")
         assert _wait(lambda: _daemon_log(project).count(HANDED) == 2)  # the log is appended
-    finally:
-        server.close()
-    assert server.proc.returncode == 0
 
 
 @pytest.mark.posix
