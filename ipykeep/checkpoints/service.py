@@ -131,9 +131,18 @@ class CheckpointService(SessionObserver):
                 await asyncio.wait_for(asyncio.shield(pending), FLUSH_ON_CLOSE_S)
         if self.state(session).available and session.process.alive:
             with contextlib.suppress(IpykeepError):
-                await session.process.eval_silent(
-                    _call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 5
-                )
+                # The writer is a thread: a cell still running (a loop that never ends, say)
+                # must not hold the close for the flush's whole timeout, so ask on a subshell.
+                subshell = await session.side_subshell()
+                try:
+                    await session.process.eval_silent(
+                        _call("flush", FLUSH_ON_CLOSE_S),
+                        subshell_id=subshell,
+                        timeout=FLUSH_ON_CLOSE_S + 5,
+                    )
+                finally:
+                    if subshell is not None:
+                        session.process.release_subshell(subshell)
                 if self.state(session).remote_root is not None:
                     await remote.take(session, self.store, self.state(session))
 

@@ -113,3 +113,29 @@ def test_sigkill_daemon_then_start_restores_and_rollback(tmp_path: Path) -> None
         assert [kernel_value(root, e) for e in exprs] == fresh
     finally:
         stop_daemon(root)
+
+
+def test_stop_with_a_cell_still_running_takes_the_last_checkpoints_and_does_not_wait_for_it(
+    tmp_path: Path,
+) -> None:
+    """The close-time flush of the checkpoint writer asks on a subshell: a cell that never ends
+    on the main shell used to hold ``stop`` for the flush's whole timeout (20 s)."""
+    root = make_project(tmp_path / "p", example=False)
+    (root / "data.csv").write_text("x\n1\n2\n")
+    write_nb(root / "analysis.ipynb")
+    try:
+        assert run_cli("start", "analysis.ipynb", cwd=root).returncode == 0
+        wait_for_manifests(root, 1)  # the slow load cell is saved
+        daemon = find_daemon(root)
+        assert daemon is not None
+        res = run_cli("exec", "--no-wait", "import time; time.sleep(600)", cwd=root)
+        assert res.returncode == 0, res.stderr
+        start = time.monotonic()
+        assert run_cli("stop", "--all", cwd=root).returncode == 0
+        deadline = start + 60
+        while pid_alive(daemon.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not pid_alive(daemon.pid)
+        assert time.monotonic() - start < 15, "stop waited for the running cell"
+    finally:
+        stop_daemon(root)
