@@ -105,7 +105,9 @@ class Execution:
     #: the outputs left the daemon's memory; the kernel's archive has them (engine/retention.py)
     spilled: bool = False
     _clear_pending: bool = False
-    _done: asyncio.Event = field(default_factory=asyncio.Event)
+    #: readers waiting for the end (``wait``): each woken with True at the end, False at its
+    #: deadline
+    _waiters: list[asyncio.Future[bool]] = field(default_factory=list)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -124,17 +126,30 @@ class Execution:
             self.add_note(note)
         self.state = state
         self.finished_at = time.time()
-        self._done.set()
+        for waiter in self._waiters:
+            _settle(waiter, True)
+        self._waiters.clear()
 
     async def wait(self, timeout: float | None) -> bool:
-        """Wait until finished or ``timeout`` seconds (None = forever); True when finished."""
+        """Wait until finished or ``timeout`` seconds (None = forever); True when finished.
+
+        One future per reader, settled by ``finish`` or by its deadline: the reader resumes on
+        the next turn of the loop (an ``Event`` under ``wait_for`` and ``shield`` took three,
+        on the path of every reply). Cancelling the reader cancels only its own future.
+        """
         if self.finished:
             return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        deadline = loop.call_later(timeout, _settle, waiter, False) if timeout is not None else None
         try:
-            await asyncio.wait_for(asyncio.shield(self._done.wait()), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
 
     # -- output handling (called per iopub message) --------------------------------------
     def _admit(self, size: int) -> bool:
@@ -320,3 +335,8 @@ class Execution:
             return None
         end = self.finished_at or time.time()
         return end - self.started_at
+
+
+def _settle(waiter: asyncio.Future[bool], finished: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(finished)
