@@ -82,6 +82,7 @@ class McpHost:
         self._accepting: asyncio.Task[None] | None = None
         self._loading: asyncio.Task[None] | None = None
         self._sessions: dict[asyncio.Task[None], _HostedSession] = {}
+        self._offers: set[asyncio.Task[None]] = set()
         self.returning = False
 
     @property
@@ -108,7 +109,10 @@ class McpHost:
         loop = asyncio.get_running_loop()
         while True:
             conn, _ = await loop.sock_accept(self._sock)
-            asyncio.create_task(self._offered(conn), name="ipykeep-mcp-offer")
+            # held until done: the loop keeps only weak references to its tasks
+            offer = asyncio.create_task(self._offered(conn), name="ipykeep-mcp-offer")
+            self._offers.add(offer)
+            offer.add_done_callback(self._offers.discard)
 
     def _loaded(self) -> bool:
         if self._loading is None:
