@@ -144,6 +144,9 @@ class McpHost:
                 await transfer.send(writer, {"refused": "missing or wrong token"})
                 return
             assert header is not None
+            if header.get("op") != transfer.ADOPT:
+                await transfer.send(writer, {"refused": f"unknown op {header.get('op')!r}"})
+                return
             if self.returning:
                 await transfer.send(writer, {"retry_after": 5.0})
                 return
@@ -203,13 +206,18 @@ class _HostedSession:
         writer: asyncio.StreamWriter,
         header: dict[str, Any],
     ) -> None:
-        from ipykeep.mcp_server.session import SessionState
+        from ipykeep.mcp_server.server import IpykeepMcp
+        from ipykeep.mcp_server.session import Handshake, SessionState
 
         self.host = host
         self.in_fd, self.out_fd, self.table_fd = fds
         self.link = (reader, writer)
         self.state = SessionState.from_json(header.get("state"))
         self.unread = transfer.decode_bytes(header.get("unread"))
+        self.app = IpykeepMcp(Path(self.state.project), host.config)
+        self.app.use_backend(HostedBackend(host.methods))
+        self.state.apply(self.app)
+        self.handshake = Handshake()  # read again off the replayed handshake
         self.gone = False  # the mcp-serve that gave the session is gone
         self._wake: Callable[[], None] | None = None
 
@@ -242,14 +250,8 @@ class _HostedSession:
     async def run(self) -> None:
         from ipykeep.mcp_server import direct
         from ipykeep.mcp_server.inflight import InflightTable, Ledger
-        from ipykeep.mcp_server.server import IpykeepMcp
-        from ipykeep.mcp_server.session import Handshake
         from ipykeep.mcp_server.stdio import serve_pipes
 
-        self.app = IpykeepMcp(Path(self.state.project), self.host.config)
-        self.app.use_backend(HostedBackend(self.host.methods))
-        self.state.apply(self.app)
-        self.handshake = Handshake()
         table = InflightTable(self.table_fd)
         calls = direct.DirectCalls(self.app, self.handshake) if direct.enabled() else None
         watch = asyncio.create_task(self._watch_link(), name="ipykeep-mcp-link")

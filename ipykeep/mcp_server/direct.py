@@ -36,6 +36,7 @@ from mcp_types import (
     INTERNAL_ERROR,
     PROTOCOL_VERSION_META_KEY,
     CallToolRequestParams,
+    CallToolResult,
     ErrorData,
     JSONRPCError,
     JSONRPCNotification,
@@ -46,6 +47,7 @@ from mcp_types import methods as surface
 from pydantic import ValidationError
 
 from ipykeep.mcp_server.early import switched_on
+from ipykeep.mcp_server.stdio import wire_text
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -67,9 +69,13 @@ def enabled() -> bool:
     return switched_on("IPYKEEP_MCP_DIRECT_CALLS")
 
 
-def _line(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> bytes:
-    # As ``stdio._MessageWriter`` writes the SDK's messages.
-    return (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8")
+def tool_response(rid: str | int, result: CallToolResult, version: str) -> JSONRPCResponse:
+    """A tool result answered as the SDK answers it: shaped for the session's protocol version
+    (``serialize_server_result`` drops what that version does not have)."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return JSONRPCResponse(
+        jsonrpc="2.0", id=rid, result=surface.serialize_server_result(CALL, version, dumped)
+    )
 
 
 class _DirectSession:
@@ -211,8 +217,7 @@ class DirectCalls:
             raise
         self._close_out(rid)
         try:
-            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-            shaped = surface.serialize_server_result(CALL, version, dumped)
+            response = tool_response(rid, result, version)
         except ValidationError:
             log.exception("tool %s returned an invalid result", typed.name)
             await self.write(
@@ -225,7 +230,7 @@ class DirectCalls:
                 )
             )
             return
-        await self.write(JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped))
+        await self.write(response)
 
     def _close_out(self, rid: str | int) -> bool:
         """Take ``rid`` off the ledger before its answer is written; False if it was not on it."""
@@ -252,7 +257,7 @@ class DirectCalls:
     async def write(self, message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> None:
         if self.writer is None or self.writer.is_closing():
             return
-        self.writer.write(_line(message))
+        self.writer.write(wire_text(message).encode("utf-8"))
         await self.writer.drain()
 
     async def close(self) -> None:

@@ -40,6 +40,13 @@ CACHEABLE = ("initialize", "tools/list")
 _MARKERS = tuple(f'"{m}"'.encode() for m in CACHEABLE)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a pipe may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def switched_on(variable: str) -> bool:
     """An environment switch that is on unless set to 0, false, no or off."""
     return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
@@ -252,11 +259,6 @@ class StdinPrefetch:
         self._thread.start()
         return self
 
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(1, view) :]
-
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
@@ -272,7 +274,7 @@ class StdinPrefetch:
                     self._lines.append(line)
                     answer = self.answers.on_request(line)
                     if answer is not None:
-                        self._write(answer)
+                        write_all(1, answer)
         except OSError as exc:
             log.debug("early stdin reader stopped: %s", exc)
 

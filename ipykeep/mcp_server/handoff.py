@@ -26,23 +26,21 @@ every session on a platform without descriptor passing (Windows) or with
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mcp_types import INTERNAL_ERROR, ErrorData, JSONRPCError, JSONRPCResponse
-from mcp_types import methods as surface
 
 from ipykeep.api.errors import DaemonUnreachableError
 from ipykeep.mcp_server import transfer
+from ipykeep.mcp_server.direct import CALL, tool_response
 from ipykeep.mcp_server.early import switched_on
 from ipykeep.mcp_server.inflight import InflightTable
 from ipykeep.mcp_server.session import SessionState
-from ipykeep.mcp_server.stdio import Replay
+from ipykeep.mcp_server.stdio import Replay, wire_text
 
 if TYPE_CHECKING:
     from ipykeep.mcp_server.server import IpykeepMcp
@@ -50,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ipykeep.mcp")
 
-ADOPT = "adopt"
 #: Seconds a hand-over may take before the session stays where it is.
 GIVE_TIMEOUT_S = 5.0
 #: Seconds before trying again a daemon that could not take the session.
@@ -110,7 +107,7 @@ class Giver:
         state = SessionState.capture(self.app, self.handshake)
         header = {
             "token": daemon.token,
-            "op": ADOPT,
+            "op": transfer.ADOPT,
             "state": state.to_json(),
             "unread": transfer.encode_bytes(unread),
         }
@@ -184,23 +181,14 @@ def lost_answers(lost: list[tuple[Any, str]], version: str | None) -> bytes:
         hint="call again: a call that needs a kernel starts a new daemon, and kernels come "
         "back from their checkpoints",
     )
-    out = bytearray()
+    out = []
     for rid, method in lost:
         message: JSONRPCResponse | JSONRPCError
-        if method == "tools/call" and version is not None:
-            dumped = error_result(err).model_dump(by_alias=True, mode="json", exclude_none=True)
-            shaped = surface.serialize_server_result(method, version, dumped)
-            message = JSONRPCResponse(jsonrpc="2.0", id=rid, result=shaped)
+        if method == CALL and version is not None:
+            message = tool_response(rid, error_result(err), version)
         else:
             message = JSONRPCError(
                 jsonrpc="2.0", id=rid, error=ErrorData(code=INTERNAL_ERROR, message=err.message)
             )
-        out += message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-    return bytes(out)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    with contextlib.suppress(OSError):
-        while view:
-            view = view[os.write(fd, view) :]
+        out.append(wire_text(message))
+    return "".join(out).encode("utf-8")

@@ -12,6 +12,7 @@ load on the first call that needs them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -117,7 +118,7 @@ class IpykeepMcp:
 
     def use_backend(self, backend: Any) -> None:
         """Serve through ``backend`` (the daemon's own method table, when the daemon serves the
-        session: ``hosted.py``) instead of the daemon client."""
+        session: ``daemon/mcp_host.py``) instead of the daemon client."""
         self._backend = backend
 
     @property
@@ -417,6 +418,7 @@ async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> N
     from mcp.server.stdio import stdio_server
 
     from ipykeep.mcp_server import direct, handoff
+    from ipykeep.mcp_server.early import write_all
     from ipykeep.mcp_server.inflight import Ledger
     from ipykeep.mcp_server.session import Handshake
     from ipykeep.mcp_server.stdio import Replay, serve_pipes, stdio_pipes
@@ -452,7 +454,8 @@ async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> N
                 outcome = await giver.outcome()
                 if outcome.ended:
                     return
-                handoff.write_all(fds[1], handoff.lost_answers(outcome.lost, handshake.version))
+                with contextlib.suppress(OSError):  # a client gone meanwhile: ended below
+                    write_all(fds[1], handoff.lost_answers(outcome.lost, handshake.version))
                 replay = outcome.replay
         finally:
             if giver is not None:

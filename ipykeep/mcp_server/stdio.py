@@ -256,7 +256,7 @@ class _MessageWriter(_StreamEnds):
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        text = message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        text = wire_text(message)
         self._handshake.saw_response(text)
         if isinstance(message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
             self._ledger.closed(message.id)
@@ -267,6 +267,11 @@ class _MessageWriter(_StreamEnds):
             return  # answered early, before the SDK was loaded
         self._writer.write(text.encode("utf-8"))
         await self._writer.drain()
+
+
+def wire_text(message: mcp_types.JSONRPCMessage) -> str:
+    """A message as one protocol line, serialized as the SDK's stdio transport does."""
+    return message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
 
 
 def is_pipe(fd: int) -> bool:

@@ -15,6 +15,8 @@ import os
 import socket
 from typing import Any
 
+#: The header's ``op`` of a session offered to be taken over.
+ADOPT = "adopt"
 #: Largest header accepted (state and unread input; a session's unread input is a few lines).
 MAX_HEADER = 16 * 1024 * 1024
 #: Descriptors a session comes with: its input pipe, its output pipe, its in-flight table.

@@ -234,12 +234,8 @@ def test_a_killed_daemon_leaves_no_call_unanswered(project: Path) -> None:
 @pytest.mark.posix
 @pytest.mark.kernel
 def test_the_socket_is_private_and_takes_no_session_without_the_token(project: Path) -> None:
-    server = RawServer(project)
-    try:
-        server.handshake()
-        _kernel(server, 1)
-        daemon = find_daemon(project)
-        assert daemon is not None and daemon.mcp_socket
+    with _handed_over(project) as (_, _, daemon):
+        assert daemon.mcp_socket
         path = Path(daemon.mcp_socket)
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -263,8 +259,6 @@ def test_the_socket_is_private_and_takes_no_session_without_the_token(project: P
             os.close(w)
             table.close()
         assert transfer.supported()
-    finally:
-        server.close()
 
 
 @pytest.mark.posix
