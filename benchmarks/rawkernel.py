@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import zmq
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec
 
@@ -89,6 +90,11 @@ async def raw_kernel(kind: KernelKind, cwd: Path | None = None) -> AsyncIterator
     try:
         await km.start_kernel(cwd=str(cwd or runtime_dir), env=env)
         kc = km.client()
+        # The daemon's receive limit (kernel/providers/session.py: unlimited_receive): with
+        # zmq's default of 1000 messages a burst of output on a busy machine overflows the
+        # queues and drops messages, the idle status among them, and execute_interactive then
+        # waits out its whole timeout.
+        kc.context.setsockopt(zmq.RCVHWM, 0)
         kc.start_channels()
         await kc.wait_for_ready(timeout=120)
         yield RawKernel(km, kc, runtime_dir)

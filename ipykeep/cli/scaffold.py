@@ -83,11 +83,15 @@ def _prepare_handshake(root: Path) -> None:
     """Learn the MCP handshake's answers now, so a host's first start is answered at once
     (``mcp_server/prefill.py``); init never fails for it."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     try:
         from ipykeep.mcp_server.prefill import prefill
 
-        versions = asyncio.run(prefill(root))
+        # A loop of its own even when init is called from inside a running loop (an embedding
+        # application, a test): asyncio.run refuses to nest.
+        with ThreadPoolExecutor(1, thread_name_prefix="ipykeep-prefill") as worker:
+            versions = worker.submit(lambda: asyncio.run(prefill(root))).result()
     except Exception as exc:
         echo(f"note: the MCP handshake was not prepared ({exc}); hosts' first start waits for it")
         return

@@ -24,13 +24,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import zmq
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
-from ipykeep.kernel.providers.session import IopubChannel, UndatedSession
+from ipykeep.kernel.providers.session import IopubChannel, UndatedSession, unlimited_receive
 from ipykeep.platform.files import make_private, open_private, user_temp_dir
 from ipykeep.platform.processes import ProcessTree, pid_alive, process_start
 from ipykeep.platform.transport import kernel_transport
@@ -178,9 +177,6 @@ class LocalProvider:
         )
         # Before the launch: the connection file carries this session's key.
         km.session = UndatedSession(parent=km)
-        # No receive limit: with zmq's default (1000 messages) a burst of output while the
-        # daemon is busy overflows the queues and messages (even the idle status) are dropped.
-        km.context.setsockopt(zmq.RCVHWM, 0)
         self.km = km
         try:
             await km.start_kernel(cwd=str(spec.cwd), env=kernel_env(spec.env))
@@ -194,6 +190,7 @@ class LocalProvider:
         with contextlib.suppress(OSError):
             make_private(km.connection_file)
         kc = km.client()
+        unlimited_receive(kc)
         kc.iopub_channel_class = IopubChannel
         kc.start_channels()
         self.kc = kc

@@ -15,6 +15,7 @@ from typing import Any
 
 import zmq
 from jupyter_client.adapter import adapt
+from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
 
@@ -64,6 +65,17 @@ class UndatedSession(Session):
             self._add_digest(signature)
         if not hmac.compare_digest(signature, self.sign(frames[1:MIN_FRAMES])):
             raise ValueError(f"Invalid Signature: {signature!r}")
+
+
+def unlimited_receive(kc: AsyncKernelClient) -> None:
+    """No receive limit on ``kc``'s sockets: with zmq's default (1000 messages on each side) a
+    burst of output while the daemon is busy overflows the queues and the kernel's PUB socket
+    drops the rest, the idle status among them.
+
+    Set on the client's own context (the one it destroys when its channels stop) before any
+    channel connects: a limit applies to the connections made after it is set.
+    """
+    kc.context.setsockopt(zmq.RCVHWM, 0)
 
 
 class IopubChannel(AsyncZMQSocketChannel):
