@@ -142,9 +142,14 @@ def test_process_tree_kill_takes_the_children_too() -> None:
 
 #: A leader and its child that both die of SIGINT: Python's default handler (a shell's
 #: background job would ignore SIGINT, as POSIX has non-interactive shells do).
+#: Both processes take SIGINT as Python's KeyboardInterrupt even when the tests run in a
+#: shell's background job, whose children start with SIGINT ignored (Python then installs no
+#: handler of its own).
 _INTERRUPTIBLE = (
-    "import subprocess, sys, time\n"
-    "child = subprocess.Popen([sys.executable, '-c', 'import time; print(1, flush=True); "
+    "import signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); print(1, flush=True); "
     "time.sleep(60)'], stdout=subprocess.PIPE)\n"
     "child.stdout.readline()\n"
     "print(child.pid, flush=True)\n"

@@ -29,7 +29,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ipykeep.api.errors import KernelStartError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_argv
-from ipykeep.kernel.providers.session import IopubChannel, UndatedSession, unlimited_receive
+from ipykeep.kernel.providers.session import KernelClient, UndatedSession
 from ipykeep.platform.files import make_private, open_private, user_temp_dir
 from ipykeep.platform.processes import ProcessTree, pid_alive, process_start
 from ipykeep.platform.transport import kernel_transport
@@ -174,6 +174,7 @@ class LocalProvider:
             connection_file=str(self.runtime_dir / "kernel.json"),
             ip=transport.ip,
             cache_ports=False,
+            client_factory=KernelClient,
         )
         # Before the launch: the connection file carries this session's key.
         km.session = UndatedSession(parent=km)
@@ -190,8 +191,6 @@ class LocalProvider:
         with contextlib.suppress(OSError):
             make_private(km.connection_file)
         kc = km.client()
-        unlimited_receive(kc)
-        kc.iopub_channel_class = IopubChannel
         kc.start_channels()
         self.kc = kc
         try:

@@ -1,4 +1,7 @@
-"""The message session of ipykeep's kernel clients: jupyter_client's, without date parsing.
+"""The client the daemon reads kernels with: jupyter_client's, reading less per message.
+
+Its channels wait on the receive alone and it has no receive limit (``KernelClient``); its
+session leaves dates unparsed (``UndatedSession``).
 
 jupyter_client's ``Session.deserialize`` turns every ISO 8601 string of a message's header and
 parent header into a ``datetime`` with dateutil: two parses per message, five messages for the
@@ -10,14 +13,18 @@ with its signing and digest history.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import queue
 from typing import Any
 
 import zmq
+import zmq.asyncio
 from jupyter_client.adapter import adapt
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
+from traitlets import Type, default
 
 #: Frames before the buffers: signature, header, parent header, metadata, content.
 MIN_FRAMES = 5
@@ -67,31 +74,60 @@ class UndatedSession(Session):
             raise ValueError(f"Invalid Signature: {signature!r}")
 
 
-def unlimited_receive(kc: AsyncKernelClient) -> None:
-    """No receive limit on ``kc``'s sockets: with zmq's default (1000 messages on each side) a
-    burst of output while the daemon is busy overflows the queues and the kernel's PUB socket
-    drops the rest, the idle status among them.
+class KernelChannel(AsyncZMQSocketChannel):
+    """jupyter_client's async channel, whose wait is the receive itself.
 
-    Set on the client's own context (the one it destroys when its channels stop) before any
-    channel connects: a limit applies to the connections made after it is set.
-    """
-    kc.context.setsockopt(zmq.RCVHWM, 0)
-
-
-class IopubChannel(AsyncZMQSocketChannel):
-    """jupyter_client's async channel, whose wait without a deadline is the receive itself.
-
-    ``get_msg`` polls the socket (a poller and its futures) and then receives (another future)
-    for every message; a reader that waits for whatever comes next, as the daemon's iopub
-    reader does, needs the receive alone: half the event-loop work per output message, five
-    of them for the smallest execution. A wait with a deadline is jupyter_client's.
+    ``get_msg`` polls the socket (a poller, its futures and a timer) and then receives (another
+    future) for every message; here the receive alone does, under ``wait_for`` when there is a
+    deadline. That is half the event-loop work per message, five of them for the smallest
+    execution. A receive that times out takes nothing off the socket (pyzmq skips a cancelled
+    receive), and the next one reads the socket's events afresh, so a wake-up missed under
+    concurrent sends costs at most one deadline (``kernel/channels.py``).
     """
 
     # jupyter_client declares the sync channel's signature; the async channel's is a coroutine
     async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:  # type: ignore[override]
-        if timeout is not None:
-            return await super().get_msg(timeout)
         assert self.socket is not None
-        frames = await self.socket.recv_multipart()
+        receive = self.socket.recv_multipart()
+        if timeout is None:
+            frames = await receive
+        else:
+            try:
+                frames = await asyncio.wait_for(receive, timeout)
+            except asyncio.TimeoutError:
+                raise queue.Empty from None
         _, message = self.session.feed_identities(frames)
         return self.session.deserialize(message)
+
+
+class KernelClient(AsyncKernelClient):
+    """jupyter_client's async client as the daemon reads a kernel: ``KernelChannel`` for the
+    channels it reads, read directly (no ``ensure_async`` wrapper per message), and no receive
+    limit.
+
+    zmq's default limit (1000 messages on each side) makes a burst of output while the daemon
+    is busy overflow the queues, and the kernel's PUB socket then drops the rest, the idle
+    status among them. A limit applies to the connections made after it is set, so it is set
+    on the client's own context (the one it destroys when its channels stop) before any
+    channel connects.
+    """
+
+    iopub_channel_class = Type(KernelChannel)
+    shell_channel_class = Type(KernelChannel)
+    control_channel_class = Type(KernelChannel)
+
+    @default("context")
+    def _unlimited_context(self) -> zmq.asyncio.Context:
+        self._created_context = True
+        context = zmq.asyncio.Context()
+        context.setsockopt(zmq.RCVHWM, 0)
+        return context
+
+    async def get_iopub_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        return await self.iopub_channel.get_msg(timeout)  # type: ignore[no-any-return]
+
+    async def get_shell_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        return await self.shell_channel.get_msg(timeout)  # type: ignore[no-any-return]
+
+    async def get_control_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        return await self.control_channel.get_msg(timeout)  # type: ignore[no-any-return]

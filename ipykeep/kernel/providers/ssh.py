@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
-from jupyter_client.asynchronous.client import AsyncKernelClient
-
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_module
 from ipykeep.kernel.providers.local import short_runtime_dir
-from ipykeep.kernel.providers.session import IopubChannel, UndatedSession, unlimited_receive
+from ipykeep.kernel.providers.session import KernelClient, UndatedSession
 from ipykeep.project.atomic import atomic_write_text
 
 log = logging.getLogger("ipykeep.ssh")
@@ -263,8 +261,7 @@ class SshProvider:
             conn = {k: v for k, v in info.items() if k in ("key", "signature_scheme", "transport")}
             conn.update(dict(zip(PORT_NAMES, local)), ip="127.0.0.1")
             self.connection_file = write_tunnel_connection_file(self.runtime_dir, conn)
-            kc = AsyncKernelClient(session=UndatedSession(), iopub_channel_class=IopubChannel)
-            unlimited_receive(kc)
+            kc = KernelClient(session=UndatedSession())
             kc.load_connection_info(cast(Any, conn))
             # No heartbeat channel: jupyter_client's wait_for_ready takes a heartbeat not yet
             # beating over the tunnel for a dead kernel; the launcher's exit is the real signal.

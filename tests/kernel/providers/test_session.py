@@ -76,12 +76,14 @@ def test_too_few_frames_are_refused() -> None:
         UndatedSession(key=KEY).deserialize([b"sig", b"{}"])
 
 
-async def test_the_iopub_channel_reads_each_message_as_jupyter_clients_does() -> None:
-    """Over a real zmq socket pair: the wait without a deadline (receive only) and the one with
-    a deadline (jupyter_client's poll) give the same messages, in order."""
+async def test_the_channel_reads_each_message_as_jupyter_clients_does() -> None:
+    """Over a real zmq socket pair: waits with and without a deadline give every message, in
+    order; a wait that times out raises ``queue.Empty`` and takes nothing off the socket."""
+    import queue
+
     import zmq.asyncio
 
-    from ipykeep.kernel.providers.session import IopubChannel
+    from ipykeep.kernel.providers.session import KernelChannel
 
     context = zmq.asyncio.Context()
     kernel_side = context.socket(zmq.PUB)
@@ -90,7 +92,7 @@ async def test_the_iopub_channel_reads_each_message_as_jupyter_clients_does() ->
     port = kernel_side.bind_to_random_port("tcp://127.0.0.1")
     client_side.connect(f"tcp://127.0.0.1:{port}")
     sender = Session(key=KEY)
-    channel = IopubChannel(client_side, UndatedSession(key=KEY))
+    channel = KernelChannel(client_side, UndatedSession(key=KEY))
     try:
         got: list[str] = []
         while not got:  # a subscription takes a moment: send until a message arrives
@@ -108,6 +110,12 @@ async def test_the_iopub_channel_reads_each_message_as_jupyter_clients_does() ->
                 texts.append(message["content"]["text"])
                 assert isinstance(message["header"]["date"], str)  # the session's reading
         assert texts == ["0\n", "1\n", "2\n"]
+        for i in range(3):
+            with pytest.raises(queue.Empty):
+                await channel.get_msg(timeout=0.02)
+            sender.send(kernel_side, sender.msg("stream", {"name": "stdout", "text": f"{i}\n"}))
+            message = await channel.get_msg(timeout=5)
+            assert message["content"]["text"] == f"{i}\n"
     finally:
         client_side.close(0)
         kernel_side.close(0)
