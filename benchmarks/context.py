@@ -57,10 +57,12 @@ class Pool:
             self._mcp[key] = McpSide(mcp, created.data["kernel_id"], root)
         return self._mcp[key]
 
-    async def raw(self, kind: KernelKind) -> RawKernel:
-        if kind not in self._raw:
-            self._raw[kind] = await self.stack.enter_async_context(raw_kernel(kind))
-        return self._raw[kind]
+    async def raw(self, kind: KernelKind, options: tuple[str, ...] = ()) -> RawKernel:
+        """A raw kernel of ``kind``, started with ``options`` (``raw_kernel``)."""
+        key = " ".join((kind, *options))
+        if key not in self._raw:
+            self._raw[key] = await self.stack.enter_async_context(raw_kernel(kind, options=options))
+        return self._raw[key]
 
     async def close(self) -> None:
         await self.stack.aclose()

@@ -67,15 +67,18 @@ class RawKernel:
 
 
 @contextlib.asynccontextmanager
-async def raw_kernel(kind: KernelKind, cwd: Path | None = None) -> AsyncIterator[RawKernel]:
-    """Start a kernel of ``kind``; it is shut down (and killed if need be) on exit."""
+async def raw_kernel(
+    kind: KernelKind, cwd: Path | None = None, options: tuple[str, ...] = ()
+) -> AsyncIterator[RawKernel]:
+    """Start a kernel of ``kind`` (with ``options`` after its connection file; none: the kernel
+    as a client without ipykeep starts it); it is shut down (and killed if need be) on exit."""
     base = Path(tempfile.gettempdir()) / f"ipkb-{os.getuid()}"
     base.mkdir(mode=0o700, exist_ok=True)
     runtime_dir = Path(tempfile.mkdtemp(prefix="r", dir=base))
     km = AsyncKernelManager(transport="ipc")
     # jupyter_client 8.10 has no ``kernel_cmd``: the spec is set directly.
     km._kernel_spec = KernelSpec(
-        argv=[sys.executable, "-m", MODULES[kind], "-f", "{connection_file}"],
+        argv=[sys.executable, "-m", MODULES[kind], "-f", "{connection_file}", *options],
         display_name=f"raw {kind}",
         language="python",
         interrupt_mode="signal",

@@ -4,9 +4,14 @@ The MCP path is the whole way an agent's call travels: client → stdio → serv
 daemon → kernel and back. Each kind of kernel is measured in a loop of its own, interleaved call
 by call with the raw baseline of the same kind and rotating the order each round: an ipyflow
 kernel keeps a core busy for a few milliseconds after it answers, which would otherwise land on
-whichever call always follows it. A third loop sets the plain-kernel server beside the same
-server with every tool call through the SDK's dispatcher (``IPYKEEP_MCP_DIRECT_CALLS=0``), so
-the direct path's share is measured side by side too.
+whichever call always follows it.
+
+The baseline is the kernel as a client without ipykeep starts it. ipykeep starts its kernels
+with IPython's history in memory (``ipython_history``, ``kernel/providers/base.py``): the
+database's commit of every execution is the kernel's work, not ipykeep's, so a further loop
+gives the baseline the same option and leaves ipykeep's own cost alone. Another sets the
+plain-kernel server beside the same server with every tool call through the SDK's dispatcher
+(``IPYKEEP_MCP_DIRECT_CALLS=0``), so the direct path's share is measured side by side too.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from collections.abc import Awaitable, Callable
 from benchmarks.context import McpSide, RunContext
 from benchmarks.rawkernel import RawKernel
 from benchmarks.timing import Metric, Stats, Target, interleave
+from ipykeep.kernel.providers.base import kernel_options
 
 NAME = "round_trip"
 TITLE = "1. Round trip"
 
 CODE = "1+1"
+#: The options ipykeep starts its kernels with (IPython's history in memory), for a baseline
+#: that leaves ipykeep's own cost alone.
+SAME_OPTIONS = tuple(kernel_options(ipython_history=False))
 
 
 def via_mcp(side: McpSide) -> Callable[[], Awaitable[None]]:
@@ -70,6 +79,13 @@ async def run(ctx: RunContext) -> list[Metric]:
         rotate=True,
     )
     ms.update({f"{k}_dispatch": Stats.of([x * 1000 for x in v]) for k, v in dispatch.items()})
+    alike = await interleave(
+        {"mcp": mcp_static, "raw": via_raw(await ctx.pool.raw("plain", SAME_OPTIONS))},
+        n,
+        warmup=warmup,
+        rotate=True,
+    )
+    ms.update({f"{k}_alike": Stats.of([x * 1000 for x in v]) for k, v in alike.items()})
     flow = await interleave(
         {
             "mcp": via_mcp(await ctx.pool.mcp("ipyflow")),
@@ -92,6 +108,15 @@ async def run(ctx: RunContext) -> list[Metric]:
             Target("ratio", "<=", 1.2),
         ),
         *metrics,
+        Metric(
+            NAME,
+            "ipython('1+1'), plain kernel, both kernels without IPython's history database",
+            "ms",
+            ms["mcp_alike"],
+            "MCP stdio",
+            "raw jupyter_client",
+            ms["raw_alike"],
+        ),
         Metric(
             NAME,
             "ipython('1+1'), plain kernel: direct calls vs the SDK's dispatcher",

@@ -114,7 +114,12 @@ class Engine:
         self.on_empty: Callable[[], None] | None = None
         self.observers: tuple[SessionObserver, ...] = ()
         #: spare local kernels, started ahead of the requests that will want them
-        self.spares = KernelPool(config.prestart_kernels, paths.root, self.kernel_helpers)
+        self.spares = KernelPool(
+            config.prestart_kernels,
+            paths.root,
+            self.kernel_helpers,
+            ipython_history=config.ipython_history,
+        )
 
     def attach(self, *observers: SessionObserver) -> None:
         """Set the collaborators, once, in the order they are called."""

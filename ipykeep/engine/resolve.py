@@ -59,7 +59,13 @@ def kernel_process(
     """The (not yet started) kernel process, on the provider the config and location name;
     a local kernel starts from ``pool``'s spares when it has any."""
     python = config.python or sys.executable  # the engine has resolved it by now
-    launch = LaunchSpec(name=kernel_id, python=python, dataflow=config.dataflow, cwd=work_dir)
+    launch = LaunchSpec(
+        name=kernel_id,
+        python=python,
+        dataflow=config.dataflow,
+        cwd=work_dir,
+        ipython_history=config.ipython_history,
+    )
     provider: KernelProvider
     if pool is not None and pool.size > 0 and remote is None and config.kernel_provider == "local":
         provider = pool.provider(launch)

@@ -112,10 +112,17 @@ async def _prepare(spare: LocalProvider, helpers: tuple[InKernelModule, ...]) ->
 class KernelPool:
     """The spares of one engine, keyed by (interpreter, dataflow mode)."""
 
-    def __init__(self, size: int, launch_dir: Path, helpers: HelpersFor = _no_helpers) -> None:
+    def __init__(
+        self,
+        size: int,
+        launch_dir: Path,
+        helpers: HelpersFor = _no_helpers,
+        ipython_history: bool = False,
+    ) -> None:
         self.size = max(0, size)
         self.launch_dir = launch_dir
         self.helpers = helpers
+        self.ipython_history = ipython_history  # the spares' kernel option (``kernel_options``)
         self._spares: dict[PoolKey, LocalProvider] = {}
         self._starting: dict[PoolKey, asyncio.Task[None]] = {}
         self._served: list[PoolKey] = []  # most recent last
@@ -134,8 +141,8 @@ class KernelPool:
         """The spare for ``spec``'s key, removed from the pool, or None. A spare still starting
         is waited for: it is further along than a launch begun now, which would compete with
         it for the same cores."""
-        if spec.env:  # extra variables are set at launch: a spare does not have them
-            return None
+        if spec.env or spec.ipython_history != self.ipython_history:
+            return None  # variables and options are set at launch: a spare does not have them
         key = (spec.python, spec.dataflow)
         starting = self._starting.get(key)
         if starting is not None:
@@ -174,7 +181,11 @@ class KernelPool:
 
     async def _start(self, key: PoolKey) -> None:
         python, dataflow = key
-        spare = LocalProvider(LaunchSpec("spare", python, dataflow, self.launch_dir))
+        spare = LocalProvider(
+            LaunchSpec(
+                "spare", python, dataflow, self.launch_dir, ipython_history=self.ipython_history
+            )
+        )
         try:
             await spare.start(START_TIMEOUT)
             await _prepare(spare, self.helpers(dataflow))

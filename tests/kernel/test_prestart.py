@@ -120,6 +120,8 @@ async def test_a_spare_is_only_handed_to_its_interpreter_and_mode(tmp_path: Path
             await pool.take(LaunchSpec("k2", sys.executable, "static", tmp_path, {"A": "1"}))
             is None
         )
+        history = LaunchSpec("k2", sys.executable, "static", tmp_path, ipython_history=True)
+        assert await pool.take(history) is None  # launched without IPython's history database
         taken = await pool.take(LaunchSpec("k2", sys.executable, "static", tmp_path / "x"))
         assert taken is not None and taken.pid == pid
         assert taken.spec.name == "k2" and taken.spec.cwd == tmp_path / "x"

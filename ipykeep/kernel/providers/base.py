@@ -21,8 +21,23 @@ def kernel_module(dataflow: DataflowMode) -> str:
     return "ipyflow.kernel" if dataflow == "ipyflow" else "ipykernel_launcher"
 
 
-def kernel_argv(python: str, dataflow: DataflowMode) -> list[str]:
-    return [python, "-m", kernel_module(dataflow), "-f", "{connection_file}"]
+def kernel_options(ipython_history: bool) -> list[str]:
+    """The kernel's options after its connection file. IPython's history database only when
+    asked for: it commits every execution (about a millisecond of each call, and a lock shared
+    by every kernel of the user); without it a kernel's input is kept in memory for its life
+    (``In``, ``%history``), and ipykeep's record is the durable history."""
+    return [] if ipython_history else ["--HistoryManager.hist_file=:memory:"]
+
+
+def kernel_argv(python: str, dataflow: DataflowMode, ipython_history: bool = False) -> list[str]:
+    return [
+        python,
+        "-m",
+        kernel_module(dataflow),
+        "-f",
+        "{connection_file}",
+        *kernel_options(ipython_history),
+    ]
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,7 @@ class LaunchSpec:
     dataflow: DataflowMode
     cwd: Path  # the local working directory (the notebook's)
     env: dict[str, str] = field(default_factory=dict)  # extra variables for the kernel
+    ipython_history: bool = False  # IPython's history database too (``kernel_options``)
 
 
 class KernelChannels(Protocol):

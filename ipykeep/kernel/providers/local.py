@@ -105,9 +105,9 @@ class SingleSpecManager(KernelSpecManager):
         return self.spec
 
 
-def ipykeep_spec(python: str, dataflow: Any) -> KernelSpec:
+def ipykeep_spec(python: str, dataflow: Any, ipython_history: bool = False) -> KernelSpec:
     return KernelSpec(
-        argv=kernel_argv(python, dataflow),
+        argv=kernel_argv(python, dataflow, ipython_history),
         display_name=f"ipykeep ({dataflow})",
         language="python",
         interrupt_mode="signal",
@@ -170,7 +170,9 @@ class LocalProvider:
         km = AsyncKernelManager(
             transport=transport.transport,
             kernel_name=SPEC_NAME,
-            kernel_spec_manager=SingleSpecManager(ipykeep_spec(spec.python, spec.dataflow)),
+            kernel_spec_manager=SingleSpecManager(
+                ipykeep_spec(spec.python, spec.dataflow, spec.ipython_history)
+            ),
             connection_file=str(self.runtime_dir / "kernel.json"),
             ip=transport.ip,
             cache_ports=False,

@@ -31,7 +31,13 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
-from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind, kernel_module
+from ipykeep.kernel.providers.base import (
+    KernelChannels,
+    LaunchSpec,
+    ProviderKind,
+    kernel_module,
+    kernel_options,
+)
 from ipykeep.kernel.providers.local import short_runtime_dir
 from ipykeep.kernel.providers.session import KernelClient, UndatedSession
 from ipykeep.project.atomic import atomic_write_text
@@ -339,8 +345,9 @@ class SshProvider:
             args = (
                 "start",
                 self.target.path,
-                kernel_module(self.spec.dataflow),
                 str(self.orphan_timeout),
+                kernel_module(self.spec.dataflow),
+                *kernel_options(self.spec.ipython_history),
             )
         remote = " ".join(shlex.quote(a) for a in (self.python, "-c", LAUNCHER, *args))
         self.launcher = await asyncio.create_subprocess_exec(

@@ -2,11 +2,12 @@
 
 Stdlib only, Python 3.8+, POSIX. Two modes:
 
-* ``start CWD MODULE ORPHAN_S``: picks five free ports on the host's loopback (the kernel listens
-  nowhere else; ipykeep reaches them through ssh -L), writes a 0600 connection file in a private
-  directory, and forks a supervisor in a session of its own (so the SSH session ending does not
-  end it), which starts the kernel as a session leader and listens on a unix socket in that
-  directory. Then it attaches, as below.
+* ``start CWD ORPHAN_S MODULE [OPTION ...]``: picks five free ports on the host's loopback (the
+  kernel listens nowhere else; ipykeep reaches them through ssh -L), writes a 0600 connection
+  file in a private directory, and forks a supervisor in a session of its own (so the SSH
+  session ending does not end it), which starts the kernel (``python -m MODULE -f FILE
+  OPTION ...``) as a session leader and listens on a unix socket in that directory. Then it
+  attaches, as below.
 * ``attach RUNTIME``: connects to the supervisor of RUNTIME and relays: the supervisor's first
   line (ports, key, pid, runtime directory) goes to stdout as one JSON line, lines on stdin
   ("INT", "KILL") go to the supervisor, which signals the kernel's process group. When the kernel
@@ -64,11 +65,12 @@ class Attached:
         self.since = time.time()
 
 
-def launch(module: str, cwd: str, runtime: str) -> subprocess.Popen[bytes]:
+def launch(kernel: list[str], cwd: str, runtime: str) -> subprocess.Popen[bytes]:
+    """``kernel``: the kernel's module, then its options."""
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     return subprocess.Popen(
-        [sys.executable, "-m", module, "-f", os.path.join(runtime, "kernel.json")],
+        [sys.executable, "-m", kernel[0], "-f", os.path.join(runtime, "kernel.json"), *kernel[1:]],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -77,11 +79,11 @@ def launch(module: str, cwd: str, runtime: str) -> subprocess.Popen[bytes]:
 
 
 def supervise(
-    listener: socket.socket, info: Info, cwd: str, module: str, orphan_s: float, runtime: str
+    listener: socket.socket, info: Info, cwd: str, command: list[str], orphan_s: float, runtime: str
 ) -> int:
     kernel: subprocess.Popen[bytes] | None = None
     try:
-        kernel = launch(module, cwd, runtime)
+        kernel = launch(command, cwd, runtime)
         info = dict(info, pid=kernel.pid)
     except OSError as exc:
         info = {"error": "cannot start %s: %s" % (sys.executable, exc)}
@@ -168,7 +170,7 @@ def relay(runtime: str) -> int:
     return 0
 
 
-def start(cwd: str, module: str, orphan_s: float) -> int:
+def start(cwd: str, orphan_s: float, command: list[str]) -> int:
     cwd = os.path.expanduser(cwd)
     if not os.path.isdir(cwd):
         print(json.dumps({"error": "no such directory on the host: " + cwd}), flush=True)
@@ -201,7 +203,7 @@ def start(cwd: str, module: str, orphan_s: float) -> int:
             os.dup2(null, n)
         code = 1
         try:
-            code = supervise(listener, info, cwd, module, orphan_s, runtime)
+            code = supervise(listener, info, cwd, command, orphan_s, runtime)
         finally:
             os._exit(code)
     listener.close()
@@ -211,7 +213,7 @@ def start(cwd: str, module: str, orphan_s: float) -> int:
 def main() -> int:
     if sys.argv[1] == "attach":
         return relay(sys.argv[2])
-    return start(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    return start(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
 
 
 if __name__ == "__main__":

@@ -101,6 +101,9 @@ async def test_start_runs_on_the_host_in_the_path_listening_on_loopback_only(rem
     }  # nothing reachable from outside
     assert engine.kernels[kid].warm.failed == []
     await check_run_and_cwd(engine, kid, root)
+    # the launcher passes the kernel's options: no IPython history database on the host
+    hist = await engine.execute("print(get_ipython().history_manager.hist_file)", kernel_id=kid)
+    assert hist.output.text.strip() == ":memory:"
 
 
 async def test_interrupt_signals_the_remote_process_group(remote):
