@@ -29,7 +29,7 @@ def kernel_options(ipython_history: bool) -> list[str]:
     return [] if ipython_history else ["--HistoryManager.hist_file=:memory:"]
 
 
-def kernel_argv(python: str, dataflow: DataflowMode, ipython_history: bool = False) -> list[str]:
+def kernel_argv(python: str, dataflow: DataflowMode, ipython_history: bool) -> list[str]:
     return [
         python,
         "-m",

@@ -105,7 +105,7 @@ class SingleSpecManager(KernelSpecManager):
         return self.spec
 
 
-def ipykeep_spec(python: str, dataflow: Any, ipython_history: bool = False) -> KernelSpec:
+def ipykeep_spec(python: str, dataflow: Any, ipython_history: bool) -> KernelSpec:
     return KernelSpec(
         argv=kernel_argv(python, dataflow, ipython_history),
         display_name=f"ipykeep ({dataflow})",
