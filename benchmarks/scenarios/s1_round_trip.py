@@ -96,6 +96,16 @@ async def run(ctx: RunContext) -> list[Metric]:
         rotate=True,
     )
     ms.update({f"{k}_flow": Stats.of([x * 1000 for x in v]) for k, v in flow.items()})
+    flow_alike = await interleave(
+        {
+            "mcp": via_mcp(await ctx.pool.mcp("ipyflow")),
+            "raw": via_raw(await ctx.pool.raw("ipyflow", SAME_OPTIONS)),
+        },
+        n,
+        warmup=warmup,
+        rotate=True,
+    )
+    ms.update({f"{k}_flow_alike": Stats.of([x * 1000 for x in v]) for k, v in flow_alike.items()})
     return [
         Metric(
             NAME,
@@ -116,6 +126,15 @@ async def run(ctx: RunContext) -> list[Metric]:
             "MCP stdio",
             "raw jupyter_client",
             ms["raw_alike"],
+        ),
+        Metric(
+            NAME,
+            "ipython('1+1'), ipyflow kernel, both kernels without IPython's history database",
+            "ms",
+            ms["mcp_flow_alike"],
+            "MCP stdio",
+            "raw jupyter_client",
+            ms["raw_flow_alike"],
         ),
         Metric(
             NAME,
