@@ -23,7 +23,11 @@ def code(lines: int) -> str:
 
 
 async def run(ctx: RunContext) -> list[Metric]:
-    lines = ctx.size(10_000, 1_000)
+    # The smoke size stays under zmq's 1000-message send queue of the kernel's PUB socket: on a
+    # machine loaded enough that a reader's zmq thread falls behind, a longer burst can still
+    # lose its tail (its idle status with it), which the raw baseline waits for until its
+    # deadline; the smoke test checks that the scenario runs, not that.
+    lines = ctx.size(10_000, 500)
     src = code(lines)
     lines_total = lines
     sizes: dict[str, int] = {}
