@@ -50,14 +50,15 @@ def via_raw(kernel: RawKernel) -> Callable[[], Awaitable[None]]:
 async def run(ctx: RunContext) -> list[Metric]:
     n = ctx.reps(200, 20)
     warmup = ctx.reps(3, 1)
+    ms: dict[str, Stats] = {}
+
+    async def loop(name: str, sides: dict[str, Callable[[], Awaitable[None]]]) -> None:
+        """One loop of its own, call by call with the order rotating; ms[f"{side}_{name}"]."""
+        times = await interleave(sides, n, warmup=warmup, rotate=True)
+        ms.update({f"{k}_{name}": Stats.of([x * 1000 for x in v]) for k, v in times.items()})
+
     mcp_static = via_mcp(await ctx.pool.mcp("static"))
-    plain = await interleave(
-        {"mcp": mcp_static, "raw": via_raw(await ctx.pool.raw("plain"))},
-        n,
-        warmup=warmup,
-        rotate=True,
-    )
-    ms = {f"{k}_static": Stats.of([x * 1000 for x in v]) for k, v in plain.items()}
+    await loop("static", {"mcp": mcp_static, "raw": via_raw(await ctx.pool.raw("plain"))})
     metrics = [
         Metric(
             NAME,
@@ -72,40 +73,14 @@ async def run(ctx: RunContext) -> list[Metric]:
     ]
     if ctx.smoke:  # the smoke test keeps to the plain kernels and the default server
         return metrics
-    dispatch = await interleave(
-        {"mcp": mcp_static, "sdk": via_mcp(await ctx.pool.mcp("static", "sdk-dispatch"))},
-        n,
-        warmup=warmup,
-        rotate=True,
-    )
-    ms.update({f"{k}_dispatch": Stats.of([x * 1000 for x in v]) for k, v in dispatch.items()})
-    alike = await interleave(
-        {"mcp": mcp_static, "raw": via_raw(await ctx.pool.raw("plain", SAME_OPTIONS))},
-        n,
-        warmup=warmup,
-        rotate=True,
-    )
-    ms.update({f"{k}_alike": Stats.of([x * 1000 for x in v]) for k, v in alike.items()})
-    flow = await interleave(
-        {
-            "mcp": via_mcp(await ctx.pool.mcp("ipyflow")),
-            "raw": via_raw(await ctx.pool.raw("ipyflow")),
-        },
-        n,
-        warmup=warmup,
-        rotate=True,
-    )
-    ms.update({f"{k}_flow": Stats.of([x * 1000 for x in v]) for k, v in flow.items()})
-    flow_alike = await interleave(
-        {
-            "mcp": via_mcp(await ctx.pool.mcp("ipyflow")),
-            "raw": via_raw(await ctx.pool.raw("ipyflow", SAME_OPTIONS)),
-        },
-        n,
-        warmup=warmup,
-        rotate=True,
-    )
-    ms.update({f"{k}_flow_alike": Stats.of([x * 1000 for x in v]) for k, v in flow_alike.items()})
+    sdk = via_mcp(await ctx.pool.mcp("static", "sdk-dispatch"))
+    await loop("dispatch", {"mcp": mcp_static, "sdk": sdk})
+    raw_alike = via_raw(await ctx.pool.raw("plain", SAME_OPTIONS))
+    await loop("alike", {"mcp": mcp_static, "raw": raw_alike})
+    mcp_flow = via_mcp(await ctx.pool.mcp("ipyflow"))
+    await loop("flow", {"mcp": mcp_flow, "raw": via_raw(await ctx.pool.raw("ipyflow"))})
+    raw_flow_alike = via_raw(await ctx.pool.raw("ipyflow", SAME_OPTIONS))
+    await loop("flow_alike", {"mcp": mcp_flow, "raw": raw_flow_alike})
     return [
         Metric(
             NAME,

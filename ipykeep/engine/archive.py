@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ipykeep.kernel.execution import Execution
-from ipykeep.platform.files import NO_INHERIT
+from ipykeep.platform.files import NO_INHERIT, write_all
 from ipykeep.project.atomic import atomic_write_bytes, atomic_write_text
 from ipykeep.project.layout import private_dir
 from ipykeep.project.notebook import from_dict, new_code_cell, new_markdown_cell, new_notebook
@@ -137,13 +137,12 @@ class KernelArchive:
 
     def _append(self, entry: dict[str, Any]) -> int:
         """Append one line (the file owner-only); returns its offset."""
-        line = memoryview((json.dumps(entry, default=str) + "\n").encode("utf-8"))
+        line = (json.dumps(entry, default=str) + "\n").encode("utf-8")
         # Plain descriptor calls: a file object costs more than the write on a quick call's path.
         fd = os.open(self.record, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NO_INHERIT, 0o600)
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
-            while line:
-                line = line[os.write(fd, line) :]
+            write_all(fd, line)
         finally:
             os.close(fd)
         return offset

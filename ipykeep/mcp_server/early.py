@@ -17,7 +17,7 @@ cache key also covers ipykeep's MCP modules and the SDK's files, so an upgrade s
 A request the cache does not know waits for the SDK, as it always did, and its answer is
 remembered for the next start. ``IPYKEEP_MCP_EARLY_HANDSHAKE=0`` turns the early path off.
 
-Standard library only: this module is imported before the SDK.
+Standard library and the platform seam only: this module is imported before the SDK.
 """
 
 from __future__ import annotations
@@ -33,18 +33,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ipykeep.platform.files import write_all
+
 log = logging.getLogger("ipykeep.mcp.early")
 
 #: Requests whose answers depend only on the installation and the request itself.
 CACHEABLE = ("initialize", "tools/list")
 _MARKERS = tuple(f'"{m}"'.encode() for m in CACHEABLE)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd`` (a pipe may take it in parts)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def switched_on(variable: str) -> bool:

@@ -418,10 +418,10 @@ async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> N
     from mcp.server.stdio import stdio_server
 
     from ipykeep.mcp_server import direct, handoff
-    from ipykeep.mcp_server.early import write_all
     from ipykeep.mcp_server.inflight import Ledger
     from ipykeep.mcp_server.session import Handshake
     from ipykeep.mcp_server.stdio import Replay, serve_pipes, stdio_pipes
+    from ipykeep.platform.files import write_all
 
     replay, early = Replay(), None
     if prefetch is not None:  # what the handshake reader read while the SDK loaded comes first

@@ -85,6 +85,13 @@ def write_at(fd: int, data: bytes, offset: int) -> None:
     os.pwrite(fd, data, offset)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a pipe, or a full disk's file, may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and parents) and make it private; returns it."""
     path.mkdir(parents=True, exist_ok=True)

@@ -309,6 +309,12 @@ class RawServer:
         self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         return reply
 
+    def create_kernel(self, rid: Any, **args: Any) -> str:
+        """A kernel made with the ``create_kernel`` tool (request ``rid``); its id."""
+        reply = self.ask(tool_call(rid, "create_kernel", args), rid)
+        kid: str = reply["result"]["structuredContent"]["kernel_id"]
+        return kid
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()

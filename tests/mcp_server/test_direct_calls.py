@@ -97,10 +97,7 @@ def test_direct_and_sdk_dispatch_answer_alike(project: Path, version: str) -> No
         for server in (direct, sdk):
             assert server.handshake(version)["result"]["protocolVersion"] == version
         # each its own kernel, so both see the same execution counts
-        kids = [
-            s.ask(tool_call(1, "create_kernel", {}), 1)["result"]["structuredContent"]["kernel_id"]
-            for s in (direct, sdk)
-        ]
+        kids = [s.create_kernel(1) for s in (direct, sdk)]
         kid = "KID"
         script = [
             tool_call(2, "ipython", {"kernel_id": kid, "code": "x = 40 + 2\nprint('hi')\nx"}),
@@ -131,9 +128,7 @@ def test_a_cancelled_direct_call_gets_no_answer_and_the_session_goes_on(project:
     server = RawServer(project)
     try:
         server.handshake()
-        kid = server.ask(tool_call(1, "create_kernel", {}), 1)["result"]["structuredContent"][
-            "kernel_id"
-        ]
+        kid = server.create_kernel(1)
         slow = {"kernel_id": kid, "code": "import time; time.sleep(1.5)", "yield_time_ms": 10000}
         server.send(tool_call(2, "ipython", slow))
         time.sleep(0.3)
@@ -152,9 +147,7 @@ def test_a_cancelled_direct_call_gets_no_answer_and_the_session_goes_on(project:
 def test_stdin_closing_mid_call_ends_the_server(project: Path) -> None:
     server = RawServer(project)
     server.handshake()
-    kid = server.ask(tool_call(1, "create_kernel", {}), 1)["result"]["structuredContent"][
-        "kernel_id"
-    ]
+    kid = server.create_kernel(1)
     server.send(tool_call(2, "ipython", {"kernel_id": kid, "code": "import time; time.sleep(30)"}))
     time.sleep(0.3)
     start = time.monotonic()

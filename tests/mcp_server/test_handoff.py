@@ -118,12 +118,6 @@ def _wait(predicate: Any, timeout: float = 20.0) -> bool:
     return False
 
 
-def _kernel(server: RawServer, rid: Any) -> str:
-    reply = server.ask(tool_call(rid, "create_kernel", {}), rid)
-    kid: str = reply["result"]["structuredContent"]["kernel_id"]
-    return kid
-
-
 def _ran(server: RawServer, rid: Any, kid: str, code: str) -> str:
     reply = server.ask(tool_call(rid, "ipython", {"kernel_id": kid, "code": code}), rid)
     assert reply["result"]["isError"] is False, reply
@@ -140,8 +134,7 @@ def test_the_session_moves_to_the_daemon_and_keeps_its_state(project: Path) -> N
             b'{"jsonrpc":"2.0","id":"lvl","method":"logging/setLevel","params":{"level":"error"}}'
         )
         server.ask(level + b"\n", "lvl")
-        created = server.ask(tool_call(1, "create_kernel", {"notebook": NOTEBOOK}), 1)
-        kid = created["result"]["structuredContent"]["kernel_id"]
+        kid = server.create_kernel(1, notebook=NOTEBOOK)
         handle = server.ask(
             tool_call(2, "ipython", {"kernel_id": kid, "code": "print('a')", "yield_time_ms": 0}),
             2,
@@ -186,7 +179,7 @@ def _handed_over(project: Path) -> Iterator[tuple[RawServer, str, Descriptor]]:
     server = RawServer(project)
     try:
         server.handshake()
-        kid = _kernel(server, 1)
+        kid = server.create_kernel(1)
         assert _wait(lambda: HANDED in _daemon_log(project))
         daemon = find_daemon(project)
         assert daemon is not None
@@ -207,7 +200,7 @@ def test_the_session_comes_back_when_the_daemon_stops_and_moves_to_the_next(
         assert _wait(lambda: not pid_alive(first.pid))  # its last kernel closed: it exits
         listed = server.ask(tool_call(3, "list_kernels", {}), 3)  # served by mcp-serve again
         assert listed["result"]["structuredContent"] == {"kernels": []}
-        kid = _kernel(server, 4)
+        kid = server.create_kernel(4)
         second = find_daemon(project)
         assert second is not None and second.pid != first.pid
         assert _wait(lambda: _daemon_log(project).count(HANDED) == 2)  # the log is appended
@@ -226,7 +219,7 @@ def test_a_killed_daemon_leaves_no_call_unanswered(project: Path) -> None:
         assert lost["isError"] is True
         assert lost["structuredContent"]["code"] == "daemon_unreachable"
         assert "call again" in lost["structuredContent"]["hint"]
-        kid = _kernel(server, 3)  # a new daemon; the session goes on, and moves there
+        kid = server.create_kernel(3)  # a new daemon; the session goes on, and moves there
         assert "ok" in _ran(server, 4, kid, "'ok'")
         assert _wait(lambda: _daemon_log(project).count(HANDED) == 2)  # the log is appended
 
@@ -267,7 +260,7 @@ def test_handoff_off_keeps_the_session_in_mcp_serve(project: Path) -> None:
     server = RawServer(project, IPYKEEP_MCP_HANDOFF="0")
     try:
         server.handshake()
-        kid = _kernel(server, 1)
+        kid = server.create_kernel(1)
         assert "4" in _ran(server, 2, kid, "2 + 2")
         time.sleep(0.5)
         assert HANDED not in _daemon_log(project)
