@@ -9,6 +9,7 @@ as anyio's cancel scopes require.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +18,25 @@ from typing import Any
 from benchmarks.rawkernel import KernelKind, RawKernel, raw_kernel
 from benchmarks.sessions import Mcp, make_project, mcp_server
 
-#: Server settings a scenario can compare side by side (``Pool.mcp(variant=…)``).
-VARIANTS: dict[str, dict[str, str]] = {
-    "": {},
-    # every tool call through the SDK's dispatcher (``mcp_server/direct.py`` off)
-    "sdk-dispatch": {"IPYKEEP_MCP_DIRECT_CALLS": "0"},
-}
+#: Where another checkout to set beside this one is named (its sources first on PYTHONPATH).
+BEFORE_VARIABLE = "IPYKEEP_BENCH_BEFORE"
+
+
+def before_checkout() -> Path | None:
+    """The other checkout named by ``IPYKEEP_BENCH_BEFORE``, if any."""
+    value = os.environ.get(BEFORE_VARIABLE, "").strip()
+    return Path(value).expanduser().resolve() if value else None
+
+
+def variant_env(variant: str) -> dict[str, str]:
+    """Server settings a scenario can compare side by side (``Pool.mcp(variant=…)``):
+    ``""`` is this checkout, ``"before"`` the one ``IPYKEEP_BENCH_BEFORE`` names."""
+    if variant == "":
+        return {}
+    before = before_checkout()
+    if variant == "before" and before is not None:
+        return {"PYTHONPATH": str(before)}
+    raise ValueError(f"unknown server variant {variant!r} (or {BEFORE_VARIABLE} is not set)")
 
 
 @dataclass
@@ -43,15 +57,15 @@ class Pool:
     async def mcp(self, dataflow: str = "ipyflow", variant: str = "") -> McpSide:
         """An MCP server whose daemon runs kernels in ``dataflow`` mode, with a scratch kernel.
 
-        ``variant`` names a server started with other settings (``VARIANTS``), in a project of
-        its own.
+        ``variant`` names a server started with other settings (``variant_env``), in a project
+        of its own.
         """
         key = f"{dataflow}{'-' + variant if variant else ''}"
         if key not in self._mcp:
             root = make_project(self.tmp / f"pool-mcp-{key}")
             log = self.log_dir / f"mcp-{key}.log"
             mcp = await self.stack.enter_async_context(
-                mcp_server(root, dataflow=dataflow, log=log, env=VARIANTS[variant])
+                mcp_server(root, dataflow=dataflow, log=log, env=variant_env(variant))
             )
             created = await mcp.call("create_kernel", {})
             self._mcp[key] = McpSide(mcp, created.data["kernel_id"], root)

@@ -9,16 +9,16 @@ whichever call always follows it.
 The baseline is the kernel as a client without ipykeep starts it. ipykeep starts its kernels
 with IPython's history in memory (``ipython_history``, ``kernel/providers/base.py``): the
 database's commit of every execution is the kernel's work, not ipykeep's, so a further loop
-gives the baseline the same option and leaves ipykeep's own cost alone. Another sets the
-plain-kernel server beside the same server with every tool call through the SDK's dispatcher
-(``IPYKEEP_MCP_DIRECT_CALLS=0``), so the direct path's share is measured side by side too.
+gives the baseline the same option and leaves ipykeep's own cost alone. With
+``IPYKEEP_BENCH_BEFORE=<checkout>`` a further loop sets the plain-kernel server beside the same
+server of that checkout (its own project and daemon).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from benchmarks.context import McpSide, RunContext
+from benchmarks.context import McpSide, RunContext, before_checkout
 from benchmarks.rawkernel import RawKernel
 from benchmarks.timing import Metric, Stats, Target, interleave
 from ipykeep.kernel.providers.base import kernel_options
@@ -73,8 +73,22 @@ async def run(ctx: RunContext) -> list[Metric]:
     ]
     if ctx.smoke:  # the smoke test keeps to the plain kernels and the default server
         return metrics
-    sdk = via_mcp(await ctx.pool.mcp("static", "sdk-dispatch"))
-    await loop("dispatch", {"mcp": mcp_static, "sdk": sdk})
+    before = []
+    if before_checkout() is not None:
+        await loop(
+            "builds", {"mcp": mcp_static, "before": via_mcp(await ctx.pool.mcp("static", "before"))}
+        )
+        before.append(
+            Metric(
+                NAME,
+                "ipython('1+1'), plain kernel: this build vs another",
+                "ms",
+                ms["mcp_builds"],
+                "MCP stdio",
+                f"MCP stdio of {before_checkout()}",
+                ms["before_builds"],
+            )
+        )
     raw_alike = via_raw(await ctx.pool.raw("plain", SAME_OPTIONS))
     await loop("alike", {"mcp": mcp_static, "raw": raw_alike})
     mcp_flow = via_mcp(await ctx.pool.mcp("ipyflow"))
@@ -111,15 +125,7 @@ async def run(ctx: RunContext) -> list[Metric]:
             "raw jupyter_client",
             ms["raw_flow_alike"],
         ),
-        Metric(
-            NAME,
-            "ipython('1+1'), plain kernel: direct calls vs the SDK's dispatcher",
-            "ms",
-            ms["mcp_dispatch"],
-            "MCP stdio (direct calls)",
-            "MCP stdio, IPYKEEP_MCP_DIRECT_CALLS=0",
-            ms["sdk_dispatch"],
-        ),
+        *before,
         Metric(
             NAME,
             "execute '1+1', ipyflow vs plain kernel",

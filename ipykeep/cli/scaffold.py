@@ -74,29 +74,7 @@ def init(
     if dry_run:
         echo(plan.diff(), nl=False)
     echo(render_plan(plan, dry_run=dry_run), nl=False)
-    if not dry_run and not plan.conflicts:
-        _prepare_handshake(root)
     return 1 if plan.conflicts else 0
-
-
-def _prepare_handshake(root: Path) -> None:
-    """Learn the MCP handshake's answers now, so a host's first start is answered at once
-    (``mcp_server/prefill.py``); init never fails for it."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-
-    try:
-        from ipykeep.mcp_server.prefill import prefill
-
-        # A loop of its own even when init is called from inside a running loop (an embedding
-        # application, a test): asyncio.run refuses to nest.
-        with ThreadPoolExecutor(1, thread_name_prefix="ipykeep-prefill") as worker:
-            versions = worker.submit(lambda: asyncio.run(prefill(root))).result()
-    except Exception as exc:
-        echo(f"note: the MCP handshake was not prepared ({exc}); hosts' first start waits for it")
-        return
-    if versions:
-        echo(f"prepared the MCP handshake for hosts (protocol {', '.join(versions)})")
 
 
 def doctor(as_json: bool) -> int:

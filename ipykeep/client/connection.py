@@ -53,9 +53,6 @@ class Descriptor(NamedTuple):  # immutable; a NamedTuple keeps dataclasses off t
     token: str
     version: str
     project: str
-    #: the Unix socket where the daemon takes MCP sessions over (``mcp_server/handoff.py``);
-    #: empty where it does not
-    mcp_socket: str = ""
 
     @property
     def endpoint(self) -> Endpoint:
@@ -72,7 +69,6 @@ def read_descriptor(paths: ProjectPaths) -> Descriptor | None:
             token=str(data["token"]),
             version=str(data.get("version", "")),
             project=str(data.get("project", paths.root)),
-            mcp_socket=str(data.get("mcp_socket", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -32,7 +32,6 @@ from ipykeep.api import kernels as kernels_api
 from ipykeep.api import methods as api
 from ipykeep.api.kernels import ShutdownResult
 from ipykeep.api.spec import Bindings, Served, bind
-from ipykeep.daemon.mcp_host import McpHost
 from ipykeep.daemon.rpc import RpcServer
 from ipykeep.engine.engine import Engine
 from ipykeep.kernel.providers.local import collect_stale_runtime_dirs
@@ -121,8 +120,6 @@ class Daemon:
         methods = self.methods()
         server = RpcServer(methods, self.token)
         host, port = await server.start()
-        mcp = McpHost(self.config, methods, self.token)
-        mcp_socket = await mcp.start()
         loop = asyncio.get_running_loop()
         add_stop_handlers(loop, self.stopping.set)
         descriptor = {
@@ -134,8 +131,6 @@ class Daemon:
             "project": str(self.paths.root),
             "started_at": time.time(),
         }
-        if mcp_socket is not None:
-            descriptor["mcp_socket"] = mcp_socket
         # A client that found the descriptor damaged (or removed) asks for it again.
         on_user_signal(loop, self._republish, descriptor)
         write_descriptor(self.paths, descriptor)
@@ -146,10 +141,8 @@ class Daemon:
         finally:
             log.info("daemon stopping")
             watch.cancel()
-            mcp.begin_return()  # MCP sessions go back to their mcp-serve once quiet
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.engine.shutdown(), 20)
-            await mcp.finish_return()
             await server.close()
             # This process holds the daemon lock, so whatever descriptor is there is its own
             # (or damaged): no other daemon can have published one. Relative to the working

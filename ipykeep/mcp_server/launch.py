@@ -55,16 +55,11 @@ def serve(opts: ServeOptions) -> int:
                 hint="pass an existing --project DIR",
             )
         config = load_config(find_project_root(project_dir))
-        prefetch = None
-        if opts.transport == "stdio":
-            from ipykeep.mcp_server import early
-
-            prefetch = early.start()  # answers the handshake while the SDK below is imported
         from ipykeep.mcp_server.server import IpykeepMcp, serve_stdio
 
         app = IpykeepMcp(project_dir, config)
         if opts.transport == "stdio":
-            serve_stdio(app, prefetch)
+            serve_stdio(app)
         elif opts.transport == "http":
             from ipykeep.mcp_server.http import HttpOptions, resolve_token, serve_http
 

@@ -12,7 +12,6 @@ load on the first call that needs them.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
@@ -53,7 +52,6 @@ from ipykeep.project.config import Config
 
 if TYPE_CHECKING:
     from ipykeep.api.spec import Params
-    from ipykeep.mcp_server.early import StdinPrefetch
 
 log = logging.getLogger("ipykeep.mcp")
 
@@ -115,16 +113,6 @@ class IpykeepMcp:
         self.tools = _tools()
         #: Lowest MCP log level sent to the client (logging/setLevel changes it).
         self.log_level = "info"
-
-    def use_backend(self, backend: Any) -> None:
-        """Serve through ``backend`` (the daemon's own method table, when the daemon serves the
-        session: ``daemon/mcp_host.py``) instead of the daemon client."""
-        self._backend = backend
-
-    @property
-    def linked_daemon(self) -> Any:
-        """The descriptor of the daemon this server's calls last reached, if any (no I/O)."""
-        return getattr(self._backend, "descriptor", None)
 
     @property
     def backend(self) -> Any:
@@ -412,55 +400,16 @@ class IpykeepMcp:
         )
 
 
-async def run_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
-    """Serve the session on stdin/stdout until the client closes it; between rounds, the
-    daemon may serve it (``handoff.py``)."""
+async def run_stdio(app: IpykeepMcp) -> None:
+    """Serve one session on stdin/stdout with the SDK's stdio transport, until the client
+    closes it. The SDK answers every protocol message: either era's opening (``initialize``
+    or ``server/discover``), the envelopes, cancellations and errors."""
     from mcp.server.stdio import stdio_server
 
-    from ipykeep.mcp_server import direct, handoff
-    from ipykeep.mcp_server.inflight import Ledger
-    from ipykeep.mcp_server.session import Handshake
-    from ipykeep.mcp_server.stdio import Replay, serve_pipes, stdio_pipes
-    from ipykeep.platform.files import write_all
-
-    replay, early = Replay(), None
-    if prefetch is not None:  # what the handshake reader read while the SDK loaded comes first
-        lines, partial = prefetch.handover()
-        replay, early = Replay(lines, partial), prefetch.answers
-    with stdio_pipes() as fds:
-        if fds is None:
-            server = app.server()
-            async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
-            return
-        handshake = Handshake()
-        calls = direct.DirectCalls(app, handshake) if direct.enabled() else None
-        giver = handoff.Giver.start(app, handshake, fds)
-        try:
-            while True:
-                ending = await serve_pipes(
-                    app.server(),
-                    *fds,
-                    replay,
-                    Ledger(),
-                    handshake,
-                    early=early,
-                    direct=calls,
-                    pass_on=giver,
-                )
-                if not ending.passed_on or giver is None:
-                    return
-                early = None
-                outcome = await giver.outcome()
-                if outcome.ended:
-                    return
-                with contextlib.suppress(OSError):  # a client gone meanwhile: ended below
-                    write_all(fds[1], handoff.lost_answers(outcome.lost, handshake.version))
-                replay = outcome.replay
-        finally:
-            if giver is not None:
-                giver.close()
+    server = app.server()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_stdio(app: IpykeepMcp, prefetch: StdinPrefetch | None = None) -> None:
-    anyio.run(run_stdio, app, prefetch)
+def serve_stdio(app: IpykeepMcp) -> None:
+    anyio.run(run_stdio, app)

@@ -76,10 +76,9 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
     assert meta["name"] == "ipykeep" and len(meta["description"]) > 40
     for step in ("create_kernel", "run_stale", "ipython", "inspect", "full text"):
         assert step in body
-    # The one thing in HOME: the MCP handshake cache init fills (a cache of the SDK's answers
-    # under ~/.cache/ipykeep, read by no host), never a host's configuration.
+    # Nothing in HOME: neither a host's configuration nor anything else.
     touched = [p for p in home.rglob("*") if p.is_file()]
-    assert all(p.parent == home / ".cache" / "ipykeep" for p in touched), (
+    assert touched == [], (
         "project scope must not touch HOME",
         touched,
     )
