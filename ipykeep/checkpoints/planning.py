@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipykeep.staleness import FileStamp, NotebookCell, StalenessTracker
-from ipykeep.staleness.models import DynamicCellInfo, Observed
+from ipykeep.staleness.models import DynamicCellInfo, Observed, captured_names
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class CellCheckpoint:
                 states={str(k): str(v) for k, v in (obs.get("states") or {}).items()},
                 read=frozenset(map(str, obs.get("read", ()))),
                 uncompared=frozenset(obs.get("uncompared", ())),
+                captured=captured_names(obs.get("captured", {})),
             )
         values = data.get("values") or {}
         return cls(
@@ -106,6 +107,11 @@ def observed_json(observed: Observed) -> dict[str, Any]:
         "states": dict(observed.states),
         "read": sorted(observed.read),
         "uncompared": sorted(observed.uncompared),
+        "captured": (
+            None
+            if observed.captured is None
+            else {k: sorted(v) for k, v in observed.captured.items()}
+        ),
     }
 
 

@@ -123,10 +123,26 @@ class Observed:
     #: bound names whose new value the fingerprints cannot compare with the old one (an object
     #: fingerprinted by its attributes, a fitted model): not proven equal, nor different
     uncompared: frozenset[str] = frozenset()
+    #: bound name -> the names the code mentioned whose objects its new value holds a reference
+    #: to (``holder = {'data': rows}``, a model fitted on ``df``); None: not known, any may be
+    captured: Mapping[str, frozenset[str]] | None = field(default_factory=dict)
+
+    def holds(self, name: str) -> tuple[str, ...]:
+        """The bound names whose values hold the object ``name`` referred to when this ran."""
+        if self.captured is None:
+            return tuple(sorted(self.bound))
+        return tuple(sorted(b for b, held in self.captured.items() if name in held))
 
     @property
     def changed(self) -> frozenset[str]:
         return self.bound | self.mutated | self.deleted
+
+
+def captured_names(raw: object) -> dict[str, frozenset[str]] | None:
+    """``Observed.captured`` from its JSON form (None: the probe could not tell)."""
+    if not isinstance(raw, Mapping):
+        return None
+    return {str(k): frozenset(map(str, v)) for k, v in raw.items() if isinstance(v, list)}
 
 
 @dataclass(frozen=True)

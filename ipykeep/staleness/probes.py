@@ -18,7 +18,7 @@ from typing import Any
 from ipykeep.kernel.inkernel import FILETRACK, STATEMON
 from ipykeep.staleness.analysis_model import is_kernel_name
 from ipykeep.staleness.errors import ProbeError
-from ipykeep.staleness.models import FileStamp, Observed
+from ipykeep.staleness.models import FileStamp, Observed, captured_names
 from ipykeep.staleness.process_state import is_pseudo_name
 
 
@@ -125,6 +125,11 @@ def parse_statemon(payload: Mapping[str, Any]) -> Observed | None:
         states={str(k): str(v) for k, v in (payload.get("states") or {}).items()},
         read=frozenset(n for n in map(str, payload.get("read", [])) if is_pseudo_name(n)),
         uncompared=names("uncompared"),
+        captured=(
+            None
+            if (held := captured_names(payload.get("captured", {}))) is None
+            else {k: v for k, v in held.items() if not is_kernel_name(k)}
+        ),
     )
 
 

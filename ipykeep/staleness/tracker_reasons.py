@@ -123,6 +123,36 @@ def direct_reasons(
     file_reasons(state, run, draft, stat, watch_deps.get(cid, ()))
     for name in sorted(gc.reads):
         read_reason(state, gc, graph, run, draft, name)
+    if not draft.reasons:
+        held_reason(state, gc, graph, run, draft)
+
+
+def held_reason(
+    state: TrackerState, gc: GraphCell, graph: Graph, run: RunRecord, draft: CellDraft
+) -> None:
+    """The cell's values hold a reference to an object it read, and the name has been bound
+    anew since (its producer re-ran to restore it: an equal value, a new object)."""
+    if run.observed is None:
+        return
+    for name in sorted(gc.reads & run.reads.keys()):
+        seen = run.reads[name]
+        latest = state.writers.get(name)
+        if seen is None or latest is None or latest.seq <= seen.seq:
+            continue
+        holders = run.observed.holds(name)
+        if holders and latest.cell_id is not None and latest.cell_id in graph.by_id:
+            if name not in graph.by_id[latest.cell_id].analysis.defs:
+                continue  # changed in place: the holder sees it (the version says if it matters)
+            draft.add(
+                Reason(
+                    "restores",
+                    f"{', '.join(holders)} holds the {name} object that "
+                    f"{cell_label(graph, latest.cell_id)} has made anew since",
+                    cells=(latest.cell_id,),
+                    symbols=(name,),
+                )
+            )
+            return
 
 
 def file_reasons(

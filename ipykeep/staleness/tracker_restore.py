@@ -64,8 +64,10 @@ def propagate(
                 )
                 changed |= draft.add(reason, via=producer, if_changed=True)
             if draft.reasons and "missing_producer" not in draft.kinds():
-                changed |= restore_mutated(gc, graph, drafts)
+                changed |= restore_mutated(state, gc, graph, drafts)
                 changed |= restore_inputs(state, gc, graph, drafts)
+            elif not draft.reasons:
+                changed |= restore_holders(state, gc, graph, drafts)
         changed |= restore_clobbered(state, graph, drafts)
 
 
@@ -230,8 +232,13 @@ def not_from_producer(
     return None
 
 
-def restore_mutated(gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]) -> bool:
-    """A planned cell that mutates a value in place needs that value rebuilt first."""
+def restore_mutated(
+    state: TrackerState, gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
+) -> bool:
+    """A planned cell that mutates a value in place needs that value rebuilt first, unless the
+    kernel holds what a fresh run has there: the producer's own value, which nothing wrote or
+    changed since (rebuilding it would make a new object, and the values that took a reference
+    to the old one, a list in a dict or a model holding its frame, would miss the mutation)."""
     changed = False
     for name in sorted(gc.mutates):
         producer = gc.producers.get(name)
@@ -253,6 +260,8 @@ def restore_mutated(gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
                 via=gc.cell_id,
             )
             continue
+        if holds_producer_value(state, gc, graph, drafts, name, producer):
+            continue
         changed |= drafts[producer].add(
             Reason(
                 "restores",
@@ -264,6 +273,62 @@ def restore_mutated(gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
             via=gc.cell_id,
         )
     return changed
+
+
+def holds_producer_value(
+    state: TrackerState,
+    gc: GraphCell,
+    graph: Graph,
+    drafts: Mapping[str, CellDraft],
+    name: str,
+    producer: str,
+) -> bool:
+    """Whether the kernel's ``name`` is, on the evidence, the value ``producer``'s last run left
+    (the kernel's latest write of it, same version) and no planned cell above overwrites it
+    first. It takes the kernel's evidence: with a fully fingerprinted value (not sampled, not
+    compared by identity) a change since would have shown as a write of its own."""
+    p_run = state.runs.get(producer)
+    if (
+        p_run is None
+        or p_run.epoch != state.epoch
+        or p_run.outcome != "ok"
+        or p_run.observed is None
+        or name in p_run.observed.opaque
+    ):
+        return False
+    return not_from_producer(state, gc, graph, drafts, name, producer, p_run) is None
+
+
+def restore_holders(
+    state: TrackerState, gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
+) -> bool:
+    """A cell whose values hold a reference to an object it read (``holder = {'data': rows}``,
+    a model fitted on ``df``) re-runs when that object's producer re-runs: the re-run makes a
+    new object, and what a later cell changes in place must reach what the holder holds, as in
+    a fresh run."""
+    run = state.runs.get(gc.cell_id)
+    if run is None or run.observed is None or run.epoch != state.epoch:
+        return False
+    for name in sorted(gc.reads):
+        producer = gc.producers.get(name)
+        if producer is None or name not in graph.by_id[producer].analysis.defs:
+            continue
+        kinds = drafts[producer].kinds()
+        if not kinds or "missing_producer" in kinds:
+            continue
+        holders = run.observed.holds(name)
+        if holders:
+            return drafts[gc.cell_id].add(
+                Reason(
+                    "restores",
+                    f"{', '.join(holders)} holds the {name} object that "
+                    f"{cell_label(graph, producer)} makes anew when it re-runs",
+                    cells=(producer,),
+                    symbols=(name,),
+                ),
+                via=producer,
+            )
+    return False
 
 
 def restore_clobbered(state: TrackerState, graph: Graph, drafts: Mapping[str, CellDraft]) -> bool:

@@ -13,7 +13,10 @@ global name with what it held after the previous execution and reports
 * ``opaque``: names whose content cannot be fingerprinted (identity only);
 * ``uncompared``: the bound names whose new value the fingerprints cannot compare with the old
   one (one of them is not exact: an object fingerprinted by its attributes): reported bound, as
-  nothing proves them equal, but nothing proves them different either.
+  nothing proves them equal, but nothing proves them different either;
+* ``captured``: per bound name, the names the code mentioned (and did not rebind) whose object
+  the new value holds a reference to (``holder = {'data': rows}``, a model fitted on ``df``,
+  ``alias = df``): when such an object is rebuilt as a new one, the holder must be rebuilt too.
 
 Pseudo-names stand for hidden global state that cells share: ``<numpy.random>`` (the legacy
 global generator behind ``np.random.seed``/``np.random.normal``) and ``<random>`` (the ``random``
@@ -581,6 +584,74 @@ class _Fills:
         return reach is not None and not reach.reaches(self.others, self.ns, oid)
 
 
+#: objects a ``captured`` walk visits per look; beyond it a bound value counts as holding every
+#: name the code mentioned (conservative)
+CAPTURE_BUDGET = 5000
+
+
+def _captured(bound, ns, prev, uses):
+    """Bound name -> the mentioned, not rebound names whose objects its value references (see
+    the module doc). Names holding settled values neither hold nor are held."""
+    mentioned = uses["names"] if uses is not None else prev.keys()
+    new = set(bound)
+    targets = {}
+    for name in mentioned:
+        if name in new or not isinstance(name, str) or not _is_identifier(name):
+            continue
+        obj = ns.get(name, _MISSING)
+        before = prev.get(name)
+        if obj is _MISSING or before is None or before[0] != id(obj) or _fixed(obj):
+            continue
+        targets.setdefault(id(obj), []).append(name)
+    if not targets:
+        return {}
+    out = {}
+    gc = sys.modules.get("gc") or __import__("gc")
+    skip = {id(ns), id(sys.modules), id(__builtins__)}
+    for name in bound:
+        obj = ns.get(name, _MISSING)
+        if obj is _MISSING or _fixed(obj):
+            continue
+        held = set()
+        seen = set(skip)
+        stack = [obj]
+        while stack:
+            o = stack.pop()
+            i = id(o)
+            if i in seen:
+                continue
+            seen.add(i)
+            if i in targets:
+                held.update(targets[i])
+            if len(seen) > CAPTURE_BUDGET:
+                held = {n for names in targets.values() for n in names}
+                break
+            t = type(o)
+            if t in _LEAF_TYPES or isinstance(o, (type, types.ModuleType)):
+                continue  # a class or module is shared by every fresh run: no captured value
+            if isinstance(o, types.FunctionType):
+                # its globals are looked up by name when called, not held
+                stack.extend(c.cell_contents for c in o.__closure__ or () if _filled(c))
+                stack.extend(o.__defaults__ or ())
+                stack.extend((o.__kwdefaults__ or {}).values())
+                continue
+            if t in (list, tuple, set, frozenset) and len(o) > CAPTURE_BUDGET:
+                if set(map(type, o)) <= _LEAF_TYPES:
+                    continue
+            stack.extend(gc.get_referents(o))
+        held.discard(name)
+        if held:
+            out[name] = sorted(held)
+    return out
+
+
+def _filled(cell):
+    try:
+        return cell.cell_contents is not _MISSING
+    except ValueError:  # an empty closure cell
+        return False
+
+
 def install(ns=None):
     """Start observing ``ns`` (the shell's user namespace by default) from its current state."""
     if ns is None:
@@ -651,6 +722,10 @@ def collect():
             read = settings.readers(uses, ns, cur)
         except Exception:  # no reads rather than a broken probe
             read = []
+    try:
+        captured = _captured(bound, ns, prev, uses)
+    except Exception:  # every mentioned name rather than a broken probe
+        captured = None
     _state["prev"] = cur
     return json.dumps(
         {
@@ -661,6 +736,7 @@ def collect():
             "deleted": sorted(deleted)[:MAX_REPORT],
             "opaque": sorted(opaque)[:MAX_REPORT],
             "uncompared": sorted(uncompared)[:MAX_REPORT],
+            "captured": captured,
             "truncated": max(len(bound), len(mutated), len(deleted), len(opaque)) > MAX_REPORT,
             # the settings the code used (pseudo-names), and names whose change was a cache fill
             "read": read,
