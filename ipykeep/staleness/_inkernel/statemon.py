@@ -594,7 +594,7 @@ def _captured(bound, ns, prev, uses):
     the module doc). Names holding settled values neither hold nor are held."""
     mentioned = uses["names"] if uses is not None else prev.keys()
     new = set(bound)
-    targets = {}
+    targets: dict[int, list[str]] = {}
     for name in mentioned:
         if name in new or not isinstance(name, str) or not _is_identifier(name):
             continue
