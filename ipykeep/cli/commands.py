@@ -97,7 +97,8 @@ Plan mode exits 0 whatever it finds; --execute exits 0 when every cell succeeded
 one failed (its dependents are skipped and reported; independent cells still run)."""
 
 _LAUNCHER_HELP = (
-    "How hosts start the server: path (`ipykeep` on PATH), venv (.venv/bin/ipykeep), "
+    "How hosts start the server: auto (`ipykeep` when PATH has this one, else its absolute "
+    "path), path (`ipykeep` on PATH), venv (.venv/bin/ipykeep), "
     "uvx (uvx --from SOURCE ipykeep), command (--command)."
 )
 
@@ -482,7 +483,7 @@ COMMANDS: tuple[Command, ...] = (
                 _LAUNCHER_HELP,
                 ("--launcher",),
                 "ipykeep.scaffold.launcher:LauncherKind",
-                "path",
+                "auto",
             ),
             Param("uvx_from", "ipykeep's source for --launcher uvx.", ("--uvx-from",)),
             Param("command", "Command line for --launcher command.", ("--command",)),

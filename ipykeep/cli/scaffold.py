@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from ipykeep.cli.output import echo
@@ -44,6 +45,9 @@ def render_plan(plan: InitPlan, *, dry_run: bool) -> str:
         count = len(plan.conflicts)
         entries = "entry" if count == 1 else "entries"
         lines.append(f"{count} existing ipykeep {entries} left alone; --replace overwrites")
+    launcher = plan.options.launcher
+    if launcher.why and any(c.label.endswith("MCP servers") for c in plan.changes):
+        lines.append(f"launcher: {shlex.join(launcher.argv())} ({launcher.why})")
     lines.extend(f"note: {n}" for n in plan.notes)
     return "\n".join(lines) + "\n"
 

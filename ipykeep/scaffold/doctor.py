@@ -3,9 +3,10 @@
 Checks: the Python and package versions (``mcp`` must be 2.x), the configuration, that the
 kernel's Python (``Config.python``) can import ipykernel and ipyflow, whether the project's daemon
 answers, that every host config with an ipykeep entry points at a command that exists, and
-the hosts' own gates (Claude Code's approval of project servers and its permission rules for
-ipykeep's tools, Codex's project trust and tool approval mode, Cursor's ``--project``; see
-``gates.py``). A
+the hosts' own gates (Claude Code's workspace trust, its approval of project servers and its
+permission rules for ipykeep's tools; Codex's project trust and tool approval mode; Gemini CLI's
+folder trust and the entry's ``trust`` flag; opencode's ``enabled``; Cursor's and VS Code's
+``--project``; see ``gates.py``), each unfinished one with the one step that finishes it. A
 check that cannot run yet, or a daemon that is not running (it starts on demand), is a warning,
 never a failure.
 """
@@ -294,12 +295,28 @@ def _close(daemon: Any) -> None:
         closer()
 
 
-def _load_json_entry(path: Path) -> Any:
-    text = read_text(path)
-    if text is None:
-        return None
-    servers = parse_json_object(text, path).get("mcpServers")
-    return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+def _json_entry(parent: str, *, comments: bool = False) -> Callable[[Path], Any]:
+    """A loader of ``<parent>.ipykeep`` from a JSON host file (None when it has none)."""
+
+    def load(path: Path) -> Any:
+        text = read_text(path)
+        if text is None:
+            return None
+        servers = parse_json_object(text, path, comments=comments).get(parent)
+        return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+
+    return load
+
+
+def _load_opencode_entry(path: Path) -> Any:
+    """opencode's ``mcp.ipykeep``, with its argv split as ``command`` + ``args`` like the rest."""
+    entry = _json_entry("mcp", comments=True)(path)
+    if not isinstance(entry, dict):
+        return entry
+    argv = entry.get("command")
+    if not isinstance(argv, list) or not argv:
+        return {**entry, "command": None, "args": []}
+    return {**entry, "command": argv[0], "args": argv[1:]}
 
 
 def _load_toml_entry(path: Path) -> Any:
@@ -318,23 +335,43 @@ def _load_toml_entry(path: Path) -> Any:
     return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
 
 
+def _opencode_file(directory: Path) -> Path:
+    jsonc = directory / "opencode.jsonc"
+    return jsonc if jsonc.is_file() else directory / "opencode.json"
+
+
 def host_config_files(
     root: Path, home: Path
 ) -> tuple[tuple[str, Path, Callable[[Path], Any]], ...]:
+    servers, gemini = _json_entry("mcpServers"), _json_entry("mcpServers", comments=True)
+    xdg = os.environ.get("XDG_CONFIG_HOME", "").strip()
+    config_dir = Path(xdg) if xdg else home / ".config"
     return (
-        ("Claude Code (project)", root / ".mcp.json", _load_json_entry),
+        ("Claude Code (project)", root / ".mcp.json", servers),
         ("Codex (project)", root / ".codex" / "config.toml", _load_toml_entry),
-        ("Cursor (project)", root / ".cursor" / "mcp.json", _load_json_entry),
-        ("Claude Code (user)", home / ".claude.json", _load_json_entry),
+        ("Cursor (project)", root / ".cursor" / "mcp.json", servers),
+        ("Gemini CLI (project)", root / ".gemini" / "settings.json", gemini),
+        ("opencode (project)", _opencode_file(root), _load_opencode_entry),
+        ("VS Code (project)", root / ".vscode" / "mcp.json", _json_entry("servers", comments=True)),
+        ("Claude Code (user)", home / ".claude.json", servers),
         ("Codex (user)", gates.codex_home(home) / "config.toml", _load_toml_entry),
-        ("Cursor (user)", home / ".cursor" / "mcp.json", _load_json_entry),
+        ("Cursor (user)", home / ".cursor" / "mcp.json", servers),
+        ("Gemini CLI (user)", home / ".gemini" / "settings.json", gemini),
+        ("opencode (user)", _opencode_file(config_dir / "opencode"), _load_opencode_entry),
     )
 
 
+#: Hosts whose entry must name the project (they may start the server outside it).
+_WORKSPACE_HOSTS = {"Cursor": "cursor", "VS Code": "vscode"}
+
+
 def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
+    home = home or Path.home()
     checks: list[Check] = []
-    for label, path, load in host_config_files(root, home or Path.home()):
+    seen: set[str] = set()  # hosts whose own gates were checked already
+    for label, path, load in host_config_files(root, home):
         name = f"host {label}"
+        host = label.rsplit(" (", 1)[0]
         try:
             entry = load(path)
         except IpykeepError as exc:
@@ -362,26 +399,28 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
                     name,
                     Status.fail,
                     f"{path}: `{command}` is not found from {root}",
-                    "install ipykeep on PATH (pipx/uv tool), "
-                    "or rerun `ipykeep init --replace --launcher venv|uvx|command`",
+                    "rerun `ipykeep init --replace` with the ipykeep you want hosts to run "
+                    "(it writes that ipykeep's absolute path when `ipykeep` is not on PATH)",
                 )
             )
-        elif label.startswith("Cursor") and "--project" not in map(str, args):
+        elif host in _WORKSPACE_HOSTS and "--project" not in map(str, args):
             checks.append(
                 Check(
                     name,
                     Status.warn,
                     f"{shown}: no --project, "
-                    "so a server Cursor starts outside the workspace serves the wrong project",
-                    "rerun `ipykeep init --provider cursor` "
+                    f"so a server {host} starts outside the workspace serves the wrong project",
+                    f"rerun `ipykeep init --provider {_WORKSPACE_HOSTS[host]}` "
                     f"(adds {' '.join(CURSOR_PROJECT_ARGS)})",
                 )
             )
         else:
             checks.append(Check(name, Status.ok, f"{shown}  ({found})"))
-        checks.extend(_gate(label, root, home or Path.home()))
-        if label.startswith("Codex") and isinstance(entry, dict):
-            checks.append(_codex_approval(label, path, entry))
+        if isinstance(entry, dict):
+            checks.extend(_entry_gate(label, path, entry))
+        if host not in seen:
+            seen.add(host)
+            checks.extend(_host_gate(label, root, home))
     if not checks:
         checks.append(
             Check(
@@ -392,6 +431,47 @@ def check_hosts(root: Path, home: Path | None = None) -> list[Check]:
             )
         )
     return checks
+
+
+def _entry_gate(label: str, path: Path, entry: dict[str, Any]) -> list[Check]:
+    """What the entry itself must say for the host to use the tools."""
+    if label.startswith("Codex"):
+        return [_codex_approval(label, path, entry)]
+    if label.startswith("Gemini CLI"):
+        name = f"host {label} trust flag"
+        if entry.get("trust") is True:
+            return [Check(name, Status.ok, '"trust": true (tools run without asking)')]
+        return [
+            Check(
+                name,
+                Status.warn,
+                'no "trust": true: Gemini CLI asks before each tool call, and a headless run '
+                "leaves ipykeep's tools out",
+                f'add "trust": true to mcpServers.{SERVER_NAME} in {path} '
+                "(or rerun `ipykeep init --provider gemini`)",
+            )
+        ]
+    if label.startswith("opencode"):
+        name = f"host {label} enabled"
+        if entry.get("type") != "local":
+            return [
+                Check(
+                    name,
+                    Status.fail,
+                    f'mcp.{SERVER_NAME} has type {entry.get("type")!r}, not "local"',
+                    "rerun `ipykeep init --provider opencode --replace`",
+                )
+            ]
+        if entry.get("enabled") is False:
+            return [
+                Check(
+                    name,
+                    Status.warn,
+                    '"enabled": false: opencode does not start ipykeep',
+                    f'set "enabled": true in mcp.{SERVER_NAME} of {path}',
+                )
+            ]
+    return []
 
 
 def _codex_approval(label: str, path: Path, entry: dict[str, Any]) -> Check:
@@ -414,10 +494,23 @@ def _codex_approval(label: str, path: Path, entry: dict[str, Any]) -> Check:
     )
 
 
-def _claude_permissions(root: Path, home: Path) -> Check:
+def _claude_trust(root: Path, home: Path) -> tuple[bool, Check]:
+    name = "host Claude Code trust"
+    if gates.claude_trusted(root, home):
+        return True, Check(name, Status.ok, f"workspace trusted ({home / '.claude.json'})")
+    return False, Check(
+        name,
+        Status.warn,
+        "workspace not trusted yet: Claude Code ignores the permissions.allow rules of "
+        ".claude/settings.json until it is (those of .claude/settings.local.json apply already)",
+        gates.claude_trust_fix(root, home),
+    )
+
+
+def _claude_permissions(root: Path, home: Path, *, trusted: bool) -> Check:
     name = "host Claude Code permissions"
-    allowed = gates.claude_permissions(root, home)
-    settings = root / ".claude" / "settings.json"
+    allowed = gates.claude_permissions(root, home, trusted=trusted)
+    local = root / ".claude" / "settings.local.json"
     if allowed.denied:
         return Check(
             name,
@@ -432,62 +525,83 @@ def _claude_permissions(root: Path, home: Path) -> Check:
             name,
             Status.ok,
             "read-only tools allowed; tools that run code ask first (`claude -p` refuses them; "
-            f'add "mcp__{SERVER_NAME}" to permissions.allow in {settings} to allow them)',
+            f"`ipykeep init --allow-all` allows them in {local})",
+        )
+    shared = root / ".claude" / "settings.json"
+    waiting = gates.claude_permissions(root, home, only=shared)
+    if not trusted and (waiting.read_only or waiting.all_tools):
+        return Check(
+            name,
+            Status.warn,
+            f"ipykeep's rules are in {shared}, which Claude Code ignores until the workspace is "
+            "trusted: it asks before every tool call, and `claude -p` refuses them",
+            gates.claude_trust_fix(root, home),
         )
     return Check(
         name,
         Status.warn,
         "no permission rule for ipykeep: Claude Code asks before every tool call, "
         "and `claude -p` refuses them",
-        f"run `ipykeep init --provider claude_code` (allows the read-only tools in {settings}), "
-        f'or add "mcp__{SERVER_NAME}" to permissions.allow there to allow every tool',
+        f"run `ipykeep init --provider claude_code` (allows the read-only tools in {local}; "
+        "--allow-all allows every tool)",
     )
 
 
-def _gate(label: str, root: Path, home: Path) -> list[Check]:
-    """The host's own gate for a project entry: Claude Code's approval, Codex's trust."""
+def _host_gate(label: str, root: Path, home: Path) -> list[Check]:
+    """The host's own gates: Claude Code's trust and approval, Codex's and Gemini CLI's trust."""
     if label == "Claude Code (project)":
+        trusted, trust = _claude_trust(root, home)
         approval = gates.claude_approval(root, home)
         name = "host Claude Code approval"
         if approval.state == "approved":
+            gate = Check(name, Status.ok, f"ipykeep approved ({approval.source})")
+        elif approval.state == "disabled":
             return [
-                Check(name, Status.ok, f"ipykeep approved ({approval.source})"),
-                _claude_permissions(root, home),
-            ]
-        if approval.state == "disabled":
-            return [
+                trust,
                 Check(
                     name,
                     Status.fail,
                     f"ipykeep is disabled for this project ({approval.source})",
                     gates.claude_fix(root, approval),
-                )
+                ),
             ]
-        return [
-            Check(
+        else:
+            gate = Check(
                 name,
                 Status.warn,
                 "not approved yet: Claude Code asks before starting project servers",
                 gates.claude_fix(root, approval),
-            ),
-            _claude_permissions(root, home),
-        ]
+            )
+        return [trust, gate, _claude_permissions(root, home, trusted=trusted)]
     if label == "Codex (project)":
-        trust = gates.codex_trust(root, home)
+        trust_level = gates.codex_trust(root, home)
         name = "host Codex trust"
-        if trust == "trusted":
-            return [
-                Check(
-                    name, Status.ok, f"project trusted ({gates.codex_home(home) / 'config.toml'})"
-                )
-            ]
-        detail = "project marked untrusted" if trust == "untrusted" else "project not trusted yet"
+        if trust_level == "trusted":
+            config = gates.codex_home(home) / "config.toml"
+            return [Check(name, Status.ok, f"project trusted ({config})")]
+        detail = (
+            "project marked untrusted" if trust_level == "untrusted" else "project not trusted yet"
+        )
         return [
             Check(
                 name,
                 Status.warn,
                 f"{detail}: Codex ignores .codex/config.toml until it is",
-                gates.codex_fix(root, home, state=trust),
+                gates.codex_fix(root, home, state=trust_level),
+            )
+        ]
+    if label.startswith("Gemini CLI"):
+        folder = gates.gemini_trust(root, home)
+        name = "host Gemini CLI folder trust"
+        if folder.state in ("trusted", "off"):
+            return [Check(name, Status.ok, f"folder trusted ({folder.why})")]
+        return [
+            Check(
+                name,
+                Status.warn,
+                f"folder not trusted ({folder.why}): Gemini CLI ignores .gemini/settings.json "
+                "and starts no MCP server here, and a headless run refuses the folder",
+                gates.gemini_trust_fix(root, home, rule=folder.rule),
             )
         ]
     return []

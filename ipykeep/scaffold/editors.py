@@ -98,21 +98,36 @@ def plan_json_servers(
     with_type: bool,
     indent: str = "  ",
     extra_args: tuple[str, ...] = (),
+    parent: str = "mcpServers",
+    comments: bool = False,
+    required: dict[str, Any] | None = None,
 ) -> FileChange:
-    """Merge ``mcpServers.ipykeep`` into a JSON host config (``.mcp.json``, ``~/.claude.json``…).
+    """Merge ``<parent>.ipykeep`` into a JSON host config (``.mcp.json``, ``~/.claude.json``…).
 
     ``extra_args`` follow the launcher's (Cursor's ``--project ${workspaceFolder}``); an entry
     ipykeep wrote without them is brought up to date rather than reported as a conflict.
+    ``required`` are keys the entry needs beyond the command (Gemini CLI's ``"trust": true``):
+    added to a matching entry that lacks them, a value the user set stays. ``comments``: the
+    host reads the file as JSON with comments.
     """
     plain = launcher
     launcher = Launcher(launcher.command, (*launcher.args, *extra_args))
+    required = required or {}
     before = read_text(path)
-    data = parse_json_object(before or "", path)
-    servers = data.get("mcpServers")
-    _require_json(servers, dict, "mcpServers", path)
+    data = parse_json_object(before or "", path, comments=comments)
+    servers = data.get(parent)
+    _require_json(servers, dict, parent, path)
     existing = (servers or {}).get(SERVER_NAME)
     if existing is not None and entry_matches(existing, launcher):
-        return change(path, label, before, before or "", "ipykeep server already configured")
+        missing = {k: v for k, v in required.items() if k not in existing}
+        if not missing:
+            return change(path, label, before, before or "", "ipykeep server already configured")
+        entry = {**existing, **missing}
+        after = set_nested_member(
+            before or "", parent, SERVER_NAME, entry, default_indent=indent, comments=comments
+        )
+        shown = ", ".join(f'"{k}": {json.dumps(v)}' for k, v in missing.items())
+        return change(path, label, before, after, f"added {shown} to the ipykeep entry")
     outdated = existing is not None and bool(extra_args) and entry_matches(existing, plain)
     if existing is not None and not replace and not outdated:
         return conflict(
@@ -122,11 +137,13 @@ def plan_json_servers(
             f"an ipykeep server entry already exists ({_describe_entry(existing)}); "
             f"{_REPLACE_HINT}",
         )
-    entry = json_server_entry(launcher, with_type=with_type)
+    entry = {**json_server_entry(launcher, with_type=with_type), **required}
     if outdated:
         assert existing is not None  # outdated is only set for an existing entry
         entry = {**existing, "args": list(launcher.args)}  # keeps the user's env and other keys
-    after = set_nested_member(before or "", "mcpServers", SERVER_NAME, entry, default_indent=indent)
+    after = set_nested_member(
+        before or "", parent, SERVER_NAME, entry, default_indent=indent, comments=comments
+    )
     if outdated:
         note = f"the ipykeep entry now passes {' '.join(extra_args)}"
     else:
@@ -138,46 +155,79 @@ def plan_json_servers(
     return change(path, label, before, after, note)
 
 
+#: opencode's schema URL, written at the top of a new ``opencode.json`` (its docs do the same).
+OPENCODE_SCHEMA = "https://opencode.ai/config.json"
+
+
+def opencode_entry_matches(entry: Any, launcher: Launcher) -> bool:
+    """Whether an ``mcp.ipykeep`` entry of ``opencode.json`` already runs ``launcher``."""
+    return (
+        isinstance(entry, dict)
+        and entry.get("type") == "local"
+        and entry.get("command") == launcher.argv()
+    )
+
+
+def plan_opencode(path: Path, label: str, launcher: Launcher, *, replace: bool) -> FileChange:
+    """Merge ``mcp.ipykeep`` (``type: local``, the whole argv in ``command``) into opencode.json.
+
+    opencode reads the file as JSON with comments. A new file starts with opencode's
+    ``$schema``; an entry the user disabled (``"enabled": false``) stays disabled.
+    """
+    before = read_text(path)
+    text = before or ""
+    data = parse_json_object(text, path, comments=True)
+    servers = data.get("mcp")
+    _require_json(servers, dict, "mcp", path)
+    existing = (servers or {}).get(SERVER_NAME)
+    if existing is not None and opencode_entry_matches(existing, launcher):
+        return change(path, label, before, text, "ipykeep server already configured")
+    if existing is not None and not replace:
+        shown = (
+            " ".join(map(str, existing.get("command") or []))
+            if isinstance(existing, dict) and isinstance(existing.get("command"), list)
+            else json.dumps(existing, default=str)
+        )
+        return conflict(
+            path, label, text, f"an ipykeep server entry already exists ({shown}); {_REPLACE_HINT}"
+        )
+    if not text.strip():
+        text = json.dumps({"$schema": OPENCODE_SCHEMA}, indent=2) + "\n"
+    entry = {"type": "local", "command": launcher.argv(), "enabled": True}
+    after = set_nested_member(text, "mcp", SERVER_NAME, entry, comments=True)
+    note = (
+        "replaced the ipykeep server entry"
+        if existing is not None
+        else "added the ipykeep server entry"
+    )
+    return change(path, label, before, after, note)
+
+
 def left_alone(path: Path, label: str, note: str) -> FileChange:
     """A file init reads but must not change, not even create."""
     before = read_text(path)
     return FileChange(path, label, before, before or "", ChangeStatus.unchanged, note)
 
 
-def plan_claude_approval(path: Path, label: str) -> FileChange:
-    """Approve the project's ipykeep server for Claude Code in ``.claude/settings.local.json``.
-
-    Claude Code starts ``.mcp.json`` servers only once approved; running init is that approval.
-    A server the user disabled (``disabledMcpjsonServers``) stays disabled.
-    """
-    before = read_text(path)
-    data = parse_json_object(before or "", path)
+def _claude_approve(text: str, path: Path) -> tuple[str, str]:
+    """``text`` with ipykeep in ``enabledMcpjsonServers``, and what changed ("" for nothing)."""
+    data = parse_json_object(text, path)
     enabled = data.get("enabledMcpjsonServers")
     disabled = data.get("disabledMcpjsonServers")
     if isinstance(disabled, list) and SERVER_NAME in disabled:
-        return change(
-            path, label, before, before or "", "ipykeep is in disabledMcpjsonServers: left disabled"
-        )
+        return text, "ipykeep is in disabledMcpjsonServers: left disabled"
     if data.get("enableAllProjectMcpServers") is True or (
         isinstance(enabled, list) and SERVER_NAME in enabled
     ):
-        return change(path, label, before, before or "", "")
+        return text, ""
     _require_json(enabled, list, "enabledMcpjsonServers", path)
-    after = set_top_member(before or "", "enabledMcpjsonServers", [*(enabled or []), SERVER_NAME])
-    return change(
-        path, label, before, after, "approved the project's ipykeep server for Claude Code"
-    )
+    after = set_top_member(text, "enabledMcpjsonServers", [*(enabled or []), SERVER_NAME])
+    return after, "approved the project's ipykeep server for Claude Code"
 
 
-def plan_claude_permissions(path: Path, label: str, *, allow_all: bool) -> FileChange:
-    """Add ipykeep's ``permissions.allow`` rules to a Claude Code ``settings.json``.
-
-    Without a rule Claude Code asks before each tool call, and ``claude -p`` refuses it. The
-    read-only tools are always allowed; the tools that run code only with ``allow_all`` (one
-    rule for the whole server). Existing rules, including the user's ``deny``, stay as they are.
-    """
-    before = read_text(path)
-    data = parse_json_object(before or "", path)
+def _claude_permit(text: str, path: Path, *, allow_all: bool) -> tuple[str, str]:
+    """``text`` with ipykeep's ``permissions.allow`` rules, and what changed ("" for nothing)."""
+    data = parse_json_object(text, path)
     permissions = data.get("permissions")
     _require_json(permissions, dict, "permissions", path)
     allow = (permissions or {}).get("allow")
@@ -186,10 +236,35 @@ def plan_claude_permissions(path: Path, label: str, *, allow_all: bool) -> FileC
     missing = [] if CLAUDE_ALL_TOOLS in rules else claude_allow_rules(allow_all=allow_all)
     missing = [rule for rule in missing if rule not in rules]
     if not missing:
-        return change(path, label, before, before or "", "")
-    after = set_nested_member(before or "", "permissions", "allow", rules + missing)
+        return text, ""
+    after = set_nested_member(text, "permissions", "allow", rules + missing)
     what = "every ipykeep tool" if allow_all else "ipykeep's read-only tools"
-    return change(path, label, before, after, f"allowed {what} without asking")
+    return after, f"allowed {what} without asking"
+
+
+def plan_claude_permissions(path: Path, label: str, *, allow_all: bool) -> FileChange:
+    """Add ipykeep's ``permissions.allow`` rules to a Claude Code settings file.
+
+    Without a rule Claude Code asks before each tool call, and ``claude -p`` refuses it. The
+    read-only tools are always allowed; the tools that run code only with ``allow_all`` (one
+    rule for the whole server). Existing rules, including the user's ``deny``, stay as they are.
+    """
+    before = read_text(path)
+    after, note = _claude_permit(before or "", path, allow_all=allow_all)
+    return change(path, label, before, after, note)
+
+
+def plan_claude_local(path: Path, label: str, *, allow_all: bool) -> FileChange:
+    """Approval and permission rules in the project's ``.claude/settings.local.json``.
+
+    Claude Code honours this file before the workspace is trusted, while the rules of the
+    shared ``.claude/settings.json`` wait for trust; it is also the user's own, uncommitted
+    file, so allowing the tools that run code there is the user's choice alone.
+    """
+    before = read_text(path)
+    text, approved = _claude_approve(before or "", path)
+    after, permitted = _claude_permit(text, path, allow_all=allow_all)
+    return change(path, label, before, after, "; ".join(n for n in (approved, permitted) if n))
 
 
 def _parse_toml(text: str, path: Path) -> tomlkit.TOMLDocument:

@@ -5,6 +5,11 @@ host in its own style. Re-serializing the whole document would reformat numbers,
 compact arrays the host wrote, so instead the edit touches only the bytes of the one member it
 sets (or inserts it after the last sibling, indented like its siblings). Everything else in the
 file stays byte for byte as it was.
+
+Some hosts read their files as JSON with comments (VS Code's ``mcp.json``, opencode's
+``opencode.json``, Gemini CLI's ``settings.json``): with ``comments=True`` the file is read with
+its ``//`` and ``/* */`` comments and trailing commas blanked out (same length, same offsets), and
+the edit is spliced into the original text, so the comments stay where they were.
 """
 
 from __future__ import annotations
@@ -43,12 +48,53 @@ class _Object:
         return found
 
 
-def parse_json_object(text: str, path: Path) -> dict[str, Any]:
-    """Parse ``text`` (the contents of ``path``) as a JSON object, or raise ConfigError."""
+def blank_comments(text: str) -> str:
+    """``text`` with JSONC comments and trailing commas replaced by spaces (newlines kept).
+
+    The result has the same length and every JSON token at the same offset, so spans found in
+    it are spans of ``text``. Strings are left alone (a ``//`` inside a URL is not a comment).
+    """
+    out = list(text)
+    i, n = 0, len(text)
+    last_comma = -1  # offset of a comma not yet followed by a value
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            i = j + 1
+            last_comma = -1
+            continue
+        if ch == "/" and i + 1 < n and text[i + 1] in "/*":
+            end = text.find("\n", i) if text[i + 1] == "/" else text.find("*/", i + 2)
+            end = n if end < 0 else (end if text[i + 1] == "/" else end + 2)
+            for k in range(i, end):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = end
+            continue
+        if ch == ",":
+            last_comma = i
+        elif ch in "}]":
+            if last_comma >= 0:
+                out[last_comma] = " "
+            last_comma = -1
+        elif ch not in _WS:
+            last_comma = -1
+        i += 1
+    return "".join(out)
+
+
+def parse_json_object(text: str, path: Path, *, comments: bool = False) -> dict[str, Any]:
+    """Parse ``text`` (the contents of ``path``) as a JSON object, or raise ConfigError.
+
+    ``comments``: the host reads the file as JSON with comments (see the module docstring).
+    """
     if not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = json.loads(blank_comments(text) if comments else text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{path}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})",
@@ -135,7 +181,13 @@ def _insert_member(text: str, obj: _Object, key: str, value: Any, unit: str | No
 
 
 def set_nested_member(
-    text: str, parent_key: str, key: str, value: Any, default_indent: str = "  "
+    text: str,
+    parent_key: str,
+    key: str,
+    value: Any,
+    default_indent: str = "  ",
+    *,
+    comments: bool = False,
 ) -> str:
     """Return ``text`` with ``document[parent_key][key] = value``, all other bytes unchanged.
 
@@ -147,12 +199,12 @@ def set_nested_member(
         doc = {parent_key: {key: value}}
         return json.dumps(doc, indent=default_indent, ensure_ascii=False) + "\n"
     unit = detect_indent(text)
-    top_start = _skip_ws(text, 0)
-    top = _scan_object(text, top_start)
+    scan = blank_comments(text) if comments else text
+    top = _scan_object(scan, _skip_ws(scan, 0))
     parent = top.get(parent_key)
     if parent is None:
         return _insert_member(text, top, parent_key, {key: value}, unit)
-    inner = _scan_object(text, parent.value_start)
+    inner = _scan_object(scan, parent.value_start)
     existing = inner.get(key)
     if existing is None:
         return _insert_member(text, inner, key, value, unit)
@@ -162,7 +214,9 @@ def set_nested_member(
     return text[: existing.value_start] + rendered + text[existing.value_end :]
 
 
-def set_top_member(text: str, key: str, value: Any, default_indent: str = "  ") -> str:
+def set_top_member(
+    text: str, key: str, value: Any, default_indent: str = "  ", *, comments: bool = False
+) -> str:
     """Return ``text`` with ``document[key] = value``, all other bytes unchanged.
 
     ``text`` must already have been validated with :func:`parse_json_object`.
@@ -170,7 +224,8 @@ def set_top_member(text: str, key: str, value: Any, default_indent: str = "  ") 
     if not text.strip():
         return json.dumps({key: value}, indent=default_indent, ensure_ascii=False) + "\n"
     unit = detect_indent(text)
-    top = _scan_object(text, _skip_ws(text, 0))
+    scan = blank_comments(text) if comments else text
+    top = _scan_object(scan, _skip_ws(scan, 0))
     existing = top.get(key)
     if existing is None:
         return _insert_member(text, top, key, value, unit)

@@ -27,10 +27,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for key in list(os.environ):
         if key.startswith("IPYKEEP_"):
             monkeypatch.delenv(key)
-    # `ipykeep` must be found on PATH the way a host finds it.
-    monkeypatch.setenv(
-        "PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
-    )
+    # `ipykeep` on PATH the way pipx or `uv tool install` put it there: a link in a bin
+    # directory outside the environment, so init writes the bare `ipykeep` (see launcher.py).
+    bindir = home / ".local" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "ipykeep").symlink_to(Path(sys.executable).parent / "ipykeep")
+    venv_bin = str(Path(sys.executable).parent)
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin]
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bindir), *rest]))
     return home
 
 

@@ -202,7 +202,7 @@ def test_doctor_reports_the_hosts_own_gates(app, runner, project: Path, home: Pa
     (project / ".claude/settings.json").write_text('{"disabledMcpjsonServers": ["ipykeep"]}\n')
     disabled = {c.name: c for c in check_hosts(project, home)}["host Claude Code approval"]
     assert disabled.status is Status.fail and "disabledMcpjsonServers" in disabled.fix
-    # init respects the refusal: it neither approves nor creates the local settings
+    # init respects the refusal: it neither approves nor allows nor creates the local settings
     result = runner.invoke(app, ["init", "--provider", "claude_code"])
     assert (
         result.exit_code == 0

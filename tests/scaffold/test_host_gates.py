@@ -116,7 +116,7 @@ def test_codex_approval_mode_written_added_and_checked(project: Path, home: Path
 
 
 def test_claude_rules_merge_into_existing_settings(project: Path, home: Path) -> None:
-    settings = project / ".claude/settings.json"
+    settings = project / ".claude/settings.local.json"
     settings.parent.mkdir()
     settings.write_text(
         '{\n  "model": "opus",\n  "permissions": {\n    "allow": ["Bash(git status)"],\n'
@@ -125,6 +125,7 @@ def test_claude_rules_merge_into_existing_settings(project: Path, home: Path) ->
     run_init(InitOptions(root=project, providers=CLAUDE, home=home))
     data = json.loads(settings.read_text())
     assert data["model"] == "opus" and data["permissions"]["deny"] == ["Read(.env)"]
+    assert data["enabledMcpjsonServers"] == ["ipykeep"]
     assert data["permissions"]["allow"] == ["Bash(git status)", *READ_RULES]
     perms = _checks(project, home)["host Claude Code permissions"]
     assert perms.status is Status.ok and "read-only tools allowed" in perms.detail
@@ -140,11 +141,11 @@ def test_claude_rules_merge_into_existing_settings(project: Path, home: Path) ->
 
 def test_claude_permissions_missing_or_denied(project: Path, home: Path) -> None:
     run_init(InitOptions(root=project, providers=CLAUDE, home=home))
-    settings = project / ".claude/settings.json"
-    settings.write_text("{}\n")
+    settings = project / ".claude/settings.local.json"
+    settings.write_text('{"enabledMcpjsonServers": ["ipykeep"]}\n')
     missing = _checks(project, home)["host Claude Code permissions"]
     assert missing.status is Status.warn and "claude -p" in missing.detail
-    assert '"mcp__ipykeep"' in missing.fix
+    assert missing.fix.startswith("run `ipykeep init --provider claude_code`")
     settings.write_text('{"permissions": {"allow": ["mcp__ipykeep"], "deny": ["mcp__ipykeep"]}}')
     denied = _checks(project, home)["host Claude Code permissions"]
     assert denied.status is Status.warn and "mcp__ipykeep" in denied.detail

@@ -32,11 +32,14 @@ CODEX_ENTRY = {
 PROJECT_FILES = [
     ".mcp.json",
     ".claude/settings.local.json",
-    ".claude/settings.json",
     ".claude/skills/ipykeep/SKILL.md",
     ".codex/config.toml",
     ".cursor/mcp.json",
+    ".gemini/settings.json",
+    "opencode.json",
+    ".vscode/mcp.json",
     "AGENTS.md",
+    "GEMINI.md",
     "ipykeep.toml",
     ".gitignore",
 ]
@@ -57,15 +60,34 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
             }
         }
     }
+    # approval and rules in the file Claude Code honours before the workspace is trusted
     assert json.loads((project / ".claude/settings.local.json").read_text()) == {
-        "enabledMcpjsonServers": ["ipykeep"]
+        "enabledMcpjsonServers": ["ipykeep"],
+        "permissions": {"allow": [f"mcp__ipykeep__{tool}" for tool in READ_ONLY_TOOLS]},
     }
+    assert not (project / ".claude/settings.json").exists()
     assert "note: Codex: this project is not trusted yet" in result.output
+    assert "note: Claude Code: this workspace is not trusted yet" in result.output
+    assert "note: Gemini CLI: this folder is not trusted yet" in result.output
     codex = toml_loads((project / ".codex/config.toml").read_text())
     assert codex == {"mcp_servers": {"ipykeep": CODEX_ENTRY}}
-    assert json.loads((project / ".claude/settings.json").read_text()) == {
-        "permissions": {"allow": [f"mcp__ipykeep__{tool}" for tool in READ_ONLY_TOOLS]}
+    assert json.loads((project / ".gemini/settings.json").read_text()) == {
+        "mcpServers": {"ipykeep": {"command": "ipykeep", "args": ["mcp-serve"], "trust": True}}
     }
+    assert json.loads((project / "opencode.json").read_text()) == {
+        "$schema": "https://opencode.ai/config.json",
+        "mcp": {"ipykeep": {"type": "local", "command": ["ipykeep", "mcp-serve"], "enabled": True}},
+    }
+    assert json.loads((project / ".vscode/mcp.json").read_text()) == {
+        "servers": {
+            "ipykeep": {
+                "type": "stdio",
+                "command": "ipykeep",
+                "args": ["mcp-serve", "--project", "${workspaceFolder}"],
+            }
+        }
+    }
+    assert (project / "GEMINI.md").read_text() == (project / "AGENTS.md").read_text()
     assert load_config(project, environ={}).notebook == "analysis.ipynb"
     assert (project / ".gitignore").read_text() == ".ipykeep/\n"
     agents = (project / "AGENTS.md").read_text()
@@ -77,13 +99,14 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
     for step in ("create_kernel", "run_stale", "ipython", "inspect", "full text"):
         assert step in body
     # Nothing in HOME: neither a host's configuration nor anything else.
-    touched = [p for p in home.rglob("*") if p.is_file()]
+    link = home / ".local" / "bin" / "ipykeep"  # the fixture's own, see conftest.py
+    touched = [p for p in home.rglob("*") if p.is_file() and p != link]
     assert touched == [], (
         "project scope must not touch HOME",
         touched,
     )
     # Nothing machine-specific in what hosts read.
-    for name in (".mcp.json", ".codex/config.toml", ".cursor/mcp.json", "ipykeep.toml"):
+    for name in PROJECT_FILES:
         text = (project / name).read_text()
         assert str(project) not in text and str(Path.home()) not in text
         assert str(Path(sys.executable).parent) not in text  # no interpreter or venv path
@@ -404,8 +427,9 @@ def test_claude_approval_merges_into_existing_settings(app, runner, project: Pat
         '{\n  "permissions": {"allow": ["Bash(ls)"]},\n  "enabledMcpjsonServers": ["other"]\n}\n'
     )
     assert runner.invoke(app, ["init", "--provider", "claude_code"]).exit_code == 0
+    rules = ", ".join(f'"mcp__ipykeep__{tool}"' for tool in READ_ONLY_TOOLS)
     assert (project / ".claude/settings.local.json").read_text() == (
-        '{\n  "permissions": {"allow": ["Bash(ls)"]},\n'
+        f'{{\n  "permissions": {{"allow": ["Bash(ls)", {rules}]}},\n'
         '  "enabledMcpjsonServers": ["other", "ipykeep"]\n}\n'
     )
 
@@ -413,9 +437,10 @@ def test_claude_approval_merges_into_existing_settings(app, runner, project: Pat
 def test_allow_all_flag_allows_every_tool_in_claude_code(app, runner, project: Path) -> None:
     plain = runner.invoke(app, ["init", "--provider", "claude_code"])
     assert plain.exit_code == 0, plain.output
-    rules = json.loads((project / ".claude/settings.json").read_text())["permissions"]["allow"]
+    local = project / ".claude/settings.local.json"
+    rules = json.loads(local.read_text())["permissions"]["allow"]
     assert "mcp__ipykeep" not in rules and "mcp__ipykeep__inspect" in rules
     every = runner.invoke(app, ["init", "--provider", "claude_code", "--allow-all"])
     assert every.exit_code == 0, every.output
-    rules = json.loads((project / ".claude/settings.json").read_text())["permissions"]["allow"]
+    rules = json.loads(local.read_text())["permissions"]["allow"]
     assert "mcp__ipykeep" in rules
