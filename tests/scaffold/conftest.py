@@ -24,6 +24,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.delenv("CODEX_HOME", raising=False)  # Codex's user config is under HOME too
+    for key in ("GEMINI_CLI_TRUST_WORKSPACE", "GEMINI_CLI_TRUSTED_FOLDERS_PATH"):
+        monkeypatch.delenv(key, raising=False)  # Gemini CLI's folder trust: from HOME alone
     for key in list(os.environ):
         if key.startswith("IPYKEEP_"):
             monkeypatch.delenv(key)
