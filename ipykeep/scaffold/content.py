@@ -1,4 +1,5 @@
-"""Text that ``ipykeep init`` writes: the Claude Code skill, the AGENTS.md section, ipykeep.toml."""
+"""Text that ``ipykeep init`` writes: the Claude Code skill, the AGENTS.md / GEMINI.md section,
+ipykeep.toml."""
 
 from __future__ import annotations
 
@@ -17,15 +18,31 @@ AGENTS_END = "<!-- ipykeep:end -->"
 _WORKFLOW = """\
 1. `create_kernel` on the notebook. The kernel is persistent: state survives between calls and
    sessions, so never restart it to "be safe".
-2. Edit cells with your own file-editing tools; ipykeep notices the edits on disk.
+2. Edit cells with your own file-editing tools; ipykeep notices the edits on disk. When a person
+   has the notebook open (JupyterLab, VS Code), edit with `edit_cell` instead, passing the
+   cell's `version` from `list_cells`; on `stale_version` someone changed the cell: apply your
+   change to the current source the error returns and call again.
 3. `run_stale` in plan mode: it lists the cells that must re-run, each with its reason
    (edited, upstream changed, file changed, …). Planning runs nothing.
 4. `run_stale` in execute mode: runs exactly the planned cells, in order.
 5. `inspect` a variable for a typed summary (shape, dtypes, head, …) instead of printing it.
 
+When something goes wrong:
+
+- A cell failed: call `debug` with `where`, then `up` / `p EXPR` / `locals` to read the failing
+  frame's values (post-mortem), rather than adding prints and re-running.
+- `ImportError` / `ModuleNotFoundError`: `add_packages` with the package names installs them
+  into the kernel's own environment; then re-run the cell (restart only if the result says
+  `restart_needed`).
+- Before a risky cell (one that mutates or drops data, or takes long): `checkpoint` with a name;
+  `restore` that name rolls the variables back if it goes wrong.
+
+Habits:
+
 - Use the `ipython` tool for scratch work (quick checks, exploring data); it shares the
   notebook's state without adding cells to the notebook.
 - Never re-run the whole notebook: expensive cells that are still valid stay valid.
+- A long cell returns a `handle`: follow it with `read_cell`, stop it with `interrupt`.
 - Outputs are bounded: a long output keeps its head and tail and says where the full text is.
   Read the full text only when the cut part is what you need.
 """

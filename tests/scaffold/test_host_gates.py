@@ -7,12 +7,14 @@ doctor or init prints is checked to work when pasted as shown.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from ipykeep.mcp_server.catalog import TOOLS
 from ipykeep.scaffold import gates
+from ipykeep.scaffold.content import AGENTS_SECTION, SKILL_MD
 from ipykeep.scaffold.doctor import Check, DoctorReport, Status, check_hosts, render_table
 from ipykeep.scaffold.editors import READ_ONLY_TOOLS
 from ipykeep.scaffold.init import InitOptions, Provider, plan_init, run_init
@@ -29,6 +31,17 @@ def _checks(project: Path, home: Path) -> dict[str, Check]:
 
 def test_read_only_tools_are_the_catalogs() -> None:
     assert set(READ_ONLY_TOOLS) == {t.name for t in TOOLS if t.hints.read_only}
+
+
+def test_the_tools_agents_are_told_about_exist() -> None:
+    """Every backquoted snake_case word of the agents' instructions that looks like a tool is
+    one of the catalog's (a renamed tool must not leave the skill teaching the old name)."""
+    catalog = {t.name for t in TOOLS}
+    named = set(re.findall(r"`([a-z]+(?:_[a-z]+)*)`", SKILL_MD + AGENTS_SECTION))
+    not_tools = {"ipykeep", "version", "stale_version", "handle", "restart_needed"}
+    not_tools |= {"where", "up", "locals"}  # debug commands
+    assert named - not_tools <= catalog, named - not_tools - catalog
+    assert {"debug", "edit_cell", "add_packages", "checkpoint", "restore"} <= named
 
 
 def _pasted_block(fix: str) -> str:

@@ -98,6 +98,10 @@ def test_fresh_project(app, runner, project: Path, home: Path) -> None:
     assert meta["name"] == "ipykeep" and len(meta["description"]) > 40
     for step in ("create_kernel", "run_stale", "ipython", "inspect", "full text"):
         assert step in body
+    # what to do on a failure, beside a person, on an ImportError, before a risky cell
+    for step in ("`debug` with `where`", "`edit_cell`", "`version`", "`add_packages`"):
+        assert step in body and step in agents
+    assert "`checkpoint` with a name" in body and "`checkpoint` with a name" in agents
     # Nothing in HOME: neither a host's configuration nor anything else.
     link = home / ".local" / "bin" / "ipykeep"  # the fixture's own, see conftest.py
     touched = [p for p in home.rglob("*") if p.is_file() and p != link]
