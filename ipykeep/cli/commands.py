@@ -458,7 +458,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "init",
-        "Register ipykeep with Claude Code, Codex and Cursor, and set up this project.",
+        "Register ipykeep with Claude Code, Codex, Cursor, Gemini CLI, opencode and VS Code, "
+        "and set up this project.",
         f"{_SCAFFOLD}:init",
         (
             *notebook_either_way(INIT_NOTEBOOK_HELP, type="path", kernel=False),
@@ -490,8 +491,8 @@ COMMANDS: tuple[Command, ...] = (
             flag(
                 "allow_all",
                 "--allow-all",
-                "Claude Code: allow every ipykeep tool, code-running ones too "
-                "(default: only the read-only tools).",
+                "Claude Code: allow every ipykeep tool, code-running ones too, in "
+                ".claude/settings.local.json (default: only the read-only tools).",
             ),
         ),
         (NOTEBOOK_ONCE,),
