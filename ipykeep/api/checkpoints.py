@@ -110,7 +110,7 @@ class CheckpointListing(Record):
 
 
 class CheckpointParams(KernelParams):
-    name: str | None = Field(None, description="name (default: a timestamp)")
+    name: str | None = Field(None, description="default: a timestamp")
 
 
 class RestoreParams(KernelParams):
@@ -124,15 +124,14 @@ CHECKPOINT: Method[CheckpointParams, NamedCheckpointResult] = Method(
     CheckpointParams,
     NamedCheckpointResult,
     _CALLS,
-    "Save every variable under a name (default: a timestamp) to roll back to with restore,"
-    " e.g. before a risky cell.",
+    "Save all variables under a name to roll back to with restore, e.g. before a risky cell.",
 )
 RESTORE: Method[RestoreParams, RollbackResult] = Method(
     names.RESTORE,
     RestoreParams,
     RollbackResult,
     _CALLS + (e.CHECKPOINT_TAMPERED, e.UNKNOWN_CHECKPOINT),
-    "Roll the variables back to a named checkpoint; variables made since are deleted.",
+    "Roll the variables back to a checkpoint; newer variables are deleted.",
 )
 CHECKPOINTS: Method[KernelParams, CheckpointListing] = Method(
     names.CHECKPOINTS,

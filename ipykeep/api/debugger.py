@@ -18,14 +18,14 @@ class DebugParams(KernelParams):
         min_length=1,
         max_length=2000,
         description=(
-            "pdb-style: where, up [n], down [n], frame N, p EXPR, locals, list, "
-            "break CELL:LINE | FUNCTION | /TEXT/ | FILE:LINE, clear [N|SPEC], catch on|off, "
-            "step, next, return, continue, quit, status, replay [CELL] [LINE]"
+            "where, up, down, frame N, p EXPR, locals, list, break CELL:LINE|FUNCTION|/TEXT/"
+            "|FILE:LINE, clear, catch on|off, step, next, return, continue, quit, status,"
+            " replay [CELL]"
         ),
     )
     handle: str | None = Field(
         default=None,
-        description="the execution to debug (its post-mortem, or its pause); default: the latest",
+        description="execution to debug; default: the latest",
     )
 
 
@@ -73,5 +73,5 @@ DEBUG: Method[DebugParams, DebugResult] = Method(
     DebugResult,
     KERNEL_LOOKUP
     + (e.KERNEL_BUSY, e.KERNEL_DIED, e.TIMEOUT, e.DEBUG_STATE, e.UNKNOWN_CELL, e.PROBE_FAILED),
-    "Debug with pdb commands: post-mortem of the last failure, breakpoints, stepping, replay.",
+    "pdb on the kernel: post-mortem of the last failure, breakpoints, stepping, replay.",
 )

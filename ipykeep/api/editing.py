@@ -26,7 +26,7 @@ class EditCellParams(KernelParams):
     cell: CellRef | None = Field(
         default=None, description="cell id or index (replace, delete, move)"
     )
-    version: str | None = Field(default=None, description="its version from list_cells")
+    version: str | None = Field(default=None, description="from list_cells")
     source: str | None = Field(default=None, description="replace, insert")
     cell_type: Literal["code", "markdown"] = Field(
         default="code", description="insert; default code"
@@ -69,6 +69,6 @@ EDIT_CELL: Method[EditCellParams, EditCellResult] = Method(
     KERNEL_LOOKUP
     + (e.STALE_VERSION, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED)
     + (e.NOTEBOOK_CONFLICT,),
-    "Edit a notebook cell against its version: replace, insert, delete, move. A stale version"
-    " is refused with the current source. Returns the new version and the cells made stale.",
+    "Change a notebook cell given its version; a stale version is refused with the current"
+    " source. Returns the new version and the cells made stale.",
 )

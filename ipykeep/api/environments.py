@@ -13,15 +13,13 @@ from ipykeep.api.spec import KernelParams, Method
 
 class AddPackagesParams(KernelParams):
     packages: list[str] = Field(
-        min_length=1, description="requirements, e.g. six or 'iniconfig>=2' (at least one)"
+        min_length=1, description="requirements, e.g. 'pandas>=2' (at least one)"
     )
     record: bool = Field(
         default=False,
-        description="also record them in pyproject.toml (uv projects, `uv add`; default false)",
+        description="add to pyproject.toml too (default false)",
     )
-    index_url: str | None = Field(
-        default=None, description="package index to install from (default: the installer's)"
-    )
+    index_url: str | None = Field(default=None, description="default: the installer's")
 
 
 class PackageChange(Record):
@@ -55,6 +53,5 @@ ADD_PACKAGES: Method[AddPackagesParams, AddPackagesResult] = Method(
     AddPackagesParams,
     AddPackagesResult,
     KERNEL_LOOKUP + (e.INSTALL_FAILED, e.NOT_SUPPORTED, e.KERNEL_DIED, e.KERNEL_BUSY),
-    "Install packages into the kernel's own environment (uv, else pip), importable without a"
-    " restart; record=true also adds them to pyproject.toml.",
+    "Install packages into the kernel's environment, importable without a restart.",
 )

@@ -32,15 +32,13 @@ class ReadExecutionParams(KernelParams):
     handle: str = Field(description=HANDLE)
     yield_time_ms: int = Field(default=0, ge=0)
     cursor: int | None = Field(
-        default=None, ge=0, description="output offset >= 0; default: where you last read"
+        default=None, ge=0, description="output offset; default: where you last read"
     )
     reader: str = "default"
 
 
 class InterruptParams(KernelParams):
-    handle: str | None = Field(
-        default=None, description="execution handle to stop; default: what runs"
-    )
+    handle: str | None = Field(default=None, description="default: what runs")
 
 
 class RunCellsParams(KernelParams):
@@ -102,7 +100,7 @@ RUN_CELLS: Method[RunCellsParams, BatchResult] = Method(
     RunCellsParams,
     BatchResult,
     RUNS + (e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED),
-    "Run notebook cells, in order, with their source on disk now.",
+    "Run notebook cells in order, as they are on disk.",
 )
 LIST_CELLS: Method[KernelParams, CellsRecord] = Method(
     names.LIST_CELLS,

@@ -22,12 +22,12 @@ INSPECT: Method[InspectParams, Summary] = Method(
     InspectParams,
     Summary,
     _PROBES + (e.UNKNOWN_NAME,),
-    "Typed summary of a variable (shape, dtypes, stats, preview), never the whole object.",
+    "Summary of a variable: type, shape, dtypes, stats, preview.",
 )
 NAMESPACE: Method[KernelParams, NamespaceListing] = Method(
     names.NAMESPACE,
     KernelParams,
     NamespaceListing,
     _PROBES,
-    "Variables in the kernel, with type, size and the cell that defined them.",
+    "Variables with type, size and defining cell.",
 )

@@ -39,13 +39,12 @@ class CreateKernelParams(Params):
     )
     cwd: PathArg | None = Field(
         default=None,
-        description="working dir for a scratch kernel,"
-        " or ssh://[user@]host/path for a kernel over SSH",
+        description="scratch kernel's working dir, or ssh://[user@]host/path",
     )
     #: Run the kernel behind this Jupyter Server / Kernel Gateway URL (token from the environment).
     gateway: str | None = Field(
         default=None,
-        description="run the kernel on this Jupyter server / gateway URL (http(s)://…)",
+        description="Jupyter server/gateway URL",
     )
     python: PathArg | None = Field(default=None, description="interpreter (default: configured)")
     warm: bool = Field(default=True, description="run the notebook's cells now (default true)")
@@ -94,7 +93,7 @@ LIST_KERNELS: Method[NoParams, list[KernelRecord]] = Method(
     NoParams,
     list[KernelRecord],
     (),
-    "Running kernels: state, notebook, cwd, stale cells, running executions.",
+    "Running kernels with their notebook, state and stale cells.",
 )
 CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
     names.CREATE_KERNEL,
@@ -109,7 +108,7 @@ CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
         e.REMOTE_AUTH_FAILED,
         e.REMOTE_UNREACHABLE,
     ),
-    "Start a persistent kernel, bound to a notebook if given (returns the bound one if it exists).",
+    "Start a kernel, bound to a notebook if given (or return the one bound to it).",
 )
 WAIT_WARM: Method[WaitWarmParams, KernelRecord] = Method(
     names.WAIT_WARM,
@@ -123,15 +122,14 @@ CLOSE_KERNEL: Method[KernelParams, KernelRecord] = Method(
     KernelParams,
     KernelRecord,
     KERNEL_LOOKUP,
-    "Shut a kernel down (its variables are lost).",
+    "Shut a kernel down; its variables are lost.",
 )
 RESTART: Method[KernelParams, KernelRecord] = Method(
     names.RESTART,
     KernelParams,
     KernelRecord,
     KERNEL_LOOKUP + (e.KERNEL_START_FAILED,),
-    "Restart a kernel (dead or alive) with the same id and notebook; variables are lost, then"
-    " run_stale lists what must re-run.",
+    "Restart a kernel (same id and notebook); variables are lost, run_stale lists what to re-run.",
 )
 SHUTDOWN: Method[NoParams, ShutdownResult] = Method(
     names.SHUTDOWN,

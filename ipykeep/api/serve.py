@@ -14,12 +14,10 @@ from ipykeep.api.spec import KernelParams, Method
 
 class PublishParams(KernelParams):
     #: cell id or 0-based index -> caption to highlight
-    cells: dict[str, str] | None = Field(
-        default=None, description="cell id or index -> caption to highlight"
-    )
+    cells: dict[str, str] | None = Field(default=None, description="cell id or index -> caption")
     tunnel: bool = Field(
         default=False,
-        description="public cloudflared quick tunnel instead of a local URL (default false)",
+        description="public URL through a cloudflared tunnel (default false)",
     )
 
 
@@ -76,8 +74,7 @@ PUBLISH: Method[PublishParams, PublishResult] = Method(
     PublishParams,
     PublishResult,
     _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
-    "Read-only JupyterLab view (its own token: no editing, no code) of the kernel's notebook for"
-    " a person, named cells highlighted; returns the URL.",
+    "URL of a read-only JupyterLab view of the notebook for a person, cells highlighted.",
 )
 CONSOLE: Method[ConsoleParams, ConsoleInfo] = Method(
     names.CONSOLE,

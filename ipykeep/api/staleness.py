@@ -17,8 +17,7 @@ class RunStaleParams(KernelParams):
     #: With ``execute``: restart the kernel and run every code cell instead.
     fresh: bool = Field(
         default=False,
-        description="with execute: restart the kernel and run every cell instead (default false;"
-        " the plan's cost says when that is cheaper)",
+        description="with execute: restart and run all cells (default false)",
     )
     #: With ``execute``: reply once the outputs are in the notebook file (False: written within
     #: ``write_delay_ms`` after the reply; the MCP tools pass False).
@@ -26,9 +25,7 @@ class RunStaleParams(KernelParams):
 
 
 class WatchFileParams(KernelParams):
-    path: PathArg = Field(
-        description="file (relative to the kernel's cwd) whose changes make its readers stale"
-    )
+    path: PathArg = Field(description="relative to the kernel's cwd")
 
 
 class PlanProgress(Record):
@@ -56,7 +53,7 @@ RUN_STALE: Method[RunStaleParams, RunStaleResult] = Method(
     RunStaleParams,
     RunStaleResult,
     RUNS + (e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED, e.PROBE_FAILED),
-    "Cells that must re-run after edits (with reasons), in order; execute=true runs them.",
+    "Cells to re-run after edits, in order, with reasons; execute=true runs them.",
 )
 PLAN_PROGRESS: Method[KernelParams, PlanProgress] = Method(
     names.PLAN_PROGRESS,

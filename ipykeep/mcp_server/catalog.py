@@ -38,12 +38,19 @@ ResultKind = Literal[
     "kernel", "kernels", "execution", "batch", "cells", "interrupt", "stale", "debug", "json"
 ]
 
+#: Bytes ``tools/list`` may take on the wire (``tests/mcp_server/test_catalog.py`` holds it):
+#: Gemini CLI and opencode send the whole catalog with every model request, and each tool's
+#: name, description and schema are read by the model on every turn.
+TOOLS_LIST_BUDGET = 9_000
+
 #: Params the server fills in itself: whose output cursor advances (each MCP session has its
 #: own), and whether to wait for the notebook write (agents read outputs from the result).
 SERVER_SUPPLIED = frozenset({"reader", "wait_for_write"})
 
-#: Every tool names its kernel by id (agents hold ids; ``notebook`` lookup is for people).
-KERNEL_ID: Override = (str, Field(description="e.g. k1"))
+#: Every tool names its kernel by id (agents hold ids; ``notebook`` lookup is for people). The
+#: name says what it is: no description (every tool has one, and each byte of ``tools/list`` is
+#: paid for on every turn by the hosts that send the whole catalog).
+KERNEL_ID: Override = (str, Field())
 
 #: An argument replacing the method's param of the same name: (annotation, ``Field(...)``).
 Override = tuple[Any, Any]
@@ -64,8 +71,8 @@ _CellArg = Annotated[str | int, AfterValidator(str)]
 
 @dataclass(frozen=True)
 class Hints:
-    """MCP tool annotations, each set on purpose: hosts decide approval from them (Codex
-    refuses an un-annotated tool under a never-approve policy)."""
+    """MCP tool annotations, each decided on purpose: hosts decide approval from them (Codex asks
+    before a tool that is not read-only, and never runs one under a never-approve policy)."""
 
     read_only: bool
     destructive: bool
@@ -73,16 +80,38 @@ class Hints:
     #: Whether the tool reaches beyond the project (code that may do anything, a public tunnel).
     open_world: bool
 
+    def published(self) -> dict[str, bool]:
+        """The annotations as ``tools/list`` carries them: only the hints that differ from the
+        protocol's defaults (not read-only, destructive, not idempotent, open-world), which
+        hosts apply to a hint left out (Codex does). A read-only tool leaves
+        ``destructiveHint`` and ``idempotentHint`` out too: the protocol gives them meaning
+        only for a tool that writes."""
+        out: dict[str, bool] = {}
+        if self.read_only:
+            out["readOnlyHint"] = True
+        if not self.destructive and not self.read_only:
+            out["destructiveHint"] = False
+        if self.idempotent and not self.read_only:
+            out["idempotentHint"] = True
+        if not self.open_world:
+            out["openWorldHint"] = False
+        return out
+
 
 #: Claude Code's ``_meta`` keys on a tool in ``tools/list``: load the tool's schema at session
 #: start instead of behind its tool search, and the result size (characters) above which it
 #: keeps only a short preview of the result, the rest in a file (its own cap is 500,000).
 ALWAYS_LOAD_KEY = "anthropic/alwaysLoad"
 MAX_RESULT_CHARS_KEY = "anthropic/maxResultSizeChars"
-#: What the tools that return outputs or listings declare: ipykeep bounds those results itself
-#: (head + tail, a marker naming the full text), so a host's own cut would only hide the tail
-#: and the marker of a result that a raised ``max_output_chars`` made long.
+#: What the tools that return outputs or listings declare when their results can outgrow
+#: Claude Code's default: ipykeep bounds those results itself (head + tail, a marker naming the
+#: full text), so a host's own cut would only hide the tail and the marker.
 BOUNDED_RESULT_CHARS = 500_000
+#: Claude Code's default: a longer result becomes a preview and a file.
+CLAUDE_CODE_RESULT_CHARS = 50_000
+#: The longest bounded result in units of ``max_output_chars``: a listing is cut at four times
+#: it, and a client receives its text twice (the text block and ``structuredContent``).
+LONGEST_RESULT_FACTOR = 8
 
 
 #: Only reads ipykeep's state.
@@ -93,10 +122,10 @@ RUNS_CODE = Hints(read_only=False, destructive=True, idempotent=False, open_worl
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """One MCP tool: its name, title and hints, and only where it differs from its method."""
+    """One MCP tool: its name and hints, and only where it differs from its method (no title:
+    the name says what the tool is, and no host passes a title to its model)."""
 
     name: str
-    title: str
     #: The daemon method it calls (an ``api.names`` constant).
     method_name: str
     hints: Hints
@@ -120,13 +149,15 @@ class ToolSpec:
     #: for a small record, which no host cap reaches.
     max_result_chars: int | None = None
 
-    @property
-    def meta(self) -> dict[str, Any] | None:
-        """The tool's ``_meta`` in ``tools/list`` (hints for Claude Code; others ignore them)."""
+    def meta(self, max_output_chars: int) -> dict[str, Any] | None:
+        """The tool's ``_meta`` in ``tools/list`` (hints for Claude Code; others ignore them).
+        The result cap is declared only when ``max_output_chars`` lets a bounded result outgrow
+        Claude Code's default: below that, the key would cost every host bytes for nothing."""
         meta: dict[str, Any] = {}
         if self.always_load:
             meta[ALWAYS_LOAD_KEY] = True
-        if self.max_result_chars is not None:
+        longest = max_output_chars * LONGEST_RESULT_FACTOR
+        if self.max_result_chars is not None and longest > CLAUDE_CODE_RESULT_CHARS:
             meta[MAX_RESULT_CHARS_KEY] = self.max_result_chars
         return meta or None
 
@@ -206,7 +237,6 @@ def result_kind(result: Any) -> ResultKind:
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "create_kernel",
-        "Create kernel",
         names.CREATE_KERNEL,
         # Warming runs the notebook's code; a scratch kernel is new on every call.
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
@@ -215,7 +245,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             # the server resolves it against its project (not a shell's working directory)
             "notebook": (
                 str | None,
-                Field(None, description=".ipynb to bind (relative to the project)"),
+                Field(None, description=".ipynb to bind, relative to the project"),
             ),
         },
         starts_daemon=True,
@@ -224,31 +254,27 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "list_kernels",
-        "List kernels",
         names.LIST_KERNELS,
         READ,
         max_result_chars=BOUNDED_RESULT_CHARS,
     ),
     ToolSpec(
         "close_kernel",
-        "Close kernel",
         names.CLOSE_KERNEL,
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "restart_kernel",
-        "Restart kernel",
         names.RESTART,
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "ipython",
-        "Run Python",
         names.EXECUTE,
         RUNS_CODE,
         # The agent polls with read_cell; an RPC caller waits as long as it likes.
-        about="Run code in the kernel, keeping state. Returns output (bounded) or, if still"
-        " running after yield_time_ms, a handle for read_cell.",
+        about="Run code in the kernel (state persists). Returns the output, or a handle for"
+        " read_cell if it runs past yield_time_ms.",
         overrides={
             "yield_time_ms": (
                 int,
@@ -266,16 +292,13 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "read_cell",
-        "Read execution",
         names.READ_EXECUTION,
         READ,
         about="Output of an execution since you last read it; its state.",
         overrides={
             "yield_time_ms": (
                 int,
-                Field(
-                    0, ge=0, le=30000, description="ms to wait for it to finish, 0-30000, default 0"
-                ),
+                Field(0, ge=0, le=30000, description="ms to wait, 0-30000, default 0"),
             ),
         },
         aliases={"handle": _HANDLE_ALIASES},
@@ -285,7 +308,6 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "interrupt",
-        "Interrupt",
         names.INTERRUPT,
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
         aliases={"handle": _HANDLE_ALIASES},
@@ -293,7 +315,6 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "list_cells",
-        "List cells",
         names.LIST_CELLS,
         READ,
         always_load=True,
@@ -301,13 +322,11 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "markdown",
-        "Add note",
         names.MARKDOWN,
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "run_stale",
-        "Run stale cells",
         names.RUN_STALE,
         # A second call finds nothing stale and does nothing more.
         Hints(read_only=False, destructive=True, idempotent=True, open_world=True),
@@ -317,7 +336,6 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "run_cells",
-        "Run cells",
         names.RUN_CELLS,
         RUNS_CODE,
         overrides={
@@ -326,7 +344,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                 list[_CellArg],
                 Field(
                     min_length=1,
-                    description="cell ids or 0-based indexes (at least one), run in this order",
+                    description="cell ids or 0-based indexes (at least one)",
                 ),
             ),
         },
@@ -336,14 +354,12 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "edit_cell",
-        "Edit cell",
         names.EDIT_CELL,
         # Changes the user's notebook (delete removes a cell); a replay is refused as stale.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "inspect",
-        "Inspect variable",
         names.INSPECT,
         READ,
         overrides={"name": (str, Field(description="variable or expression, e.g. df or df['a']"))},
@@ -352,20 +368,17 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "namespace",
-        "List variables",
         names.NAMESPACE,
         READ,
         max_result_chars=BOUNDED_RESULT_CHARS,
     ),
     ToolSpec(
         "watch_file",
-        "Watch file",
         names.WATCH_FILE,
         Hints(read_only=False, destructive=False, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "add_packages",
-        "Add packages",
         names.ADD_PACKAGES,
         # installs from a package index into the kernel's environment (and may edit
         # pyproject.toml); adding what is installed already changes nothing
@@ -373,26 +386,22 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "checkpoint",
-        "Checkpoint variables",
         names.CHECKPOINT,
         Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
     ),
     ToolSpec(
         "restore",
-        "Roll back variables",
         names.RESTORE,
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
         "debug",
-        "Debug",
         names.DEBUG,
         # `p EXPR` evaluates code and `step`/`continue` move a paused run: not read-only.
         Hints(read_only=False, destructive=True, idempotent=False, open_world=True),
     ),
     ToolSpec(
         "publish",
-        "Publish notebook",
         names.PUBLISH,
         # tunnel=true exposes the view on a public URL.
         Hints(read_only=False, destructive=False, idempotent=True, open_world=True),
@@ -413,23 +422,48 @@ def engine_params(spec: ToolSpec, args: Args, **extra: Any) -> Params:
     return params
 
 
+#: What a published schema keeps of each node: the shape a model fills in. Defaults and bounds
+#: are said in the argument's description (Codex strips them from schemas, and a model reads the
+#: description anyway), and the tool's own model checks them on every call.
+SCHEMA_KEYS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "items",
+        "anyOf",
+        "enum",
+        "description",
+        "additionalProperties",
+    }
+)
+
+
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema without titles, ``null`` branches or empty ``properties``."""
+    """The model's JSON schema as ``tools/list`` publishes it: types, enums, required
+    arguments and descriptions; no titles, defaults, bounds or ``null`` branches."""
     schema = model.model_json_schema()
 
-    def clean(node: Any) -> Any:
+    def clean(node: Any, *, keys: bool = False) -> Any:
         if isinstance(node, dict):
-            node = {k: clean(v) for k, v in node.items() if k != "title"}
+            if keys:  # a ``properties`` mapping: every key is an argument's name
+                return {k: clean(v) for k, v in node.items()}
+            node = {
+                k: clean(v, keys=k in ("properties", "$defs"))
+                for k, v in node.items()
+                if k in SCHEMA_KEYS
+            }
             branches = node.get("anyOf")
             if isinstance(branches, list):
                 kept = [b for b in branches if b != {"type": "null"}]
                 if len(kept) == 1:
                     node.pop("anyOf")
                     node = {**kept[0], **node}
+                elif all(set(b) == {"type"} for b in kept):  # [string, integer]: one type list
+                    node.pop("anyOf")
+                    node = {"type": [b["type"] for b in kept], **node}
                 else:
                     node["anyOf"] = kept
-            if node.get("default", ...) is None:
-                node.pop("default")
             return node
         if isinstance(node, list):
             return [clean(v) for v in node]

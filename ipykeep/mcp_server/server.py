@@ -72,20 +72,16 @@ ARTIFACT_TEMPLATE = "ipykeep://artifacts/{kernel_id}/{name}"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-def _tools() -> list[Tool]:
+def _tools(config: Config) -> list[Tool]:
     return [
         Tool(
             name=spec.name,
-            title=spec.title,
             description=spec.description,
             input_schema=compact_schema(spec.args),
-            annotations=ToolAnnotations(
-                read_only_hint=spec.hints.read_only,
-                destructive_hint=spec.hints.destructive,
-                idempotent_hint=spec.hints.idempotent,
-                open_world_hint=spec.hints.open_world,
-            ),
-            _meta=spec.meta,
+            annotations=ToolAnnotations.model_validate(hints)
+            if (hints := spec.hints.published())
+            else None,
+            _meta=spec.meta(config.max_output_chars),
         )
         for spec in TOOLS
     ]
@@ -110,7 +106,7 @@ class IpykeepMcp:
         self._notices: Any = None
         #: Cursor owner for clients without a transport session (stdio: one client per process).
         self.default_reader = f"mcp-{uuid.uuid4().hex[:12]}"
-        self.tools = _tools()
+        self.tools = _tools(config)
         #: Lowest MCP log level sent to the client (logging/setLevel changes it).
         self.log_level = "info"
 

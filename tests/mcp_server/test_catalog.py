@@ -6,9 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+from mcp_types import ListToolsResult
 from pydantic import ValidationError
 
-from ipykeep.mcp_server.catalog import BY_NAME, TOOLS, compact_schema, engine_params
+from ipykeep.mcp_server.catalog import (
+    BY_NAME,
+    TOOLS,
+    TOOLS_LIST_BUDGET,
+    compact_schema,
+    engine_params,
+)
 from ipykeep.mcp_server.server import IpykeepMcp
 from ipykeep.project.config import Config
 
@@ -44,13 +51,15 @@ def test_schemas_are_compact_and_complete() -> None:
     schema = compact_schema(BY_NAME["ipython"].args)
     assert "title" not in json.dumps(schema)
     assert schema["required"] == ["kernel_id", "code"]
+    # defaults and bounds are in the description, which the tool's model enforces
     assert schema["properties"]["yield_time_ms"] == {
-        "default": 5000,
         "description": "ms to wait, 0-30000, default 5000; 0 returns the handle at once",
-        "maximum": 30000,
-        "minimum": 0,
         "type": "integer",
     }
+    assert schema["properties"]["kernel_id"] == {"type": "string"}
+    # a cell is an id or an index: one type list, not a branch per type
+    cells = compact_schema(BY_NAME["run_cells"].args)["properties"]["cells"]
+    assert cells["items"] == {"type": ["string", "integer"]}
     # optional strings are plain strings, not anyOf [string, null]
     assert (
         compact_schema(BY_NAME["create_kernel"].args)["properties"]["notebook"]["type"] == "string"
@@ -58,30 +67,46 @@ def test_schemas_are_compact_and_complete() -> None:
     assert compact_schema(BY_NAME["list_kernels"].args) == {"type": "object"}
 
 
-def _listed(tmp_path: Path) -> list[dict]:
-    app = IpykeepMcp(tmp_path, Config())
+def _listed(tmp_path: Path, config: Config | None = None) -> list[dict]:
+    app = IpykeepMcp(tmp_path, config or Config())
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in app.tools]
 
 
+def tools_list_bytes(tmp_path: Path, config: Config | None = None) -> int:
+    """Bytes of the ``tools/list`` result as the SDK writes it on the wire."""
+    app = IpykeepMcp(tmp_path, config or Config())
+    result = ListToolsResult(tools=app.tools)
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
 def test_tools_list_under_budget(tmp_path: Path) -> None:
-    payload = json.dumps({"tools": _listed(tmp_path)})
-    # 25 tools at about 500 bytes each; the eight Claude Code always loads are about 5.5 KB
-    assert len(payload.encode()) < 13_000, len(payload.encode())
-    assert all("outputSchema" not in t for t in json.loads(payload)["tools"])
+    size = tools_list_bytes(tmp_path)
+    assert size <= TOOLS_LIST_BUDGET, size
+    assert all("outputSchema" not in t and "title" not in t for t in _listed(tmp_path))
 
 
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+#: The protocol's value for a hint a tool leaves out.
+HINT_DEFAULTS = {
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
 
 
-def test_every_tool_has_a_title_and_explicit_hints(tmp_path: Path) -> None:
-    """Codex refuses un-annotated tools under a never-approve policy: every hint is set."""
+def _hints(tool: dict) -> dict[str, bool]:
+    """A tool's hints as a host reads them: the published ones over the protocol's defaults."""
+    return {**HINT_DEFAULTS, **(tool.get("annotations") or {})}
+
+
+def test_hints_carry_only_what_differs_from_the_protocol_defaults(tmp_path: Path) -> None:
     for tool in _listed(tmp_path):
-        assert tool.get("title"), tool["name"]
-        hints = tool.get("annotations") or {}
-        assert all(isinstance(hints.get(h), bool) for h in HINTS), (tool["name"], hints)
-    listed = {t["name"]: t["annotations"] for t in _listed(tmp_path)}
+        published = tool.get("annotations") or {}
+        assert all(published[h] != HINT_DEFAULTS[h] for h in published), tool
+    listed = {t["name"]: _hints(t) for t in _listed(tmp_path)}
     for name in ("list_kernels", "read_cell", "list_cells", "inspect", "namespace"):
-        assert listed[name]["readOnlyHint"] is True and listed[name]["destructiveHint"] is False
+        assert listed[name]["readOnlyHint"] is True and listed[name]["openWorldHint"] is False
     for name in (
         "ipython",
         "run_cells",
@@ -89,28 +114,41 @@ def test_every_tool_has_a_title_and_explicit_hints(tmp_path: Path) -> None:
         "close_kernel",
         "restart_kernel",
         "interrupt",
+        "edit_cell",
+        "debug",
     ):
         assert listed[name]["readOnlyHint"] is False and listed[name]["destructiveHint"] is True
-    assert (
-        listed["ipython"]["openWorldHint"] is True
-        and listed["list_kernels"]["openWorldHint"] is False
-    )
+    assert listed["ipython"]["openWorldHint"] is True
+    assert listed["ipython"]["idempotentHint"] is False
+    assert listed["watch_file"]["destructiveHint"] is False
+    assert listed["watch_file"]["idempotentHint"] is True
+    # what each tool declares, as hosts read it
+    for spec in TOOLS:
+        hints = listed[spec.name]
+        assert hints["readOnlyHint"] is spec.hints.read_only, spec.name
+        assert hints["openWorldHint"] is spec.hints.open_world, spec.name
+        if not spec.hints.read_only:
+            assert hints["destructiveHint"] is spec.hints.destructive, spec.name
+            assert hints["idempotentHint"] is spec.hints.idempotent, spec.name
 
 
-def test_defaults_and_ranges_are_also_in_descriptions(tmp_path: Path) -> None:
-    """Codex strips default/minimum/maximum from schemas: the description must say them too."""
-    for tool in _listed(tmp_path):
-        for prop, schema in (tool["inputSchema"].get("properties") or {}).items():
-            desc = schema.get("description", "")
-            where = f"{tool['name']}.{prop}: {desc!r}"
-            if "default" in schema:
-                shown = str(schema["default"]).lower()
-                assert "default" in desc and shown in desc.lower(), where
-            for bound in ("minimum", "maximum"):
-                if bound in schema:
-                    assert str(schema[bound]) in desc, where
-            if "minItems" in schema:
-                assert "at least one" in desc, where
+def test_defaults_and_ranges_are_in_descriptions() -> None:
+    """Schemas carry no defaults or bounds (Codex strips them anyway): the description says
+    them, and the tool's model enforces them."""
+    for spec in TOOLS:
+        for name, info in spec.args.model_fields.items():
+            desc = info.description or ""
+            where = f"{spec.name}.{name}: {desc!r}"
+            default = info.get_default()
+            if default is not None and not info.is_required():
+                assert "default" in desc and str(default).lower() in desc.lower(), where
+            for meta in info.metadata:
+                for bound in ("ge", "le"):
+                    value = getattr(meta, bound, None)
+                    if value is not None and value != 0:
+                        assert str(value) in desc, where
+                if getattr(meta, "min_length", None) == 1 and info.annotation is not str:
+                    assert "at least one" in desc, where
 
 
 def test_engine_params_mapping() -> None:
@@ -216,10 +254,30 @@ BOUNDED_RESULTS = {
 }
 
 
+def _expected_meta(name: str, *, raised: bool) -> dict[str, object]:
+    expected: dict[str, object] = {}
+    if name in ALWAYS_LOADED:
+        expected["anthropic/alwaysLoad"] = True
+    if raised and name in BOUNDED_RESULTS:
+        expected["anthropic/maxResultSizeChars"] = 500_000
+    return expected
+
+
+def test_result_cap_declared_only_when_results_can_outgrow_claude_codes(tmp_path: Path) -> None:
+    # 2,500 characters (the default): a bounded result stays under Claude Code's 50,000
+    for tool in _listed(tmp_path):
+        assert tool.get("_meta", {}) == _expected_meta(tool["name"], raised=False), tool
+    raised = Config(max_output_chars=20_000)
+    for tool in _listed(tmp_path, raised):
+        assert tool.get("_meta", {}) == _expected_meta(tool["name"], raised=True), tool
+
+
 def test_claude_code_hints_reach_the_official_client(tmp_path: Path) -> None:
     from tests.mcp_server.harness import McpSession, make_project, stdio_params
 
-    session = McpSession(stdio_params(make_project(tmp_path / "proj"))).start()
+    project = make_project(tmp_path / "proj")
+    (project / "ipykeep.toml").write_text("max_output_chars = 20000\n")
+    session = McpSession(stdio_params(project)).start()
     try:
         listed = session.run(lambda c: c.list_tools())
     finally:
@@ -227,9 +285,4 @@ def test_claude_code_hints_reach_the_official_client(tmp_path: Path) -> None:
     metas = {t.name: t.meta or {} for t in listed.tools}
     assert set(metas) == CATALOG
     for name, meta in metas.items():
-        expected: dict[str, object] = {}
-        if name in ALWAYS_LOADED:
-            expected["anthropic/alwaysLoad"] = True
-        if name in BOUNDED_RESULTS:
-            expected["anthropic/maxResultSizeChars"] = 500_000
-        assert meta == expected, (name, meta)
+        assert meta == _expected_meta(name, raised=True), (name, meta)
