@@ -68,6 +68,8 @@ class StdioHost:
     era: str = ""
     #: what the opening did, in order (``probe``, ``probe unanswered``, ``initialize``, …)
     steps: list[str] = field(default_factory=list)
+    #: ids of every answer read so far
+    answered_ids: set[Any] = field(default_factory=set)
     _next_id: int = 0
     _early: dict[Any, dict[str, Any]] = field(default_factory=dict)
 
@@ -112,6 +114,7 @@ class StdioHost:
             message: dict[str, Any] = json.loads(line)
             if "method" in message:
                 continue
+            self.answered_ids.add(message.get("id"))
             if message.get("id") == rid:
                 return message
             self._early[message.get("id")] = message
@@ -147,13 +150,14 @@ class StdioHost:
         self.era = MODERN_ERA
         return reply
 
-    async def open_like_claude_code(self) -> None:
-        """Probe, wait ``PROBE_WAIT_S``, fall back to the handshake, re-discover on ``-32022``;
-        ``era`` and ``steps`` say what happened. Raises if no era could be opened."""
+    async def open_like_claude_code(self, probe_wait: float = PROBE_WAIT_S) -> None:
+        """Probe, wait ``probe_wait`` s, fall back to the handshake, re-discover on ``-32022``;
+        ``era`` and ``steps`` say what happened. Raises if no era could be opened. A
+        ``probe_wait`` of 0 plays a probe answered too late, whatever the machine's speed."""
         probe = self.new_id()
         await self.send(request(probe, "server/discover", modern=True))
         self.steps.append("probe")
-        reply = await self.answer(probe, PROBE_WAIT_S)
+        reply = await self.answer(probe, probe_wait) if probe_wait > 0 else None
         if reply is not None and "result" in reply:
             self.era = MODERN_ERA
             return

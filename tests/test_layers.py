@@ -24,6 +24,20 @@ def test_import_contracts_hold() -> None:
     assert "0 broken" in done.stdout
 
 
+def test_every_mcp_server_module_is_in_its_layering() -> None:
+    """The MCP server's layers contract is exhaustive: a module left out of it fails the lint
+    (and so a cycle among the modules cannot hide in an unlisted one)."""
+    import tomlkit  # tomllib is 3.11+
+
+    pyproject = tomlkit.parse((ROOT / "pyproject.toml").read_text()).unwrap()
+    contracts = pyproject["tool"]["importlinter"]
+    mcp = [c for c in contracts["contracts"] if c.get("containers") == ["ipykeep.mcp_server"]]
+    assert len(mcp) == 1 and mcp[0]["type"] == "layers" and mcp[0]["exhaustive"] is True
+    listed = {m.strip() for layer in mcp[0]["layers"] for m in layer.split("|")}
+    modules = {p.stem for p in (PACKAGE / "mcp_server").glob("*.py") if p.stem != "__init__"}
+    assert listed == modules
+
+
 def _package_of(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).parent.parts)
 
