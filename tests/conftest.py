@@ -88,6 +88,7 @@ LONGEST_FIRST = (
     "test_checkpoints_thirdparty.py",
     "test_shared_document_browser.py",
     "test_staleness_tutorials.py",
+    "test_protocol_eras.py",
 )
 
 

@@ -6,8 +6,9 @@ content, see ``results.py``), results built in ``results.py``, and argument
 errors returned as the error envelope instead of the SDK's plain-text message.
 
 Start-up is on the hosts' clock (see ``launch.py``): this module imports the SDK and the
-catalog only; the daemon client (``backend``), the result builders and the artifact helpers
-load on the first call that needs them.
+catalog's declarations only; the tools' descriptions and schemas (every API model) are built on
+the first ``tools/list``, and the daemon client (``backend``), the result builders and the
+artifact helpers load on the first call that needs them.
 """
 
 from __future__ import annotations
@@ -106,9 +107,17 @@ class IpykeepMcp:
         self._notices: Any = None
         #: Cursor owner for clients without a transport session (stdio: one client per process).
         self.default_reader = f"mcp-{uuid.uuid4().hex[:12]}"
-        self.tools = _tools(config)
+        self._tools: list[Tool] | None = None
         #: Lowest MCP log level sent to the client (logging/setLevel changes it).
         self.log_level = "info"
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The catalog, built on the first ``tools/list``: building it loads every API model
+        and derives each tool's schema, which the opening of a session does without."""
+        if self._tools is None:
+            self._tools = _tools(self.config)
+        return self._tools
 
     @property
     def backend(self) -> Any:

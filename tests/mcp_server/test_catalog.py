@@ -215,13 +215,15 @@ def test_artifact_template_matches_the_archive() -> None:
 
 
 def test_server_module_loads_without_the_daemon_client() -> None:
-    """The handshake needs the SDK and the catalog only (start-up time, see launch.py); the
-    API's models load on the first call."""
+    """The opening of a session needs the SDK and the catalog's declarations only (start-up
+    time, see launch.py); the API's models load on the first tools/list or call."""
     import subprocess
     import sys
 
     code = (
-        "import sys, ipykeep.mcp_server.launch, ipykeep.mcp_server.server;"
+        "import sys, pathlib, ipykeep.mcp_server.launch, ipykeep.mcp_server.server as s;"
+        "from ipykeep.project.config import Config;"
+        "s.IpykeepMcp(pathlib.Path('.'), Config()).server();"
         "heavy = [m for m in ('nbformat', 'jupyter_client', 'ipykeep.client.connection', "
         "'ipykeep.engine.engine', 'typer', 'ipykeep.api.methods', 'ipykeep.api.records') if m in "
         "sys.modules];"
