@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +18,9 @@ from typing import Any
 
 from ipykeep.api.errors import InstallError
 from ipykeep.kernel.inkernel import ENVTOOLS
+from ipykeep.platform.files import open_private
 from ipykeep.project.atomic import atomic_write_bytes
+from ipykeep.project.layout import private_dir
 
 #: characters of an installer's output put in an error (the whole output is in its log)
 TAIL_CHARS = 2000
@@ -46,7 +49,7 @@ async def install_with(
     python: str, requirements: list[str], log_dir: Path, index_url: str | None = None
 ) -> dict[str, Any]:
     """Install into the environment of ``python`` (no kernel needed): the installer's result."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(log_dir)  # under .ipykeep/: the logs are the owner's
     request = json.dumps(
         {
             "requirements": requirements,
@@ -95,7 +98,8 @@ async def record_with_uv(
         *(["--index-url", index_url] if index_url else []),
         *requirements,
     ]
-    with open(log, "a", encoding="utf-8") as out:
+    private_dir(log.parent)
+    with os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
         proc = await asyncio.create_subprocess_exec(

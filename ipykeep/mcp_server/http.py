@@ -62,11 +62,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MIN_TOKEN_LENGTH = 32
+MIN_TOKEN_DISTINCT = 10  # a random hex or base64 secret of 32+ characters has far more
+
+
+def weak_token(token: str) -> bool:
+    """Too short or too repetitive to guard an endpoint others can reach."""
+    return len(token) < MIN_TOKEN_LENGTH or len(set(token)) < MIN_TOKEN_DISTINCT
+
+
 def resolve_token(host: str, environ: dict[str, str] | None = None) -> tuple[str, bool]:
     """The token to require, and whether it was given explicitly."""
     env = os.environ if environ is None else environ
     given = env.get(TOKEN_ENV, "").strip()
     if given:
+        if not is_loopback(host) and weak_token(given):
+            raise UsageError(
+                f"refusing to listen on non-loopback host {host} with a weak {TOKEN_ENV} "
+                f"(it needs {MIN_TOKEN_LENGTH}+ characters, not one or two repeated)",
+                hint=f"set {TOKEN_ENV} to a long random secret, e.g. "
+                '`python -c "import secrets; print(secrets.token_urlsafe(32))"`',
+            )
         return given, True
     if not is_loopback(host):
         raise UsageError(

@@ -77,10 +77,13 @@ class Config:
     server_command: Literal["lab", "notebook"] = "lab"
     #: Port for the Jupyter server; 0 picks a free one.
     serve_port: int = 0
-    #: True (and jupyter-collaboration installed: the ``collab`` extra): the served notebook is
-    #: the server's shared document; ipykeep's edits and outputs go into it and plans read it.
-    #: False: the file is the document, and the server runs without real-time collaboration.
-    serve_collaboration: bool = False
+    #: True (the default; the serve extra brings jupyter-collaboration): the served notebook is
+    #: the server's shared document; ipykeep's edits and outputs go into it, plans read it, and
+    #: a file tool's write is merged into it cell by cell. False: the file is the document and
+    #: the server runs without real-time collaboration; an agent's write to the file while a
+    #: person has unsaved typing then brings up JupyterLab's "File Changed" dialog, where
+    #: "Overwrite" drops the agent's change and "Revert" the person's.
+    serve_collaboration: bool = True
     #: Where kernels run: "local", "gateway" (a Jupyter Server / Kernel or Enterprise Gateway
     #: at gateway_url) or "ssh" (ssh_url). A cwd of "ssh://user@host/path" always means ssh.
     kernel_provider: Literal["local", "gateway", "ssh"] = "local"

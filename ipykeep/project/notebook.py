@@ -118,12 +118,36 @@ def directory_lock(path: Path | str) -> Iterator[None]:
         yield
 
 
-def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None = None) -> bool:
+#: What tells one version of a file from the next: an atomic replace gives a new inode, an
+#: in-place write a new size or modification time (mtimes alone can tie: the clock that
+#: stamps them ticks every few milliseconds).
+FileIdentity = tuple[int, int, int, int]
+
+
+def file_identity(path: Path | str) -> FileIdentity | None:
+    """(device, inode, size, mtime in ns) of ``path``; None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def replace_file(
+    path: Path | str,
+    data: bytes,
+    *,
+    unchanged_since: bytes | None = None,
+    still: FileIdentity | None = None,
+    replaced: Callable[[FileIdentity], None] | None = None,
+) -> bool:
     """Atomically give ``path`` the content ``data``; never a half-written file on disk.
 
     Writes a temporary file beside it (fsynced, with the target's mode), then renames it over
     the target under ``directory_lock``. With ``unchanged_since``, the target is replaced only
-    if it still holds exactly those bytes (checked under the lock); returns whether it was.
+    if it still holds exactly those bytes; with ``still``, only if it is still that version
+    (``file_identity``); both checked under the lock; returns whether it was replaced.
+    ``replaced`` gets the identity of the version written (before anyone else can replace it).
     """
     path = os.fspath(path)
     tmp = write_temp_beside(path, data, fsync=True)
@@ -133,7 +157,12 @@ def replace_file(path: Path | str, data: bytes, *, unchanged_since: bytes | None
                 with open(path, "rb") as current:
                     if current.read() != unchanged_since:
                         return False
+            if still is not None and file_identity(path) != still:
+                return False
+            written = file_identity(tmp)
             os.replace(tmp, path)
+            if replaced is not None and written is not None:
+                replaced(written)
         tmp = ""
         return True
     finally:

@@ -20,14 +20,44 @@ import contextlib
 import errno
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import IO, Any
 
 from jupyter_server.base.handlers import AuthenticatedFileHandler
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from tornado.web import HTTPError
 
-from ipykeep.project.notebook import replace_file
+from ipykeep.project.notebook import FileIdentity, file_identity, replace_file
+
+
+@dataclass
+class SaveGuard:
+    """A save that must not overwrite a version of the file it has not seen (``file_merge``
+    sets one around a shared document's save): ``expected`` is the version the document last
+    read or wrote; ``written`` gets the version this save wrote, ``refused`` whether the file
+    had changed (then nothing was written)."""
+
+    expected: FileIdentity | None
+    #: called with the written version at the rename, under the directory lock
+    on_written: Callable[[FileIdentity], None] | None = None
+    written: FileIdentity | None = None
+    refused: bool = False
+
+
+#: The guard of the save under way in this task (a mutable value: the save runs in a task of
+#: its own, which sees the caller's context but not changes made to it).
+save_guard: ContextVar[SaveGuard | None] = ContextVar("ipykeep_save_guard", default=None)
+
+
+class _ChangedOnDisk(HTTPError):
+    """The guarded save found another version of the file (Jupyter passes HTTP errors on
+    without logging a traceback); private to the Jupyter server process, like ``_Unreachable``,
+    and told by ``SaveGuard.refused``."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(409, f"{path} changed on disk before the save")
 
 
 @contextlib.contextmanager
@@ -45,7 +75,19 @@ def replacing_writer(
         byte_buffer = io.BytesIO()
         yield byte_buffer
         data = byte_buffer.getvalue()
-    replace_file(path, data)
+    guard = save_guard.get()
+    if guard is None:
+        replace_file(path, data)
+        return
+
+    def wrote(identity: FileIdentity) -> None:
+        guard.written = identity
+        if guard.on_written is not None:
+            guard.on_written(identity)
+
+    if not replace_file(path, data, still=guard.expected, replaced=wrote):
+        guard.refused = True
+        raise _ChangedOnDisk(path)
 
 
 #: ipykeep's state directory, and the one part of it the browser may see (published views).
@@ -104,6 +146,10 @@ class ReplacingFileManager(AsyncLargeFileManager):
         if not reachable(os_path, self.root_dir):
             raise _Unreachable(path)
         return os_path
+
+    def identity(self, path: str) -> FileIdentity | None:
+        """The version of the file at API path ``path`` (``file_identity``)."""
+        return file_identity(self._get_os_path(path))
 
     @contextlib.contextmanager
     def atomic_writing(self, os_path: str, *args: Any, **kwargs: Any) -> Iterator[IO[Any]]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 import importlib
 import logging
 import time
@@ -34,7 +35,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipykeep.project.notebook import FileIdentity
 from ipykeep.serve.cell_merge import SAVED, canonical, merge_notebooks, mergeable
+from ipykeep.serve.contents import SaveGuard, save_guard
 from ipykeep.serve.shared_document import CONTENT_TYPE, apply_merged_cells
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,8 @@ class FileHistory:
     base: dict[str, Any] | None = None
     #: (version, when the file stopped holding it), oldest first
     earlier: list[tuple[dict[str, Any], float]] = field(default_factory=list)
+    #: the file version (``file_identity``) ``base`` came from, when known
+    identity: FileIdentity | None = None
 
     def record(self, content: dict[str, Any], *, saved: bool) -> None:
         now = time.monotonic()
@@ -78,6 +83,30 @@ class FileHistory:
         return [v for v, _ in self.earlier_versions_at(time.monotonic())]
 
 
+def _identity(loader: Any) -> FileIdentity | None:
+    """The version of ``loader``'s file now (None without ipykeep's contents manager)."""
+    identity = getattr(loader._contents_manager, "identity", None)
+    if identity is None:
+        return None
+    try:
+        found: FileIdentity | None = identity(loader.path)
+    except Exception:  # moved, unreachable: the package's own checks report it
+        return None
+    return found
+
+
+#: Older than any file's mtime: the package's watcher then sees the file as changed.
+_LONG_AGO = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _merge_soon(loader: Any, last_modified: Any) -> None:
+    """Have the file merged into the room on the watcher's path, once, now."""
+    loader.last_modified = last_modified if last_modified is not None else _LONG_AGO
+    task = asyncio.ensure_future(loader.maybe_notify())
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
 def _sources_only(nb: dict[str, Any]) -> dict[str, Any]:
     cells = [
         {"id": c.get("id"), "cell_type": c.get("cell_type"), "source": c.get("source")}
@@ -88,6 +117,8 @@ def _sources_only(nb: dict[str, Any]) -> dict[str, Any]:
 
 #: FileLoader -> what its file held.
 _histories: weakref.WeakKeyDictionary[Any, FileHistory] = weakref.WeakKeyDictionary()
+#: FileLoader -> the lock its saves and merges take (``_merge_lock``).
+_merge_locks: weakref.WeakKeyDictionary[Any, asyncio.Lock] = weakref.WeakKeyDictionary()
 #: Merges started by a save, kept alive until they end.
 _pending: set[asyncio.Task[None]] = set()
 _installed = False
@@ -133,29 +164,71 @@ def install() -> bool:
 
     load_content = FileLoader.load_content
     maybe_save_content = FileLoader.maybe_save_content
+    maybe_notify = FileLoader.maybe_notify
     reload_room = DocumentRoom._on_outofband_change
 
     async def loading(self: Any, format: str, file_type: str) -> dict[str, Any]:
+        # the version is taken before the read: a write in between is seen as a change later
+        # (and merges as none), never a change taken for the version already read
+        before = _identity(self)
         model: dict[str, Any] = await load_content(self, format, file_type)
         if file_type == CONTENT_TYPE:
-            history_of(self).record(dict(model["content"]), saved=False)
+            history = history_of(self)
+            history.record(dict(model["content"]), saved=False)
+            history.identity = before
         return model
 
     async def saving(self: Any, model: dict[str, Any]) -> dict[str, Any] | None:
+        if model.get("type") != CONTENT_TYPE:
+            return await maybe_save_content(self, model)  # type: ignore[no-any-return]
+        async with _merge_lock(self):
+            return await save_notebook(self, model)
+
+    async def save_notebook(self: Any, model: dict[str, Any]) -> dict[str, Any] | None:
         seen = self.last_modified
+        history = history_of(self)
+        if history.identity is not None and _identity(self) != history.identity:
+            # Replaced since the document last read or wrote it, maybe within the same tick
+            # of the clock that stamps mtimes (the package compares mtimes only): merge it.
+            _merge_soon(self, seen)
+            return None
+
+        def written(identity: FileIdentity) -> None:
+            # at the rename, before anything else can look at the file
+            history.record(dict(model["content"]), saved=True)
+            history.identity = identity
+
+        guard = SaveGuard(history.identity, on_written=written)
+        token = save_guard.set(guard)
         try:
             saved: dict[str, Any] | None = await maybe_save_content(self, model)
-        except OutOfBandChanges:
-            # The file changed since it was last read: merge it (the watcher's path, so
-            # the change is seen once) rather than let the room reload the whole document.
-            self.last_modified = seen
-            task = asyncio.ensure_future(self.maybe_notify())
-            _pending.add(task)
-            task.add_done_callback(_pending.discard)
+        except Exception as exc:
+            if not (isinstance(exc, OutOfBandChanges) or guard.refused):
+                raise
+            # The file changed since it was last read (by the package's mtime check, or ours
+            # at the rename): merge it (the watcher's path, so the change is seen once) rather
+            # than let the room reload the whole document or overwrite the file.
+            _merge_soon(self, seen)
             return None
-        if saved is not None and model.get("type") == CONTENT_TYPE:
-            history_of(self).record(dict(model["content"]), saved=True)
+        finally:
+            save_guard.reset(token)
+        if guard.written is not None and _identity(self) != guard.written:
+            # Replaced between the rename and the package's look at the result: the mtime
+            # it keeps may be the other writer's, so its watcher would never see the change.
+            _merge_soon(self, None)
         return saved
+
+    async def notifying(self: Any) -> None:
+        history = _histories.get(self)
+        if (
+            history is not None
+            and history.identity is not None
+            and self.last_modified is not None
+            and _identity(self) != history.identity
+        ):
+            # another version than the one last read or written, whatever its mtime says
+            self.last_modified = _LONG_AGO
+        await maybe_notify(self)
 
     async def merging(self: Any) -> None:
         if self.file_type != CONTENT_TYPE:
@@ -165,13 +238,28 @@ def install() -> bool:
 
     FileLoader.load_content = loading
     FileLoader.maybe_save_content = saving
+    FileLoader.maybe_notify = notifying
     DocumentRoom._on_outofband_change = merging
     _installed = True
     return True
 
 
+def _merge_lock(loader: Any) -> asyncio.Lock:
+    """Held by a notebook's save and by a merge into it, whole: a merge's base is then the
+    history as it was when the file it merges was read, never half a save later."""
+    found = _merge_locks.get(loader)
+    if found is None:
+        found = _merge_locks[loader] = asyncio.Lock()
+    return found
+
+
 async def merge_file_into_room(room: Any, reload_room: Any) -> None:
     """The file's new content merged into ``room``'s live notebook (see the module docstring)."""
+    async with _merge_lock(room._file):
+        await _merge_file_into_room(room, reload_room)
+
+
+async def _merge_file_into_room(room: Any, reload_room: Any) -> None:
     history = history_of(room._file)
     base, earlier = history.base, history.earlier_versions()
     try:

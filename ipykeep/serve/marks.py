@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
@@ -73,7 +74,11 @@ def _mark(cell: CellState) -> CellMark:
 class CellMarksHandler(APIHandler):
     """GET /ipykeep/cells?path=NOTEBOOK: the marks of the cells of a served notebook."""
 
+    # ipykeep's own resource: the view token of publish URLs may not use it (serve.viewer)
+    auth_resource = "ipykeep"
+
     @web.authenticated
+    @authorized
     async def get(self) -> None:
         path = self.get_query_argument("path", "").strip("/")
         kernel_id = self._hosting_kernel(path)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ipykeep.api.errors import UnknownCellError
 from ipykeep.project.atomic import atomic_write_text
+from ipykeep.project.layout import private_dir
 from ipykeep.project.notebook import new_markdown_cell, read_notebook_node, writes
 from ipykeep.serve.adoption import write_private_json
 
@@ -70,8 +71,8 @@ def write_view(target: Path, nb: Any) -> bool:
     text = writes(nb)
     if target.exists() and target.read_text(encoding="utf-8") == text:
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, text)
+    private_dir(target.parent)  # under .ipykeep/: the owner's, like the rest of the state
+    atomic_write_text(target, text, mode=0o600)
     return True
 
 

@@ -24,12 +24,14 @@ JupyterLab / Notebook 7 server with ipykeep's kernel manager (``kernels``) and t
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -190,6 +192,43 @@ def document_handlers(base: str, collaboration: bool) -> list[tuple[str, Any]]:
     return [(url_path_join(base, r"/ipykeep/document/(read|edit|outputs)"), DocumentHandler)]
 
 
+def replace_handler(web_app: Any, old: type, new: type) -> int:
+    """Serve ``old``'s routes with ``new`` (a subclass); returns how many routes changed.
+
+    An extension's routes are added before ipykeep's and match first, so an override cannot
+    be added beside them: the class in their rule is swapped instead."""
+    changed = 0
+    pending = list(web_app.default_router.rules)
+    while pending:
+        rule = pending.pop()
+        target = rule.target
+        if target is old:
+            rule.target = new
+            changed += 1
+        elif hasattr(target, "rules"):
+            pending.extend(target.rules)
+    return changed
+
+
+#: JupyterLab's plugin that asks "Would you like to get notified about official Jupyter
+#: news?" on a fresh profile (the news feed itself is off: ``LabApp.news_url = None``).
+ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
+
+
+def quiet_page_config(previous: Any) -> Any:
+    """A page-config hook that disables the announcements plugin (after ``previous``'s)."""
+
+    def hook(handler: Any, page_config: dict[str, Any]) -> dict[str, Any]:
+        if previous is not None:
+            page_config = previous(handler, page_config)
+        disabled = list(page_config.get("disabledExtensions") or [])
+        if ANNOUNCEMENTS_PLUGIN not in disabled:
+            page_config["disabledExtensions"] = [*disabled, ANNOUNCEMENTS_PLUGIN]
+        return page_config
+
+    return hook
+
+
 def install(
     serverapp: Any, spec_path: Path, daemon_pid: int, *, collaboration: bool = False
 ) -> None:
@@ -201,7 +240,17 @@ def install(
 
         # Before any room exists: a room binds its out-of-band handler when it is made.
         file_merge.install()
+        from jupyter_server_ydoc.handlers import DocSessionHandler
+
+        from ipykeep.serve.shared_document import DocumentSessionHandler
+
+        if not replace_handler(web_app, DocSessionHandler, DocumentSessionHandler):
+            # its route moved: without the guard a room could be asked for ipykeep's state
+            sys.exit("jupyter-collaboration's session route was not found; ipykeep cannot serve")
     web_app.settings["ipykeep_spec_path"] = str(spec_path)
+    web_app.settings["page_config_hook"] = quiet_page_config(
+        web_app.settings.get("page_config_hook")
+    )
     base = web_app.settings.get("base_url", "/")
     # add_handlers puts these before the server's own rules, so they take precedence.
     web_app.add_handlers(
@@ -235,10 +284,38 @@ def install(
     serverapp.io_loop.add_callback(first_sync)
 
 
+class SecretMaskingStream(io.TextIOBase):
+    """The server's stderr (its log file) with the two tokens masked wherever they appear.
+
+    Jupyter's access log hides a URL's token, but not every message does: a refused websocket
+    is logged by the authorizer with the URL it was asked for, token and all. Masking the
+    stream every handler writes to covers those and any message added later."""
+
+    def __init__(self, stream: IO[str], secrets: Iterable[str]) -> None:
+        self._stream = stream
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def write(self, text: str) -> int:
+        for secret in self._secrets:
+            text = text.replace(secret, "[token]")
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return False
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     settings_path = Path(args[0])
     settings = json.loads(settings_path.read_text(encoding="utf-8"))
+    # before any log handler is made: each takes the sys.stderr of the moment
+    sys.stderr = SecretMaskingStream(sys.stderr, (settings["token"], settings["view_token"]))
     app_class: type[ExtensionApp]  # both apps are Jupyter Server extension apps
     if settings["command"] == "notebook":
         from notebook.app import JupyterNotebookApp

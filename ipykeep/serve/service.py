@@ -66,8 +66,9 @@ class BrowserRuns:
     by_msg_id: dict[str, Execution] = field(default_factory=dict)
 
 
-def require_serve_extra(command: str) -> None:
-    """Fail fast, before any process starts, when the Jupyter packages are missing."""
+def require_serve_extra(command: str, collaboration: bool = False) -> None:
+    """Fail fast, before any process starts, when the Jupyter packages are missing (with
+    ``collaboration``, jupyter-collaboration too: the serve extra brings it)."""
     needed = ["jupyter_server", "jupyterlab" if command == "lab" else "notebook"]
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
@@ -75,11 +76,21 @@ def require_serve_extra(command: str) -> None:
             f"serving kernels to Jupyter needs {', '.join(missing)}, which is not installed",
             hint=f"install the serve extra: {EXTRA_HINT}",
         )
+    if collaboration and importlib.util.find_spec("jupyter_server_ydoc") is None:
+        # Not a silent fallback to the file: beside an agent, that mode can lose a person's
+        # typing to JupyterLab's "File Changed" dialog; turning it on is the user's choice.
+        raise MissingExtraError(
+            "serving a notebook as a shared document needs jupyter-collaboration, "
+            "which is not installed",
+            hint=f"install the serve extra ({EXTRA_HINT}), or set serve_collaboration = false "
+            "in ipykeep.toml (the browser then edits the file: an agent's write while a person "
+            'has unsaved typing brings up JupyterLab\'s "File Changed" dialog)',
+        )
 
 
 def collaboration_available(wanted: bool) -> bool:
-    """Shared documents need jupyter-collaboration in ipykeep's environment (the ``collab``
-    extra); without it, or with ``serve_collaboration = false``, the file is the document."""
+    """Shared documents need jupyter-collaboration in ipykeep's environment (the serve extra
+    brings it); with ``serve_collaboration = false`` the file is the document."""
     return wanted and importlib.util.find_spec("jupyter_server_ydoc") is not None
 
 
@@ -100,7 +111,7 @@ class ServeService(SessionObserver):
         """Host the kernel in the project's Jupyter server; the record carries ``served_url``."""
         session = self.engine.live(kernel_id, notebook)
         _require_hostable(session.process)
-        require_serve_extra(session.config.server_command)
+        require_serve_extra(session.config.server_command, session.config.serve_collaboration)
         await writeback.flush(session)  # the page opens the notebook file: with every output in it
         async with self._lock:
             old = self.hosting.get(session.kernel_id) or Hosting(server_id=str(uuid.uuid4()))
@@ -147,7 +158,7 @@ class ServeService(SessionObserver):
 
         session = self.engine.live(kernel_id, notebook)
         _require_hostable(session.process)
-        require_serve_extra(session.config.server_command)
+        require_serve_extra(session.config.server_command, session.config.serve_collaboration)
         if tunnel:
             require_cloudflared()
         if cells is not None and not isinstance(cells, dict):

@@ -20,15 +20,19 @@ lands between the version check and the edit, then saved at once (the room's own
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
+from jupyter_server_ydoc.handlers import DocSessionHandler
 from pycrdt import Array, Map, Text
 from tornado import web
 
 from ipykeep.api.errors import IpykeepError
 from ipykeep.project.cell_edits import CellEdit, apply_edit, cell_version
 from ipykeep.serve.cell_merge import NOTE_KEY, Merged, canonical
+from ipykeep.serve.contents import reachable
 
 #: Where the room keeps a notebook: JSON file format, notebook content type.
 FILE_FORMAT = "json"
@@ -219,10 +223,31 @@ async def save_now(room: Any) -> None:
         await task
 
 
+class DocumentSessionHandler(DocSessionHandler):  # type: ignore[misc]  # (untyped package)
+    """PUT /api/collaboration/session/PATH: a room only for what the contents API serves.
+
+    jupyter-collaboration indexes any path it is given and answers with a file id; a room for
+    ipykeep's state, or for a file behind a symlink leaving the project, would then fail to
+    load (a traceback each time a client retries). Such a path is refused here, before it is
+    indexed, with the contents API's own 404."""
+
+    @web.authenticated
+    @authorized
+    async def put(self, path: str) -> Any:
+        root = self.settings["ipykeep_serverapp"].root_dir
+        if not reachable(os.path.join(root, path), root):
+            raise web.HTTPError(404, f"{path} is not in the served project")
+        return await super().put(path)
+
+
 class DocumentHandler(APIHandler):
     """POST /ipykeep/document/(read|edit|outputs): see the module docstring."""
 
+    # ipykeep's own resource: the view token of publish URLs may not use it (serve.viewer)
+    auth_resource = "ipykeep"
+
     @web.authenticated
+    @authorized
     async def post(self, action: str) -> None:
         body = json.loads(self.request.body or b"{}")
         path = str(body["path"])

@@ -507,7 +507,10 @@ class StalenessService(SessionObserver):
         """Register ``path`` as an input of the notebook (a read the detection missed)."""
         session = self.engine.session(kernel_id, notebook)
         if remote_stat.is_remote(session):
-            # the path is the kernel's (relative to its working directory), stat'ed there
+            # the path is the kernel's (relative to its working directory), stat'ed there; it
+            # must stay under that directory, judged before anything is asked of the host
+            if os.path.isabs(path) or os.path.normpath(path).split(os.sep)[0] == os.pardir:
+                raise _outside_project(path, "the kernel's working directory")
             fetched = await remote_stat.fetch(self.engine.live(kernel_id, notebook), [path])
             found = (fetched or {})[path]
             self.tracker(session).watch(found.path, found if found.exists else None)
@@ -519,7 +522,13 @@ class StalenessService(SessionObserver):
             )
         p = Path(path).expanduser()
         if not p.is_absolute():
-            p = (session.cwd / p).resolve()
+            p = session.cwd / p
+        p = p.resolve()
+        root = self.engine.paths.root.resolve()
+        # refused before any stat, whether the file exists or not: watch_file is not a way to
+        # learn what exists outside the project (nor to watch it)
+        if root not in p.parents or p.is_relative_to(self.engine.paths.state.resolve()):
+            raise _outside_project(path, f"the project {root}")
         stamp = stat_for(session)(str(p))
         self.tracker(session).watch(str(p), stamp)
         self._watch_dirs(session, {str(p.parent)})
@@ -653,3 +662,11 @@ def stale_because_of(plan: Plan, paths: set[str], cwd: Path, *, notebook_changed
                 caused.add(entry.cell_id)
                 grew = True
     return len(caused)
+
+
+def _outside_project(path: str, where: str) -> UsageError:
+    return UsageError(
+        f"watch_file {path!r}: not a file inside {where}",
+        hint="watch a file of the project (relative to the kernel's working directory); "
+        "copy outside data into the project to track it",
+    )

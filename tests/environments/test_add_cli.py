@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 
 import nbformat
 import pytest
@@ -35,5 +36,10 @@ def test_add_installs_into_the_kernel_and_says_it_recorded_nowhere(tmp_path) -> 
         bad = run_cli("add", "ipykeep-no-such-package-4b1c", cwd=root, timeout=300)
         assert bad.returncode == 1
         assert "ipykeep-no-such-package-4b1c" in bad.stderr and "hint:" in bad.stderr
+        # the install logs are the owner's, like the rest of .ipykeep/
+        (installs,) = (root / ".ipykeep" / "kernels").glob("*/installs")
+        assert stat.S_IMODE(installs.stat().st_mode) == 0o700
+        logs = list(installs.iterdir())
+        assert logs and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in logs), logs
     finally:
         stop_daemon(root)

@@ -68,9 +68,16 @@ def test_oauth_discovery_is_not_found_not_unauthorized() -> None:
 def test_token_policy() -> None:
     token, explicit = resolve_token("127.0.0.1", {})
     assert len(token) >= 32 and not explicit
-    assert resolve_token("0.0.0.0", {"IPYKEEP_MCP_TOKEN": "given"}) == ("given", True)
+    strong = "kq3V_x9Lr2bTzW8mHc4NpYd7sJfA1gUe"
+    assert resolve_token("0.0.0.0", {"IPYKEEP_MCP_TOKEN": strong}) == (strong, True)
+    assert resolve_token("127.0.0.1", {"IPYKEEP_MCP_TOKEN": "a"}) == ("a", True)  # loopback only
     with pytest.raises(UsageError):
         resolve_token("0.0.0.0", {})
+    for weak in ("a", "given", "x" * 64, "ab" * 40, strong[:31]):
+        with pytest.raises(UsageError) as caught:
+            resolve_token("0.0.0.0", {"IPYKEEP_MCP_TOKEN": weak})
+        assert "weak IPYKEEP_MCP_TOKEN" in caught.value.message and caught.value.hint
+        assert len(weak) < 8 or weak not in caught.value.message  # the secret is not echoed
     assert is_loopback("localhost") and is_loopback("::1") and not is_loopback("192.168.1.2")
 
 
@@ -83,3 +90,24 @@ def test_connection_file_is_private(tmp_path: Path) -> None:
         "url": "http://127.0.0.1:1/mcp",
         "headers": {"Authorization": "Bearer tok"},
     }
+
+
+def test_mcp_serve_on_a_public_host_refuses_a_weak_token_before_listening(tmp_path: Path) -> None:
+    from tests.conftest import cli_env, make_project, run_cli
+
+    root = make_project(tmp_path / "p", example=False)
+    env = {**cli_env(), "IPYKEEP_MCP_TOKEN": "a"}
+    done = run_cli(
+        "mcp-serve",
+        "--transport",
+        "http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        cwd=root,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    assert "weak IPYKEEP_MCP_TOKEN" in done.stderr and "hint" in done.stderr.lower(), done.stderr

@@ -317,3 +317,18 @@ def test_the_served_contents_stop_at_the_project_and_hide_ipykeep(tmp_path: Path
         assert (root / "data" / "new.txt").read_text() == "planted"
     finally:
         stop_daemon(root)
+
+
+def test_watch_file_refuses_paths_outside_the_project_without_probing_them(proj, tmp_path: Path):
+    root, client = proj
+    kid = client.call("list_kernels")[0]["kernel_id"]
+    (root / "passwd_link").symlink_to("/etc/passwd")
+    # an existing file and a missing one answer alike: nothing is learnt about either
+    for path in ("/etc/passwd", "../../etc/shadow", "/nonexistent/x", "passwd_link", ".ipykeep"):
+        exc = error_of(client, "watch_file", kernel_id=kid, path=path)
+        assert exc.code == "bad_argument", path
+        assert "not a file inside the project" in exc.message and exc.hint, exc
+        assert "exists" not in exc.message
+    inside = client.call("watch_file", kernel_id=kid, path="data.txt")
+    assert inside["path"] == str((root / "data.txt").resolve()) and not inside["exists"]
+    assert inside["watched"] == [inside["path"]]

@@ -131,7 +131,7 @@ def test_without_jupyter_console_the_command_says_which_extra(
     assert "ipykeep[console]" in info.value.hint
 
 
-def test_a_plan_of_a_served_notebook_says_it_reads_the_saved_file(
+def test_a_plan_of_a_served_notebook_says_it_reads_the_shared_document(
     agent: McpSession, project: Path
 ) -> None:
     kid = _ok(agent.tool("create_kernel", {"notebook": NOTEBOOK})).structured_content["kernel_id"]
@@ -147,8 +147,9 @@ def test_a_plan_of_a_served_notebook_says_it_reads_the_saved_file(
     assert served.returncode == 0, served.stderr
     try:
         plan = _ok(agent.tool("run_stale", {"kernel_id": kid}))
-        assert plan.structured_content["reads"] == "saved_file"
-        assert "unsaved edits in the browser are not in it" in text_of(plan)
+        # --serve's default: the notebook is the server's shared document
+        assert plan.structured_content["reads"] == "live_document"
+        assert "unsaved edits in the browser are in it" in text_of(plan)
     finally:
         subprocess.run(
             [sys.executable, "-m", "ipykeep", "serve", NOTEBOOK, "--stop"],

@@ -7,6 +7,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -259,6 +260,12 @@ def test_a_publish_url_can_read_the_published_view_and_nothing_else(served: Serv
     view = parse_qs(url.query)["token"][0]
     assert view != served.token
     path = published["path"]
+    # the published copy is in the owner's state like the rest of it
+    for part in (served.root / path).relative_to(served.root / ".ipykeep").parents:
+        if part != Path("."):
+            mode = (served.root / ".ipykeep" / part).stat().st_mode & 0o777
+            assert mode == 0o700, (part, oct(mode))
+    assert (served.root / path).stat().st_mode & 0o777 == 0o600
     with urllib.request.urlopen(published["url"], timeout=30) as resp:  # the page
         assert resp.status == 200
     status, model = http(served, "GET", "/api/contents/" + path, token=view)
@@ -285,6 +292,8 @@ def test_a_publish_url_can_read_the_published_view_and_nothing_else(served: Serv
         ("GET", "/api/sessions", None),
         ("POST", "/api/sessions", {"path": path, "type": "notebook", "kernel": {"id": kid}}),
         ("POST", "/ipykeep/sync", None),
+        ("GET", "/ipykeep/cells?path=analysis.ipynb", None),
+        ("GET", f"/ipykeep/cells?path={path}", None),
     ]
     for method, api, body in refused:
         status, _ = http(served, method, api, token=view, body=body)
@@ -299,6 +308,7 @@ def test_a_publish_url_can_read_the_published_view_and_nothing_else(served: Serv
     # the server's token keeps every right
     assert http(served, "GET", "/api/contents/analysis.ipynb")[0] == 200
     assert http(served, "GET", "/api/sessions")[0] == 200
+    assert http(served, "GET", "/ipykeep/cells?path=analysis.ipynb")[0] == 200
 
 
 def test_stop_returns_once_the_jupyter_server_is_down(served: Served) -> None:

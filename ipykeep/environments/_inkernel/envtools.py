@@ -175,8 +175,10 @@ def install_result(requirements, index_url=None, timeout=600.0, keep_event=True)
     log_dir = _state.get("log_dir") or os.path.join(
         tempfile.gettempdir(), "ipykeep-installs-%s" % _user_tag()
     )
-    os.makedirs(log_dir, exist_ok=True)
+    os.makedirs(log_dir, mode=0o700, exist_ok=True)
+    os.chmod(log_dir, 0o700)  # the owner's only, made so before this run or not
     log = os.path.join(log_dir, "install-%d-%d.log" % (int(time.time() * 1000), os.getpid()))
+    os.close(os.open(log, os.O_WRONLY | os.O_CREAT, 0o600))
     before = _versions()
     pth_before = _pth_files()
     with open(log, "w", encoding="utf-8") as out:
