@@ -107,6 +107,10 @@ class CheckpointListing(Record):
     #: bytes of every blob in the project's store
     store_bytes: int = 0
     last_restore: RestoreReport | None = None
+    #: per code cell of the notebook: the stored runs of its current source (``runs``: key,
+    #: ``ran_at``, ``kernel_id``, ``run_s``, ``bytes``, ``loadable``, ``matches_now``) and,
+    #: when its last run here was not memoized, why (``not_memoized``)
+    memo: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class CheckpointParams(KernelParams):

@@ -35,7 +35,7 @@ from ipykeep.api.checkpoints import (
 )
 from ipykeep.api.errors import IpykeepError, KernelBusyError
 from ipykeep.api.spec import Bindings, bind
-from ipykeep.checkpoints import cost, planning, remote
+from ipykeep.checkpoints import cost, memo_runs, planning, remote
 from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import load_before, restore_lost
 from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
@@ -52,9 +52,16 @@ from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
 from ipykeep.kernel.execution import Execution
-from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_BLOB, CHECKPOINT_LOAD, InKernelModule
+from ipykeep.kernel.inkernel import (
+    CHECKPOINT,
+    CHECKPOINT_BLOB,
+    CHECKPOINT_LOAD,
+    MEMOGUARD,
+    InKernelModule,
+)
 from ipykeep.kernel.providers.base import DataflowMode
-from ipykeep.project.notebook import Cell, NotebookSnapshot
+from ipykeep.project.layout import private_dir
+from ipykeep.project.notebook import Cell, NotebookSnapshot, read_notebook
 from ipykeep.staleness import probes
 from ipykeep.staleness.models import Observed
 from ipykeep.staleness.state import staleness_of
@@ -66,6 +73,7 @@ class CheckpointService(SessionObserver):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.store = CheckpointStore(engine.paths.state)
+        self.memo_index = memo_runs.MemoIndex(self.store)
         #: kernel id -> what checkpoints do in that kernel (kept after close: status reads it)
 
     # -- per-kernel state --------------------------------------------------------------------
@@ -77,7 +85,7 @@ class CheckpointService(SessionObserver):
         return session.notebook if session.notebook is not None else session.cwd / "<scratch>"
 
     def kernel_helpers(self, dataflow: DataflowMode) -> tuple[InKernelModule, ...]:
-        return (CHECKPOINT_BLOB, CHECKPOINT, CHECKPOINT_LOAD)
+        return (CHECKPOINT_BLOB, CHECKPOINT, CHECKPOINT_LOAD, MEMOGUARD)
 
     async def _install(self, session: KernelSession) -> None:
         st = self.state(session)
@@ -109,6 +117,14 @@ class CheckpointService(SessionObserver):
         st.available = bool(reply.get("available"))
         st.reason = str(reply.get("reason") or "")
         st.remote_root = str(reply["root"]) if root is not None and st.available else None
+        st.versions.clear()  # a new process: no value of the last one is in it
+        st.memo = False
+        if st.available and st.remote_root is None:
+            # memoized runs live in the project's store: a kernel on another host has none
+            with contextlib.suppress(IpykeepError, OSError):
+                private_dir(self.store.root / "memo")
+                await session.process.eval_silent(MEMOGUARD.call("install"))
+                st.memo = True
 
     # -- engine hooks ------------------------------------------------------------------------
     async def kernel_started(self, session: KernelSession) -> None:
@@ -204,6 +220,32 @@ class CheckpointService(SessionObserver):
             session.notices.append(st.pending_notice)
             st.pending_notice = None
 
+    def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
+        if not self.state(session).memo:
+            return {}
+        return {memo_runs.GUARD_KEY: memo_runs.guard_expression(cell)}
+
+    async def before_cell(
+        self, session: KernelSession, cell: Cell, ex: Execution, may_load: bool
+    ) -> bool:
+        """Note who wrote each name (the run is keyed on it); in a plan being executed, load
+        the cell's stored run instead of running it when one matches (``memo_runs``)."""
+        st = self.state(session)
+        if not st.memo:
+            return False
+        memo_runs.note_start(st, session)
+        if not may_load:
+            return False
+        return await memo_runs.try_load(self.memo_index, st, session, cell, ex)
+
+    def annotate_plan(
+        self, session: KernelSession, snap: NotebookSnapshot, plan_json: dict[str, Any]
+    ) -> float:
+        st = self.state(session)
+        if not st.memo:
+            return 0.0
+        return memo_runs.annotate(self.memo_index, st, session, snap, plan_json)
+
     async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
         st = self.state(session)
         if not st.available or session.notebook is None or not session.process.alive:
@@ -237,6 +279,12 @@ class CheckpointService(SessionObserver):
             st.snapshot_s.get(cell.cell_id),
             imports_only,
         )
+        fields, unkeyed = (
+            memo_runs.key_run(st, session, cell, ex, observed, writes) if st.memo else (None, None)
+        )
+        st.unkeyed.pop(cell.cell_id, None)
+        if unkeyed:
+            st.unkeyed[cell.cell_id] = unkeyed
         files, written = tracker.run_files(cell.cell_id)
         seq = st.keep_seq.pop(cell.cell_id, None) or time.time_ns()
         if st.remote_root is not None:
@@ -263,8 +311,11 @@ class CheckpointService(SessionObserver):
                 "dynamic": planning.dynamic_json(d)
                 if (d := tracker.run_dynamic(cell.cell_id)) is not None
                 else None,
+                "memo": fields,
             },
         }
+        if not decision.cheap and (memo_file := memo_runs.memo_path(self.store, fields)):
+            meta["memo_path"] = memo_file
         st.cheap.pop(cell.cell_id, None)
         previous = st.cells.get(cell.cell_id)
         if decision.cheap:  # a manifest without values: restore re-runs the cell (see ``cost``)
@@ -291,6 +342,16 @@ class CheckpointService(SessionObserver):
                     _call("snapshot", json.dumps(meta), [] if decision.cheap else writes),
                     timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30,
                 )
+            if decision.cheap and (memo_file := memo_runs.memo_path(self.store, fields)):
+                # no values: the entry keys its readers (what a re-run of the cell leaves)
+                entry = {
+                    **meta["manifest"],
+                    "values": {},
+                    "failed": {},
+                    "restorable": True,
+                    "created": time.time(),
+                }
+                self._write_later(session, Path(memo_file), entry)
         except (IpykeepError, OSError) as exc:
             log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
             return
@@ -625,6 +686,15 @@ class CheckpointService(SessionObserver):
             ],
             store_bytes=await asyncio.to_thread(self.store.usage),
             last_restore=st.last_restore,
+            memo=await asyncio.to_thread(self._memo_listing, session)
+            if st.memo and session.notebook is not None
+            else [],
+        )
+
+    def _memo_listing(self, session: KernelSession) -> list[dict[str, Any]]:
+        assert session.notebook is not None
+        return memo_runs.listing(
+            self.memo_index, self.state(session), session, read_notebook(session.notebook)
         )
 
     def bindings(self) -> Bindings:

@@ -56,3 +56,12 @@ class KernelCheckpoints:
     #: SSH kernels: manifest path -> ``seq`` of the newest manifest asked of the kernel there
     remote_issued: dict[str, int | None] = field(default_factory=dict)
     pending_notice: str | None = None
+    #: cell runs are memoized in this kernel (a local kernel with checkpoints)
+    memo: bool = False
+    #: (name, seq of the write in the staleness tracker) -> the version of the value it left
+    #: (``memo.py``); a write absent here has none
+    versions: dict[tuple[str, int], str] = field(default_factory=dict)
+    #: cell id -> why its last run here got no memo key
+    unkeyed: dict[str, str] = field(default_factory=dict)
+    #: the tracker's writers when the running notebook cell started (its inputs' writes)
+    before: dict[str, Any] | None = None

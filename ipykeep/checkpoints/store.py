@@ -7,6 +7,8 @@ Layout under ``<project>/.ipykeep/checkpoints/`` (directories 0700, files 0600):
                                      (``_inkernel/blobfmt.py``)
     notebooks/<nbkey>/cells/<id>.json  the latest checkpoint of each notebook cell
     notebooks/<nbkey>/named/<n>.json   named checkpoints (``ipykeep checkpoint NAME``)
+    memo/<source>/<key>.json         memoized runs of any notebook's cells, by normalized
+                                     source and run key (``memo.py``)
     poisoned.json                    authentic blobs that failed to unpickle: never tried again
     quarantine/<id>                  blobs that failed authentication, moved out of the way
 
@@ -299,10 +301,34 @@ class CheckpointStore:
     def named_manifests(self, notebook: Path) -> tuple[list[dict[str, Any]], list[str]]:
         return self.manifests(self.notebook_dir(notebook) / "named")
 
+    def memo_dir(self, source_hash: str) -> Path:
+        """The memoized runs of cells whose normalized source hashes to ``source_hash``: kept
+        per project, not per notebook, so a fork's runs serve its parent's notebook."""
+        return self.root / "memo" / hashlib.sha256(source_hash.encode()).hexdigest()[:24]
+
+    def memo_manifest_path(self, source_hash: str, key: str) -> Path:
+        if not re.fullmatch(r"[0-9a-f]{16,64}", key):
+            raise CheckpointError(f"{key!r} is not a memo key", hint="keys are hex digests")
+        return self.memo_dir(source_hash) / f"{key}.json"
+
+    def memo_manifests(self, source_hash: str) -> list[tuple[Path, dict[str, Any]]]:
+        """The stored runs of one cell source that authenticate (the others are skipped)."""
+        directory = self.memo_dir(source_hash)
+        out: list[tuple[Path, dict[str, Any]]] = []
+        if not directory.is_dir():
+            return out
+        for f in sorted(directory.glob("*.json")):
+            with contextlib.suppress(CheckpointError):
+                out.append((f, self.read_manifest(f)))
+        return out
+
     def all_manifest_paths(self) -> Iterator[Path]:
         base = self.root / "notebooks"
         if base.is_dir():
             yield from base.glob("*/*/*.json")
+        memo = self.root / "memo"
+        if memo.is_dir():
+            yield from memo.glob("*/*.json")
 
     def usage(self) -> int:
         return sum(b.size for b in self.iter_blobs())

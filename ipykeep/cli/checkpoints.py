@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,22 @@ def render_listing(res: dict[str, Any]) -> str:
         lines.append(f"  cell {c.index} ({c.cell_id}): {state}" + (f" — {why}" if why else ""))
     for n in res.get("named", []):
         lines.append(f"  named {n['name']}: {n['values']} value(s), {human_bytes(n['bytes'])}")
+    for m in res.get("memo", []):
+        runs = m.get("runs", [])
+        head = (
+            f"  memo: cell {m['index']} ({m['cell_id']}): {len(runs)} stored run(s) of this source"
+        )
+        if m.get("not_memoized"):
+            head += f"; its last run here is not memoized: {m['not_memoized']}"
+        lines.append(head)
+        for r in runs[:5]:
+            at = time.strftime("%H:%M:%S", time.localtime(r["ran_at"])) if r.get("ran_at") else "?"
+            what = human_bytes(r["bytes"]) if r.get("loadable") else "keys its readers only"
+            now = ", matches now" if r.get("matches_now") else ""
+            lines.append(
+                f"    {at} ({r.get('kernel_id') or '?'}) key {r['key'][:12]}: "
+                f"ran {r['run_s']:.2f} s, {what}{now}"
+            )
     last = res.get("last_restore")
     if last:
         lines.append(

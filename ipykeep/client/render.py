@@ -230,6 +230,11 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
     if cost.get("fresh_s") is not None:
         line += f"; ~{_secs(cost['fresh_s'])} to restart and run every cell"
     lines = [line]
+    if cost.get("memo_saved_s"):
+        lines.append(
+            f"from the memo: ~{_secs(cost['memo_saved_s'])} saved by the cells that load "
+            "their stored run (loads_from_memo)"
+        )
     if cost.get("fresh_is_cheaper"):
         lines.append(
             "running this plan would take longer than restarting the kernel and running every "

@@ -74,8 +74,16 @@ def _skip(
 
 
 async def _run_cell(
-    runner: ExecutionRunner, session: KernelSession, cell: Cell, ex: Execution
+    runner: ExecutionRunner, session: KernelSession, cell: Cell, ex: Execution, may_load: bool
 ) -> None:
+    for observer in runner.observers:
+        if await observer.before_cell(session, cell, ex, may_load):
+            # loaded in place of a run (a memoized run): recorded, not run
+            session.cell_runs[cell.cell_id] = CellRun(
+                ex.handle, cell.source, ex.state, ex.execution_count, cell.index
+            )
+            archive(session, ex, retain=False)
+            return
     ex.expressions = {**runner.cell_expressions(session, cell), "ipykeep_warm": WARM_TRACEBACKS}
     timeout = session.config.cell_timeout or None
     # Shielded: a caller that goes away (cancellation) leaves the execution tracked to its
@@ -109,9 +117,11 @@ async def run_batch(
     progress: WarmProgress | None = None,
     skip_if: SkipIf | None = None,
     wait_for_write: bool = True,
+    may_load: bool = False,
 ) -> BatchResult:
     """Run cells on the main shell in order, then write outputs back once (before returning
-    with ``wait_for_write``; else queued, and the result's ``write`` says ``pending``)."""
+    with ``wait_for_write``; else queued, and the result's ``write`` says ``pending``).
+    ``may_load``: an observer may load a cell's stored run instead (``before_cell``)."""
     by_id = snap.by_id()
     results: list[ExecutionRecord] = []
     skipped: list[SkippedCell] = []
@@ -146,7 +156,7 @@ async def run_batch(
                     _skip(session, ex, cell, previous[cell.cell_id], reason, skipped)
                     continue
                 current = ex
-                await _run_cell(runner, session, cell, ex)
+                await _run_cell(runner, session, cell, ex, may_load)
                 current = None
                 if ex.state != "ok":
                     failed.add(cell.cell_id)

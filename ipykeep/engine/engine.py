@@ -500,6 +500,7 @@ class Engine:
         progress: WarmProgress | None = None,
         skip_if: batch.SkipIf | None = None,
         wait_for_write: bool = True,
+        may_load: bool = False,
     ) -> BatchResult:
         """Run cells of ``snap`` on the main shell in order (see ``engine/batch.py``)."""
         return await batch.run_batch(
@@ -510,6 +511,7 @@ class Engine:
             progress=progress,
             skip_if=skip_if,
             wait_for_write=wait_for_write,
+            may_load=may_load,
         )
 
     # -- scratch code ------------------------------------------------------------------------

@@ -17,7 +17,13 @@ records a cell before anything that reads the record. The events:
   given (checkpoints restore the fresh cells' values, and only the rest runs).
 * ``cell_expressions`` / ``scratch_expressions``: probe expressions evaluated with each
   execution (their results arrive in ``Execution.expression_results``).
+* ``before_cell``: a notebook cell is about to run; with ``may_load`` (a plan being executed)
+  an observer may bring the cell up to date itself — load a stored run of it — and finish
+  ``ex``, returning True: the cell then does not run, and ``after_cell`` is not called for it.
 * ``after_cell`` / ``after_scratch``: an execution ended (``origin`` says who ran scratch code).
+* ``annotate_plan``: a stale plan is about to be shown — by ``run_stale``, or as the reasons of
+  ``status`` and ``list_cells`` (its JSON, changed in place: reasons may be added); returns the
+  seconds the observer's annotations save.
 * ``kernel_lost``: the process died; ``kernel_closing``: the session is being closed.
 * ``foreign_message``: iopub traffic of another client of the kernel (a browser).
 * ``stale_reasons``: why each stale cell is stale, or None when the observer does not judge
@@ -65,8 +71,18 @@ class SessionObserver:
     def scratch_expressions(self, session: KernelSession, code: str) -> dict[str, str]:
         return {}
 
+    async def before_cell(
+        self, session: KernelSession, cell: Cell, ex: Execution, may_load: bool
+    ) -> bool:
+        return False
+
     async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
         return None
+
+    def annotate_plan(
+        self, session: KernelSession, snap: NotebookSnapshot, plan_json: dict[str, Any]
+    ) -> float:
+        return 0.0
 
     async def after_scratch(
         self, session: KernelSession, ex: Execution, origin: ScratchOrigin = "scratch"

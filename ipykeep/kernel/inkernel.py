@@ -112,6 +112,8 @@ CHECKPOINT_LOAD = InKernelModule(
     2,
     requires=(CHECKPOINT_BLOB, CHECKPOINT),
 )
+#: what a cell read that a memo key cannot cover (network, processes, files outside the project)
+MEMOGUARD = InKernelModule("_ipykeep_memoguard", "checkpoints/_inkernel/memoguard.py", 1)
 #: installs packages into the kernel's environment; ``import_path`` for local scripts
 ENVTOOLS = InKernelModule("_ipykeep_env", "environments/_inkernel/envtools.py", 1)
 
@@ -134,6 +136,7 @@ MODULES: tuple[InKernelModule, ...] = (
     CHECKPOINT_FORK,
     CHECKPOINT,
     CHECKPOINT_LOAD,
+    MEMOGUARD,
     ENVTOOLS,
     DEBUG,
 )

@@ -306,9 +306,15 @@ class StalenessService(SessionObserver):
         self, session: KernelSession, snap: NotebookSnapshot
     ) -> dict[str, list[dict[str, Any]]]:
         plan = self.plan(session, snap)
+        planned = {
+            "stale": [e.to_json() for e in plan.stale],
+            "conditional": [e.to_json() for e in plan.conditional],
+        }
+        for observer in self.engine.observers:  # cells that load a stored run (checkpoints)
+            observer.annotate_plan(session, snap, planned)
         return {
-            e.cell_id: [r.to_json() for r in e.reasons]
-            for e in plan.stale + plan.conditional + plan.blocked
+            e["cell_id"]: e["reasons"]
+            for e in planned["stale"] + planned["conditional"] + [b.to_json() for b in plan.blocked]
         }
 
     def plan(self, session: KernelSession, snap: NotebookSnapshot) -> Plan:
@@ -378,6 +384,11 @@ class StalenessService(SessionObserver):
         cost = plan_runs.annotate(
             session, snap, plan.cell_ids, plan_json, [e.cell_id for e in plan.conditional]
         )
+        saved = 0.0
+        for observer in self.engine.observers:  # cells that load a stored run (checkpoints)
+            saved += observer.annotate_plan(session, snap, plan_json)
+        if saved:
+            cost["memo_saved_s"] = round(saved, 3)
         batch = None
         if fresh:
             batch = await plan_runs.run_fresh(self.engine, session, snap, wait_for_write)
@@ -482,6 +493,7 @@ class StalenessService(SessionObserver):
                 skip_if=skip_if,
                 progress=progress,
                 wait_for_write=wait_for_write,
+                may_load=True,
             )
         finally:
             progress.finished = True

@@ -691,6 +691,12 @@ def _writer():
                     lambda fh, data=data: fh.write(data),
                     meta["path"],
                 )
+                if meta.get("memo_path") and not failed:  # every value saved: a memo entry
+                    _write_private(
+                        os.path.dirname(meta["memo_path"]),
+                        lambda fh, data=data: fh.write(data),
+                        meta["memo_path"],
+                    )
             _written.append((meta["path"], True, ""))
         except Exception as exc:  # a full disk costs the checkpoint, never the kernel
             _written.append((meta.get("path"), False, f"{type(exc).__name__}: {exc}"))
