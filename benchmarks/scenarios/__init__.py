@@ -19,6 +19,7 @@ from benchmarks.scenarios import (
     s16_plan_scale,
     s17_hidden_state,
     s18_first_result,
+    s19_memo_fork,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -41,5 +42,6 @@ ALL = (
     s16_plan_scale,
     s17_hidden_state,
     s18_first_result,
+    s19_memo_fork,
     s6_output_volume,
 )

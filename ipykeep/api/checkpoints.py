@@ -144,3 +144,52 @@ CHECKPOINTS: Method[KernelParams, CheckpointListing] = Method(
     KERNEL_LOOKUP,
     "What is checkpointed for the kernel's notebook (per cell and named), and its size.",
 )
+
+
+class ForkParams(KernelParams):
+    name: str | None = Field(
+        None, description="the fork's notebook (default: <notebook>.fork-N.ipynb beside it)"
+    )
+
+
+class ForkResult(Record):
+    """A new kernel holding the parent's variables, bound to a copy of its notebook."""
+
+    kernel_id: str
+    parent_kernel_id: str
+    notebook: str
+    #: the variables the fork holds, as the parent held them
+    values: list[str] = Field(default_factory=list)
+    #: variables the parent holds that the fork does not, and why (they did not pickle…)
+    not_copied: dict[str, str] = Field(default_factory=dict)
+    seconds: float = 0.0
+    #: how the state was copied: ``checkpoint`` (saved, then loaded into a new kernel)
+    how: str = "checkpoint"
+
+
+class ForkDiff(Record):
+    """How a fork differs from its parent."""
+
+    kernel_id: str
+    parent_kernel_id: str
+    #: ``cell_id``, ``index``, ``change``: ``edited``, ``only_in_fork``, ``only_in_parent``
+    cells: list[dict[str, Any]] = Field(default_factory=list)
+    #: ``name``, ``change``: ``different``, ``may_differ`` (written since the fork by a run
+    #: whose value has no version), ``only_in_fork``, ``only_in_parent``
+    names: list[dict[str, Any]] = Field(default_factory=list)
+
+
+FORK_KERNEL: Method[ForkParams, ForkResult] = Method(
+    names.FORK_KERNEL,
+    ForkParams,
+    ForkResult,
+    _CALLS + (e.KERNEL_START_FAILED, e.NOTEBOOK_INVALID, e.CHECKPOINT_TAMPERED),
+    "New kernel with this kernel's variables, bound to a copy of its notebook.",
+)
+DIFF_FORK: Method[KernelParams, ForkDiff] = Method(
+    names.DIFF_FORK,
+    KernelParams,
+    ForkDiff,
+    KERNEL_LOOKUP,
+    "Which cells and variables of a fork differ from its parent's.",
+)

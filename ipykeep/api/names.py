@@ -44,6 +44,8 @@ CONSOLE: Final = "console"
 CHECKPOINT: Final = "checkpoint"
 RESTORE: Final = "restore"
 CHECKPOINTS: Final = "checkpoints"
+FORK_KERNEL: Final = "fork_kernel"
+DIFF_FORK: Final = "diff_fork"
 # environments
 ADD_PACKAGES: Final = "add_packages"
 # debugger
@@ -80,6 +82,8 @@ ALL: Final = frozenset(
         CHECKPOINT,
         RESTORE,
         CHECKPOINTS,
+        FORK_KERNEL,
+        DIFF_FORK,
         ADD_PACKAGES,
         DEBUG,
     }

@@ -29,13 +29,15 @@ from ipykeep.api import checkpoints as checkpoints_api
 from ipykeep.api.checkpoints import (
     CellCheckpointInfo,
     CheckpointListing,
+    ForkDiff,
+    ForkResult,
     NamedCheckpointResult,
     RestoreReport,
     RollbackResult,
 )
 from ipykeep.api.errors import IpykeepError, KernelBusyError
 from ipykeep.api.spec import Bindings, bind
-from ipykeep.checkpoints import cost, memo_runs, planning, remote
+from ipykeep.checkpoints import cost, forks, memo_runs, planning, remote
 from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import load_before, restore_lost
 from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
@@ -183,9 +185,11 @@ class CheckpointService(SessionObserver):
         if not st.available:
             return None  # why: `ipykeep checkpoints`
         cells = list(st.cells.values())
+        origin = session.features.of(forks.ForkOrigin)
+        fork = f"fork of {origin.parent}; " if origin.parent else ""
         if not cells and st.last_restore is None:
-            return None
-        text = checkpoint_words.summary(cells)
+            return fork.rstrip("; ") or None
+        text = fork + checkpoint_words.summary(cells)
         if st.last_restore is not None:
             text += (
                 f"; at start {len(st.last_restore.restored)} cell(s) were restored from "
@@ -697,10 +701,31 @@ class CheckpointService(SessionObserver):
             self.memo_index, self.state(session), session, read_notebook(session.notebook)
         )
 
+    async def fork_kernel(
+        self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None
+    ) -> ForkResult:
+        """A new kernel with this kernel's variables, bound to a copy of its notebook."""
+        session = self._ready(kernel_id, notebook)
+        if session.notebook is None:
+            raise CheckpointError(
+                f"kernel {session.kernel_id} has no notebook to copy",
+                hint="fork a notebook's kernel; a scratch kernel's variables can be saved "
+                "with `ipykeep checkpoint`",
+            )
+        return await forks.fork(self, session, name)
+
+    async def diff_fork(
+        self, kernel_id: str | None = None, notebook: str | None = None
+    ) -> ForkDiff:
+        """Which cells and variables of a fork differ from its parent's."""
+        return await forks.diff(self, self.engine.live(kernel_id, notebook))
+
     def bindings(self) -> Bindings:
         """The daemon methods this service serves, each bound to its declaration."""
         return (
             bind(checkpoints_api.CHECKPOINT, self.checkpoint),
             bind(checkpoints_api.RESTORE, self.restore),
             bind(checkpoints_api.CHECKPOINTS, self.checkpoints),
+            bind(checkpoints_api.FORK_KERNEL, self.fork_kernel),
+            bind(checkpoints_api.DIFF_FORK, self.diff_fork),
         )

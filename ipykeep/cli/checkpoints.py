@@ -1,4 +1,5 @@
-"""``ipykeep checkpoint [NAME]``, ``ipykeep restore NAME`` and ``ipykeep checkpoints``."""
+"""``ipykeep checkpoint [NAME]``, ``ipykeep restore NAME``, ``ipykeep checkpoints``, ``ipykeep
+fork`` and ``ipykeep fork-diff``."""
 
 from __future__ import annotations
 
@@ -104,4 +105,33 @@ def restore(name: str, notebook: str | None, as_json: bool) -> int:
 def checkpoints(notebook: str | None, as_json: bool) -> int:
     res = _call(names.CHECKPOINTS, **kernel_target(notebook))
     echo(_compact(res) if as_json else render_listing(res))
+    return 0
+
+
+def fork(name: str | None, notebook: str | None, as_json: bool) -> int:
+    res = _call(names.FORK_KERNEL, name=name, **kernel_target(notebook))
+    if as_json:
+        echo(_compact(res))
+        return 0
+    echo(
+        f"fork {res['kernel_id']} of {res['parent_kernel_id']}: {res['notebook']}, "
+        f"{len(res.get('values', []))} variable(s) in {res.get('seconds', 0):.2f} s"
+    )
+    for n, why in sorted((res.get("not_copied") or {}).items()):
+        echo(f"  not copied: {n}: {why}")
+    return 0
+
+
+def fork_diff(notebook: str | None, as_json: bool) -> int:
+    res = _call(names.DIFF_FORK, **kernel_target(notebook))
+    if as_json:
+        echo(_compact(res))
+        return 0
+    echo(f"fork {res['kernel_id']} against its parent {res['parent_kernel_id']}:")
+    for c in res.get("cells", []):
+        echo(f"  cell {c['index']} ({c['cell_id']}): {c['change'].replace('_', ' ')}")
+    for n in res.get("names", []):
+        echo(f"  {n['name']}: {n['change'].replace('_', ' ')}")
+    if not res.get("cells") and not res.get("names"):
+        echo("  no difference")
     return 0

@@ -534,6 +534,25 @@ COMMANDS: tuple[Command, ...] = (
         (notebook_option(), json_flag()),
         examples=("ipykeep checkpoints                      # what is saved, per cell",),
     ),
+    Command(
+        "fork",
+        "Start a new kernel holding this kernel's variables, bound to a copy of its notebook "
+        "(NOTEBOOK.fork-N.ipynb beside it, or --name).",
+        f"{_CHECKPOINTS}:fork",
+        (
+            Param("name", "The fork's notebook (default: NOTEBOOK.fork-N.ipynb).", ("--name",)),
+            notebook_option(),
+            json_flag(),
+        ),
+        examples=("ipykeep fork --notebook analysis.ipynb   # try variants in a fork",),
+    ),
+    Command(
+        "fork-diff",
+        "Which cells and variables of a fork differ from its parent's.",
+        f"{_CHECKPOINTS}:fork_diff",
+        (notebook_option(), json_flag()),
+        examples=("ipykeep fork-diff --notebook analysis.fork-1.ipynb",),
+    ),
 )
 
 BY_NAME = {command.name: command for command in COMMANDS}

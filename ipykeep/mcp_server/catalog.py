@@ -395,6 +395,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         Hints(read_only=False, destructive=True, idempotent=True, open_world=False),
     ),
     ToolSpec(
+        "fork_kernel",
+        names.FORK_KERNEL,
+        # a new kernel and notebook copy; the parent is left as it was
+        Hints(read_only=False, destructive=False, idempotent=False, open_world=False),
+    ),
+    ToolSpec(
         "debug",
         names.DEBUG,
         # `p EXPR` evaluates code and `step`/`continue` move a paused run: not read-only.

@@ -33,6 +33,8 @@ SERVICE_METHODS = {
     "checkpoint": (CheckpointService, "checkpoint"),
     "restore": (CheckpointService, "restore"),
     "checkpoints": (CheckpointService, "checkpoints"),
+    "fork_kernel": (CheckpointService, "fork_kernel"),
+    "diff_fork": (CheckpointService, "diff_fork"),
     "add_packages": (EnvironmentService, "add_packages"),
     "debug": (DebuggerService, "debug"),
     "edit_cell": (EditService, "edit_cell"),

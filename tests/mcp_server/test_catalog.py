@@ -40,6 +40,7 @@ CATALOG = {
     "restore",
     "debug",
     "edit_cell",
+    "fork_kernel",
 }
 
 
