@@ -439,6 +439,22 @@ COMMANDS: tuple[Command, ...] = (
         (NOTEBOOK_ONCE,),
     ),
     Command(
+        "view",
+        "Write the kernel's notebook view (cells, stale marks, plan, latest outputs) as one "
+        "self-contained HTML page.",
+        "ipykeep.cli.view:view",
+        (
+            *notebook_either_way(),
+            Param(
+                "output",
+                "Where to write the page (default: ipykeep-view-KERNEL.html here).",
+                ("-o", "--output"),
+                "path",
+            ),
+        ),
+        (NOTEBOOK_ONCE,),
+    ),
+    Command(
         "publish",
         "A read-only, token-protected view of the kernel's notebook with captioned cells.",
         f"{_SERVE}:publish",

@@ -48,6 +48,7 @@ from pydantic import ValidationError
 from ipykeep import __version__
 from ipykeep.api import names
 from ipykeep.api.errors import IpykeepError, UsageError
+from ipykeep.mcp_server import notebook_app
 from ipykeep.mcp_server.catalog import BY_NAME, TOOLS, ToolSpec, compact_schema, engine_params
 from ipykeep.project.config import Config
 
@@ -116,7 +117,7 @@ class IpykeepMcp:
         """The catalog, built on the first ``tools/list``: building it loads every API model
         and derives each tool's schema, which the opening of a session does without."""
         if self._tools is None:
-            self._tools = _tools(self.config)
+            self._tools = notebook_app.link(_tools(self.config))
         return self._tools
 
     @property
@@ -198,6 +199,8 @@ class IpykeepMcp:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
+        if notebook_app.supports_apps(ctx):
+            return ListToolsResult(tools=[*self.tools, notebook_app.STATE_TOOL_SPEC])
         return ListToolsResult(tools=self.tools)
 
     def _reader(self, ctx: ServerRequestContext[Any]) -> str:
@@ -218,6 +221,8 @@ class IpykeepMcp:
     ) -> CallToolResult:
         spec = BY_NAME.get(params.name)
         try:
+            if params.name == notebook_app.STATE_TOOL:
+                return await notebook_app.state_result(self.backend, params.arguments)
             if spec is None:
                 raise UsageError(
                     f"unknown tool {params.name!r}", hint=f"tools: {', '.join(BY_NAME)}"
@@ -367,6 +372,8 @@ class IpykeepMcp:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
+        if notebook_app.supports_apps(ctx):
+            return ListResourcesResult(resources=[notebook_app.RESOURCE])
         return ListResourcesResult(resources=[])
 
     async def list_resource_templates(
@@ -388,6 +395,8 @@ class IpykeepMcp:
         from ipykeep.api import methods as api
 
         uri = str(params.uri)
+        if uri == notebook_app.VIEW_URI:
+            return notebook_app.read_view()
         try:
             raw = await self.backend.call(api.READ_ARTIFACT, api.READ_ARTIFACT.build(uri=uri))
         except IpykeepError as exc:
