@@ -16,6 +16,7 @@ from ipykeep.mcp_server.catalog import (
     compact_schema,
     engine_params,
 )
+from ipykeep.mcp_server.notebook_app import LINKED_TOOLS, VIEW_URI
 from ipykeep.mcp_server.server import IpykeepMcp
 from ipykeep.project.config import Config
 
@@ -263,6 +264,8 @@ def _expected_meta(name: str, *, raised: bool) -> dict[str, object]:
         expected["anthropic/alwaysLoad"] = True
     if raised and name in BOUNDED_RESULTS:
         expected["anthropic/maxResultSizeChars"] = 500_000
+    if name in LINKED_TOOLS:  # the notebook view's link (MCP Apps)
+        expected["ui"] = {"resourceUri": VIEW_URI}
     return expected
 
 
