@@ -15,6 +15,7 @@ from mcp_types import ClientCapabilities
 from ipykeep.client.notebook_view import failing_line
 from ipykeep.mcp_server import notebook_app
 from ipykeep.mcp_server.server import _tools
+from ipykeep.project.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "app"
@@ -51,7 +52,7 @@ def test_apps_support_is_decided_as_the_sdk_decides(
 
 
 def test_the_view_is_linked_from_the_chosen_tools_and_nothing_else_changes() -> None:
-    plain = _tools()
+    plain = _tools(Config())
     linked = notebook_app.link(plain)
     assert [t.name for t in linked] == [t.name for t in plain]
     for before, after in zip(plain, linked):

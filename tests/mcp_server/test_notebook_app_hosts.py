@@ -16,6 +16,7 @@ from mcp.client.extension import advertise
 
 from ipykeep.mcp_server import notebook_app
 from ipykeep.mcp_server.server import _tools
+from ipykeep.project.config import Config
 from tests.mcp_server.harness import McpSession, make_project, shutdown_daemon, stdio_params
 
 pytestmark = pytest.mark.kernel
@@ -58,7 +59,7 @@ def test_tools_list_grows_only_by_the_links(sessions: tuple[McpSession, McpSessi
         meta = {k: v for k, v in (tool.pop("_meta", None) or {}).items() if k != "ui"}
         unlinked.append({**tool, **({"_meta": meta} if meta else {})})
     assert unlinked == [
-        t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in _tools()
+        t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in _tools(Config())
     ]
 
 
