@@ -39,9 +39,12 @@ VIEW_URI = "ui://ipykeep/notebook"
 
 #: The tools whose calls the view is shown beside: the ones a person wants to watch because
 #: they change or show the notebook as a whole (the plan and its run, cells run by name, the
-#: listing, a new kernel's warm-up). ``ipython`` is not linked: scratch code is no cell of the
-#: notebook, and an agent calls it many times a turn, each call would add a copy of the view.
-LINKED_TOOLS = frozenset({"run_stale", "run_cells", "list_cells", "create_kernel"})
+#: listing). ``ipython`` is not linked: scratch code is no cell of the notebook, and an agent
+#: calls it many times a turn, each call would add a copy of the view. Nor is
+#: ``create_kernel``: its warm-up is over when the view could show it, the agent's next
+#: ``run_stale`` or ``list_cells`` shows the same, and each link costs every host's
+#: ``tools/list`` 45 bytes.
+LINKED_TOOLS = frozenset({"run_stale", "run_cells", "list_cells"})
 
 #: The view's own state fetch: never shown to the model (visibility ``app``).
 STATE_TOOL = "notebook_view"

@@ -160,10 +160,13 @@ async def test_the_view_shows_the_plan_runs_it_and_interrupts(project: Path) -> 
             assert "notebook_view" in tools and "run_stale" in tools
 
             created = await page.evaluate(
-                "args => window.host.call('create_kernel', args).then(r => r.structuredContent)",
+                "args => window.host.client.callTool({name: 'create_kernel', arguments: args})",
                 {"notebook": NOTEBOOK},
             )
-            kernel_id = created["kernel_id"]
+            kernel_id = created["structuredContent"]["kernel_id"]
+            await page.evaluate(
+                "args => window.host.call('list_cells', args)", {"kernel_id": kernel_id}
+            )
             view = page.frame_locator("iframe")
             await view.locator("li.cell[data-cell-id='xs'][data-state='ok']").wait_for(
                 timeout=WAIT_MS
