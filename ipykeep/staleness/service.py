@@ -461,7 +461,12 @@ class StalenessService(SessionObserver):
         # only a cell planned for what other cells did can leave the plan when they re-run;
         # re-planning before every cell (each re-plan is linear in the notebook) made a plan's
         # execution quadratic in its size
-        replan = {e.cell_id for e in plan.stale + plan.conditional if not e.kinds & _OWN_REASONS}
+        replan = {
+            e.cell_id: e.reasons
+            for e in plan.stale + plan.conditional
+            if not e.kinds & _OWN_REASONS
+        }
+        since = tracker.seq  # the runs recorded after the plan was made
         # the re-plan made since the last cell that ran (a dropped cell runs nothing)
         replanned: list[frozenset[str]] = []
 
@@ -473,7 +478,13 @@ class StalenessService(SessionObserver):
             # The plan was made before anything ran. Re-plan with what the cells above just
             # did: a reader planned because an edited cell might change its input is dropped
             # when the kernel saw that input keep its value (a print-only edit).
-            if cell_id != first and cell_id in replan:
+            if (
+                cell_id != first
+                and cell_id in replan
+                # a producer that re-ran gave it a new input: a re-plan would keep it, so the
+                # common case (an edit flowing down) costs no re-plan at all
+                and not tracker.still_planned(cell_id, replan[cell_id], since)
+            ):
                 if not replanned:
                     replanned.append(frozenset(tracker.plan(cells, stat_for(session)).cell_ids))
                 if cell_id not in replanned[0]:

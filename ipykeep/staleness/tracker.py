@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from ipykeep.staleness import tracker_events, tracker_reasons, tracker_restore
+from ipykeep.staleness import tracker_events, tracker_reasons, tracker_replan, tracker_restore
 from ipykeep.staleness.graph import build_graph
 from ipykeep.staleness.models import (
     CellVerdict,
@@ -46,6 +46,7 @@ from ipykeep.staleness.models import (
     Observed,
     Outcome,
     Plan,
+    Reason,
 )
 from ipykeep.staleness.tracker_state import CellDraft, StatFn, TrackerState
 
@@ -157,6 +158,17 @@ class StalenessTracker:
         tracker_restore.propagate(state, graph, drafts, writers_by_path)
         keeps = tracker_restore.keeps_values(state, graph, drafts)
         return tracker_restore.assemble(graph, drafts, keeps)
+
+    def still_planned(self, cell_id: str, reasons: Iterable[Reason], since: int) -> bool:
+        """Whether a re-plan now would certainly keep ``cell_id``, planned (with ``reasons``)
+        for what other cells do, because a producer that re-ran after ``since`` (a ``seq``)
+        gave it a new input; answered without a re-plan (False: not known, re-plan)."""
+        return tracker_replan.input_rewritten(self.state, cell_id, reasons, since)
+
+    @property
+    def seq(self) -> int:
+        """How many runs (notebook cells and scratch code) the tracker has recorded."""
+        return self.state.seq
 
     def cell_states(self, cells: Sequence[NotebookCell], stat: StatFn) -> dict[str, CellVerdict]:
         """Per code cell: ``never_run``, ``stale``, ``failed`` (stale as it failed) or ``ok``."""
