@@ -364,7 +364,7 @@ def snapshot(meta_json, names):
             failed[name] = f"{poisoned[1]} (not tried again while the name holds this value)"
             continue
         todo.append((name, kind, obj))
-    if _forking():
+    if _forking() and not all(_plain(obj) for _, kind, obj in todo if kind == "value"):
         sizes = _snapshot_forked(meta, ns, todo, failed, started)
     else:
         sizes = _snapshot_inline(meta, ns, todo, failed, started)
@@ -378,6 +378,19 @@ def snapshot(meta_json, names):
             "manifests": _take(),
         }
     )
+
+
+#: exact types whose pickling cannot crash, hang or run user code (a subclass may do any of it)
+_PLAIN = frozenset({int, float, complex, bool, type(None), str, bytes})
+_PLAIN_MAX_BYTES = 1 << 16
+
+
+def _plain(obj):
+    """Whether ``obj`` is a small value of a builtin scalar type: pickled in the kernel at once,
+    as forking a child for it costs the kernel more than pickling it (a long chain of cheap
+    cells is checkpointed cell by cell)."""
+    t = type(obj)
+    return t in _PLAIN and (t not in (str, bytes) or len(obj) <= _PLAIN_MAX_BYTES)
 
 
 def _forking():
