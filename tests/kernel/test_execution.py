@@ -1,6 +1,6 @@
-import time
+import sys
 
-from ipykeep.kernel.execution import Execution
+from ipykeep.kernel.execution import Execution, StreamOutput
 
 
 def _msg(mtype, parent="p", **content):
@@ -110,18 +110,46 @@ def test_cursors_read_only_new_output():
     assert text == "one\n" and text2 == "two\n"
 
 
-def test_output_handling_is_linear():
-    def run(n):
-        ex = _ex(cap=10**9)
-        start = time.perf_counter()
-        for i in range(n):
-            ex.on_iopub(_msg("stream", name="stdout", text=f"line {i}\n"))
-        ex.nbformat_outputs()
-        return time.perf_counter() - start
+def _output_work(messages: int, monkeypatch) -> tuple[int, int]:
+    """The work of recording ``messages`` stream messages and reading the outputs back: lines
+    of Python executed (a loop over what was recorded so far shows here) and characters the
+    stream joins copied (a join per message shows here). Counted, so load cannot move it."""
+    joined = 0
+    text = StreamOutput.text
 
-    small, big = min(run(2_000) for _ in range(3)), min(run(20_000) for _ in range(3))
-    # 10x the messages must cost far less than 100x (quadratic) the time
-    assert big < small * 30
+    def counting_text(self):
+        nonlocal joined
+        if len(self.chunks) > 1:
+            joined += sum(map(len, self.chunks))
+        return text(self)
+
+    lines = 0
+
+    def tracer(frame, event, arg):
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return tracer
+
+    ex = _ex(cap=10**9)
+    with monkeypatch.context() as patch:
+        patch.setattr(StreamOutput, "text", counting_text)
+        sys.settrace(tracer)
+        try:
+            for i in range(messages):
+                ex.on_iopub(_msg("stream", name="stdout", text=f"line {i:06d}\n"))
+            ex.nbformat_outputs()
+        finally:
+            sys.settrace(None)
+    return lines, joined
+
+
+def test_output_handling_is_linear(monkeypatch):
+    small_lines, small_joined = _output_work(2_000, monkeypatch)
+    big_lines, big_joined = _output_work(20_000, monkeypatch)
+    # 10x the messages: at most 10x the work (a fixed part aside); quadratic would be ~100x
+    assert 0 < big_lines <= 10 * small_lines
+    assert 0 < big_joined <= 10 * small_joined
 
 
 def test_no_reply_and_no_output_is_lost_not_ok():
