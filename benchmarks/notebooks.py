@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Collection
 from pathlib import Path
 
 import nbformat
@@ -121,3 +123,26 @@ async def nbclient_run_all(path: Path, kernel_name: str = "python3") -> int:
     )
     await client.async_execute()
     return sum(1 for c in nb.cells if c.cell_type == "code")
+
+
+async def nbclient_cells(path: Path, timed_ids: Collection[str]) -> tuple[float, int]:
+    """Execute the whole notebook with nbclient in a fresh kernel, cell by cell; the seconds
+    spent in the cells of ``timed_ids`` (each cell's ``async_execute_cell``) and their count.
+    The other cells run too, untimed, so the timed ones find the state they need."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    seconds, count = 0.0, 0
+    async with client.async_setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            start = time.perf_counter()
+            await client.async_execute_cell(cell, index)
+            if cell.get("id") in timed_ids:
+                seconds += time.perf_counter() - start
+                count += 1
+    return seconds, count

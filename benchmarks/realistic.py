@@ -153,10 +153,11 @@ REPORT = [
 
 
 def code_cells(count: int = 150) -> list[str]:
+    """The first ``count`` code cells: past the written ones, the small follow-up checks a long
+    notebook accumulates (150 in all by default; any count for the plan-scale scenario)."""
     cells = SETUP + CLEANING + FUNCTIONS + analysis_cells() + PLOTS + REPORT
-    # pad with the small follow-up checks a long notebook accumulates, to exactly 150
     k = 0
-    while len(cells) < 150:
+    while len(cells) < max(count, 150):
         col = ("units", "unit_price", "revenue", "discount")[k % 4]
         cells.append(
             f"check_{k} = float(clean[{col!r}].quantile({0.05 + 0.9 * (k % 10) / 10:.2f}))\n"
