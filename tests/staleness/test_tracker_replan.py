@@ -11,26 +11,30 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ipykeep.staleness.models import Observed
 from tests.staleness.sim import Sim
+from tests.staleness.test_plan_fixed_point import edited, notebooks
 
 
-def _execute_checking(sim: Sim) -> tuple[int, int]:
-    """Execute ``sim``'s plan one cell at a time; (cells run, cells ``still_planned`` answered)."""
-    plan = sim.plan()
-    entries = {e.cell_id: e for e in plan.stale + plan.conditional}
-    since = sim.tracker.seq
+def _execute_checking(sim: Sim, rounds: int = 1) -> tuple[int, int]:
+    """Execute ``sim``'s plan one cell at a time, in up to ``rounds`` rounds as an execute does;
+    (cells run, cells ``still_planned`` answered)."""
     ran = answered = 0
-    for cid in plan.runnable_ids:
-        kept = cid in sim.plan().cell_ids
-        if sim.tracker.still_planned(cid, entries[cid].reasons, since):
-            answered += 1
-            assert kept, f"{cid}: still_planned said yes, a re-plan drops it"
-        if kept:
-            sim.run(cid)
-            ran += 1
-    assert sim.plan().is_empty
+    for _ in range(rounds):
+        plan = sim.plan()
+        entries = {e.cell_id: e for e in plan.stale + plan.conditional}
+        since = sim.tracker.seq
+        for cid in plan.runnable_ids:
+            kept = cid in sim.plan().cell_ids
+            if sim.tracker.still_planned(cid, entries[cid].reasons, since):
+                answered += 1
+                assert kept, f"{cid}: still_planned said yes, a re-plan drops it"
+            if kept:
+                sim.run(cid)
+                ran += 1
     return ran, answered
 
 
@@ -49,8 +53,9 @@ def _fan(n: int) -> Sim:
 
 
 def test_an_edit_flowing_down_a_chain_or_a_fan_needs_no_re_plan() -> None:
-    assert _execute_checking(_chain(30)) == (30, 29)
-    assert _execute_checking(_fan(30)) == (30, 29)
+    for sim in (_chain(30), _fan(30)):
+        assert _execute_checking(sim) == (30, 29)
+        assert sim.plan().is_empty
 
 
 def _print_only_edit() -> Sim:
@@ -105,10 +110,27 @@ def _diamond() -> Sim:
     "make", [_print_only_edit, _redefinition, _self_rebinding, _scratch_clobber, _diamond]
 )
 def test_still_planned_never_keeps_a_cell_a_re_plan_drops(make: Callable[[], Sim]) -> None:
-    _execute_checking(make())
+    sim = make()
+    _execute_checking(sim)
+    assert sim.plan().is_empty
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_still_planned_agrees_with_a_re_plan_on_generated_notebooks(data: st.DataObject) -> None:
+    """The generated notebooks of ``test_plan_fixed_point`` (aliases, in-place mutations,
+    redefinitions, self-rebinding), run, edited (constants, inserted and deleted cells) and
+    executed as an execute does, without a kernel."""
+    base = data.draw(notebooks())
+    before, after = data.draw(edited(base))
+    imports = [("imports", "import numpy as np")]
+    sim = Sim(imports + [(cid, stmt.code("")) for cid, stmt in before])
+    sim.run_all()
+    sim.sources = imports + [(cid, stmt.code("")) for cid, stmt in after]
+    _execute_checking(sim, rounds=3)
 
 
 def test_a_reader_whose_input_kept_its_value_is_left_to_the_re_plan() -> None:
     sim = _print_only_edit()
-    ran, answered = _execute_checking(sim)
-    assert (ran, answered) == (1, 0)  # only the edited cell runs; nothing was answered early
+    assert _execute_checking(sim) == (1, 0)
+    assert sim.plan().is_empty  # only the edited cell runs; nothing was answered early
