@@ -16,11 +16,12 @@ Right after, in the same invocation, nbclient runs the same notebook in a fresh 
 cell, and the cells ipykeep executed are timed there too: the first row per size is the whole
 execute against nbclient running the same cells (same order, same state before each). The
 second is the time per executed cell at that size against the smallest size: near 1 is linear,
-N/N0 would be quadratic.
+N/N0 would be quadratic. ``IPYKEEP_BENCH_PLAN_SHAPES=chain,fan`` runs only those shapes.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,8 +91,13 @@ SHAPES: dict[str, tuple[Callable[[Path, int], str], Callable[[str], str]]] = {
     "chain": (_chain, lambda _: "v0 = 100"),
     "fan": (_fan, lambda _: "v0 = 100"),
     "sales": (_sales, lambda src: src.replace("N = 60_000", "N = 59_000")),
-    "statsmodels": (_statsmodels, lambda src: src.replace(".data", ".data.iloc[:6000]")),
+    "statsmodels": (
+        _statsmodels,
+        lambda src: src.replace("load_pandas().data", "load_pandas().data.iloc[:6000]"),
+    ),
 }
+#: a comma-separated subset of ``SHAPES`` to run (all of them by default)
+SHAPES_VARIABLE = "IPYKEEP_BENCH_PLAN_SHAPES"
 #: the acceptance covers the synthetic shapes (the realistic ones' cells cost what they compute)
 TARGETED = frozenset({"chain", "fan"})
 
@@ -130,6 +136,8 @@ async def _one(client: DaemonClient, root: Path, shape: str, n: int) -> tuple[fl
 async def run(ctx: RunContext) -> list[Metric]:
     sizes = ctx.size((250, 1000, 2000), (50, 200), (10, 20))
     shapes = ctx.size(tuple(SHAPES), ("chain", "fan", "sales"), ("chain", "fan"))
+    if os.environ.get(SHAPES_VARIABLE):
+        shapes = tuple(s for s in os.environ[SHAPES_VARIABLE].split(",") if s in SHAPES)
     root = make_project(ctx.workdir(NAME))
     # shape -> size -> [(ipykeep s, nbclient s, cells)]
     samples: dict[str, dict[int, list[tuple[float, float, int]]]] = {
