@@ -130,7 +130,14 @@ class Mcp:
         return McpCall(result)
 
     async def tools_list_bytes(self) -> int:
-        return wire_bytes(await self.session.list_tools())
+        """Bytes of the ``tools/list`` result as the wire carries it (compact JSON)."""
+        listed = await self.session.list_tools()
+        compact = json.dumps(
+            listed.model_dump(mode="json", by_alias=True, exclude_none=True),
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return len(compact.encode())
 
 
 def wire_text(result: Any) -> str:

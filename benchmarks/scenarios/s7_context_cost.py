@@ -17,6 +17,7 @@ import anyio
 from benchmarks.context import RunContext
 from benchmarks.notebooks import chain_notebook, copy_example, set_source
 from benchmarks.timing import Metric, Target, single
+from ipykeep.mcp_server.catalog import TOOLS_LIST_BUDGET
 
 NAME = "context_cost"
 TITLE = "7. Context cost"
@@ -39,7 +40,12 @@ async def run(ctx: RunContext) -> list[Metric]:
     tools = await mcp.tools_list_bytes()
     metrics.append(
         Metric(
-            NAME, "tools/list", "B", single(tools), "MCP", target=Target("value", "<=", 12 * 1024)
+            NAME,
+            "tools/list",
+            "B",
+            single(tools),
+            "MCP",
+            target=Target("value", "<=", TOOLS_LIST_BUDGET),
         )
     )
 

@@ -415,12 +415,19 @@ class IpykeepMcp:
 
 
 async def run_stdio(app: IpykeepMcp) -> None:
-    """Serve one session on stdin/stdout with the SDK's stdio transport, until the client
-    closes it. The SDK answers every protocol message: either era's opening (``initialize``
-    or ``server/discover``), the envelopes, cancellations and errors."""
-    from mcp.server.stdio import stdio_server
+    """Serve one session on stdin/stdout until the client closes it. The SDK answers every
+    protocol message: either era's opening (``initialize`` or ``server/discover``), the
+    envelopes, cancellations and errors; ``stdio.py`` only carries its lines on the event loop
+    (the SDK's own transport when stdin or stdout is not a pipe)."""
+    from ipykeep.mcp_server.stdio import serve_pipes, stdio_pipes
 
     server = app.server()
+    with stdio_pipes() as fds:
+        if fds is not None:
+            await serve_pipes(server, *fds)
+            return
+    from mcp.server.stdio import stdio_server
+
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
