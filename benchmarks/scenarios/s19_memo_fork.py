@@ -91,7 +91,7 @@ async def _revert(ctx: RunContext) -> list[Metric]:
             "load the memoized runs",
             "re-run the cells",
             Stats.of(samples["rerun"]),
-            target=Target("ratio", "<=", 0.05 + 0.1),
+            target=Target("ratio", "<=", 0.05),
             extra={"cells_run_s": agg_s},
         )
     ]

@@ -248,7 +248,11 @@ class CheckpointService(SessionObserver):
         st = self.state(session)
         if not st.memo:
             return 0.0
-        return memo_runs.annotate(self.memo_index, st, session, snap, plan_json)
+        try:
+            return memo_runs.annotate(self.memo_index, st, session, snap, plan_json)
+        except (OSError, ValueError, KeyError) as exc:  # a plan is shown without memo notes
+            log.warning("memo lookup for %s failed: %s", session.kernel_id, exc)
+            return 0.0
 
     async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
         st = self.state(session)
