@@ -312,6 +312,13 @@ function textOf(result: CallToolResult): string {
     .join("\n");
 }
 
+/** The result's closing line (a batch ends with what became of its cells), bounded. */
+function lastLine(result: CallToolResult): string {
+  const lines = textOf(result).split("\n").map((l) => l.trim()).filter(Boolean);
+  const last = lines[lines.length - 1] ?? "done";
+  return last.length > 200 ? last.slice(0, 199) + "…" : last;
+}
+
 function errorMessage(result: CallToolResult): string {
   const env = result.structuredContent as { message?: string; hint?: string } | undefined;
   if (env?.message) return env.hint ? `${env.message} (${env.hint})` : env.message;
@@ -324,7 +331,7 @@ async function click(what: string, name: string, args: Record<string, unknown>):
   callStarted();
   try {
     const result = await app.callServerTool({ name, arguments: { kernel_id: kernelId, ...args } });
-    setStatus(result.isError ? `${what} failed: ${errorMessage(result)}` : `${what}: done`, result.isError === true);
+    setStatus(result.isError ? `${what} failed: ${errorMessage(result)}` : `${what}: ${lastLine(result)}`, result.isError === true);
     return result;
   } catch (err) {
     setStatus(`${what} failed: ${String(err)}`, true);
