@@ -69,6 +69,5 @@ EDIT_CELL: Method[EditCellParams, EditCellResult] = Method(
     KERNEL_LOOKUP
     + (e.STALE_VERSION, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID, e.NOTEBOOK_WRITE_FAILED)
     + (e.NOTEBOOK_CONFLICT,),
-    "Change a notebook cell given its version; a stale version is refused with the current"
-    " source. Returns the new version and the cells made stale.",
+    "Change a notebook cell given its version; a stale version is refused with the current source.",
 )

@@ -93,7 +93,7 @@ INTERRUPT: Method[InterruptParams, InterruptResult] = Method(
     InterruptParams,
     InterruptResult,
     KERNEL_LOOKUP + (e.UNKNOWN_CELL, e.KERNEL_START_FAILED),
-    "Interrupt running code (kills and restarts the kernel if it ignores SIGINT).",
+    "Interrupt running code (restarts the kernel if it ignores SIGINT).",
 )
 RUN_CELLS: Method[RunCellsParams, BatchResult] = Method(
     names.RUN_CELLS,
@@ -114,7 +114,7 @@ MARKDOWN: Method[MarkdownParams, MarkdownResult] = Method(
     MarkdownParams,
     MarkdownResult,
     KERNEL_LOOKUP,
-    "Append a Markdown note to the kernel's archival record.",
+    "Append a Markdown note to the kernel's record.",
 )
 READ_ARTIFACT: Method[ReadArtifactParams, Artifact] = Method(
     names.READ_ARTIFACT,

@@ -108,7 +108,7 @@ CREATE_KERNEL: Method[CreateKernelParams, KernelRecord] = Method(
         e.REMOTE_AUTH_FAILED,
         e.REMOTE_UNREACHABLE,
     ),
-    "Start a kernel, bound to a notebook if given (or return the one bound to it).",
+    "Start a kernel, bound to a notebook if given (or return the bound one).",
 )
 WAIT_WARM: Method[WaitWarmParams, KernelRecord] = Method(
     names.WAIT_WARM,
@@ -129,7 +129,7 @@ RESTART: Method[KernelParams, KernelRecord] = Method(
     KernelParams,
     KernelRecord,
     KERNEL_LOOKUP + (e.KERNEL_START_FAILED,),
-    "Restart a kernel (same id and notebook); variables are lost, run_stale lists what to re-run.",
+    "Restart a kernel; variables are lost (run_stale lists what to re-run).",
 )
 SHUTDOWN: Method[NoParams, ShutdownResult] = Method(
     names.SHUTDOWN,

@@ -74,7 +74,7 @@ PUBLISH: Method[PublishParams, PublishResult] = Method(
     PublishParams,
     PublishResult,
     _HOSTING + (e.TUNNEL_FAILED, e.UNKNOWN_CELL, e.NOTEBOOK_INVALID),
-    "URL of a read-only JupyterLab view of the notebook for a person, cells highlighted.",
+    "URL of a read-only JupyterLab view of the notebook for a person.",
 )
 CONSOLE: Method[ConsoleParams, ConsoleInfo] = Method(
     names.CONSOLE,

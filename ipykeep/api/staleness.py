@@ -67,5 +67,5 @@ WATCH_FILE: Method[WatchFileParams, WatchResult] = Method(
     WatchFileParams,
     WatchResult,
     KERNEL_LOOKUP,
-    "Track a file as an input: cells reading it go stale when it changes.",
+    "Cells reading this file go stale when it changes.",
 )
