@@ -32,6 +32,7 @@ from ipykeep.kernel.execution import Execution
 from ipykeep.kernel.inkernel import KERNEL_SETUP, InKernelModule, install_expression, install_order
 from ipykeep.kernel.providers import KernelProvider, LaunchSpec, local_provider
 from ipykeep.kernel.providers.base import DataflowMode
+from ipykeep.kernel.providers.link import RemoteLink
 from ipykeep.kernel.responsiveness import Responsiveness
 from ipykeep.kernel.subshells import SubshellPool
 
@@ -92,6 +93,9 @@ class KernelProcess:
         self._idle: dict[str, asyncio.Future[None]] = {}
         self._control: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._tasks: list[asyncio.Task[Any]] = []
+        #: the subshell each pending execution was sent to (None: the main shell)
+        self._shell_of: dict[str, str | None] = {}
+        self._link_tasks: set[asyncio.Task[None]] = set()  # see ``_link_up``
         self.alive = False
         self.generation = 0  # bumps on every (re)start
         self.installed_helpers: set[str] = set()
@@ -176,6 +180,7 @@ class KernelProcess:
             ) from None
 
     async def _stop_tasks(self) -> None:
+        self._tasks += list(self._link_tasks)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -206,6 +211,7 @@ class KernelProcess:
             fut = futures.pop(msg_id, None)
             if fut is not None and not fut.done():
                 fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
+                fut.exception()  # the waiter may take either one; neither is an unseen error
 
     def _fail_pending(self, why: str) -> None:
         for ex in list(self._pending.values()):
@@ -217,45 +223,99 @@ class KernelProcess:
         for fut in futures:
             if not fut.done():
                 fut.set_exception(KernelDiedError(f"kernel {self.name}: {why}"))
+                fut.exception()  # a request's idle status may have no waiter left
         self._replies.clear()
         self._idle.clear()
         self._control.clear()
 
     async def _watch_alive(self) -> None:
+        link: RemoteLink | None = getattr(self.provider, "link", None)
+        if link is not None:
+            link.on_down = lambda: self._link_down(link)
+            link.on_up = self._link_up
         while True:
             await asyncio.sleep(0.5)
             try:
                 alive = await self.provider.is_alive()
             except Exception:
                 alive = False
-            note = getattr(self.provider, "notice", None)
-            if alive and note:
-                # A remote kernel's link dropped and came back: what the kernel sent meanwhile is
-                # lost, so executions sent before or during the reconnect cannot be followed.
-                self.provider.notice = None  # type: ignore[attr-defined]
-                self._link_ready.clear()
-                for msg_id in list(self._pending):
-                    self._fail_one(
-                        msg_id,
-                        note + "; this execution's output and outcome after the drop are unknown",
-                    )
-                if self.on_notice:
-                    self.on_notice(note)
-                await self._probe_iopub()
-                self._link_ready.set()
             if not alive:
                 self.alive = False
                 self._fail_pending(self.provider.lost_reason or "kernel died")
+                self._link_ready.set()  # held requests now fail: the kernel is not running
                 if self.on_death:
                     self.on_death(self)
                 return
             local = self.pid if self.provider.kind == "local" else None
             self.responsiveness.check(local_pid=local, client=self.kc)
 
+    def _link_down(self, link: RemoteLink) -> None:
+        """A remote kernel's connection dropped: hold new requests until it is back (they
+        would be sent into the gap), keep the running ones, and say so."""
+        self._link_ready.clear()
+        if self.on_notice:
+            self.on_notice(
+                f"{link.where} dropped; it is being re-established for up to "
+                f"{link.reconnect_for:g} s (remote_reconnect_s): the kernel keeps running "
+                "there, running cells stay running, new requests wait"
+            )
+
+    def _link_up(self, notice: str, gap_note: str) -> None:
+        """The connection is back: mark the gap in the output of the executions that ran across
+        it (before what the kernel sends next), tell the user, and settle the rest in a task."""
+        self._link_ready.clear()
+        crossing = list(self._pending)
+        for msg_id in crossing:
+            self._pending[msg_id].add_note(gap_note)
+        if self.on_notice:
+            self.on_notice(notice)
+        task = asyncio.create_task(self._after_reconnect(crossing), name=f"{self.name}-relink")
+        self._link_tasks.add(task)
+        task.add_done_callback(self._link_tasks.discard)
+
+    async def _after_reconnect(self, crossing: list[str]) -> None:
+        """Wait for output to flow again, let the held requests go, then find the executions
+        that ended while the connection was down."""
+        await self._probe_iopub()
+        self._link_ready.set()
+        shells: dict[str | None, list[str]] = {}
+        for msg_id in crossing:
+            shells.setdefault(self._shell_of.get(msg_id), []).append(msg_id)
+        await asyncio.gather(*(self._fence(sid, ids) for sid, ids in shells.items()))
+
+    async def _fence(self, subshell_id: str | None, msg_ids: list[str]) -> None:
+        """An empty silent request on the shell the executions ran on: its reply follows the
+        replies to every request sent there before it, so an execution still without one when
+        it arrives ended while the connection was down (its reply went into the gap)."""
+        try:
+            fence_id, reply, idle = self._send_execute(
+                "", silent=True, cell_id=None, subshell_id=subshell_id
+            )
+        except KernelDiedError:
+            return
+        try:
+            await reply
+        except Exception:
+            return  # the kernel went away: its executions were failed with the reason
+        finally:
+            self._replies.pop(fence_id, None)
+            if (fut := self._idle.pop(fence_id, None)) is not None and not fut.done():
+                fut.cancel()
+        for msg_id in msg_ids:
+            waiting = self._replies.get(msg_id)
+            if msg_id in self._pending and waiting is not None and not waiting.done():
+                self._fail_one(
+                    msg_id,
+                    "it ended while the connection was down: its reply and its output after the "
+                    "drop were not received, so its outcome is unknown; the kernel kept its "
+                    "variables (check them, or run it again)",
+                )
+
     async def _probe_iopub(self) -> None:
         """Wait until output reaches us again after a reconnect: zmq re-subscribes iopub
         asynchronously, and output published before that lands is dropped (slow joiner). As
-        jupyter_client does on start, kernel_info is repeated until its status arrives."""
+        jupyter_client does on start, kernel_info is repeated until its status arrives; on the
+        control channel, which a cell running on the main shell does not hold up."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + LINK_PROBE_TIMEOUT
         while loop.time() < deadline:
@@ -263,7 +323,7 @@ class KernelProcess:
             msg_id = msg["header"]["msg_id"]
             idle: asyncio.Future[None] = loop.create_future()
             self._idle[msg_id] = idle
-            self.kc.shell_channel.send(msg)
+            self.kc.control_channel.send(msg)
             try:
                 await asyncio.wait_for(asyncio.shield(idle), 1.0)
                 return
@@ -392,6 +452,7 @@ class KernelProcess:
         ex.msg_id = msg_id
         ex.subshell = subshell_id is not None
         self._pending[msg_id] = ex
+        self._shell_of[msg_id] = subshell_id
         ex.start()
         try:
             msg = await self._await_reply(
@@ -405,6 +466,7 @@ class KernelProcess:
             ex.finish("lost", note="the kernel died while this ran")
         finally:
             self._pending.pop(msg_id, None)
+            self._shell_of.pop(msg_id, None)
             self._replies.pop(msg_id, None)
             self._idle.pop(msg_id, None)
         return ex

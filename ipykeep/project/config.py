@@ -126,6 +126,9 @@ class Config:
     #: Seconds a kernel on an SSH host keeps running with no ipykeep attached (the link dropped
     #: and never came back); then its supervisor on the host stops it.
     ssh_orphan_timeout_s: float = 600.0
+    #: Seconds a remote kernel's dropped connection (SSH or gateway) is re-established with
+    #: backoff, its running executions kept running, before the kernel counts as lost.
+    remote_reconnect_s: float = 120.0
     #: Seconds between two stat polls of a remote kernel's data files (through the kernel,
     #: skipped while its main shell is busy and no subshell is free); 0 turns polling off.
     remote_watch_interval_s: float = 5.0

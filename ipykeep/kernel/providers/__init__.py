@@ -58,7 +58,12 @@ def make_provider(spec: LaunchSpec, config: Any, *, location: str | None = None)
             token_env=config.gateway_token_env,
             kernel_name=config.gateway_kernel_name,
         )
-        return GatewayProvider(spec, settings, kernel_cwd=config.kernel_cwd or str(spec.cwd))
+        return GatewayProvider(
+            spec,
+            settings,
+            kernel_cwd=config.kernel_cwd or str(spec.cwd),
+            reconnect_for=config.remote_reconnect_s,
+        )
     if kind == "ssh":
         from ipykeep.kernel.providers.ssh import SshProvider, SshTarget
 
@@ -74,5 +79,6 @@ def make_provider(spec: LaunchSpec, config: Any, *, location: str | None = None)
             python=config.remote_python,
             ssh_config=config.ssh_config,
             orphan_timeout=config.ssh_orphan_timeout_s,
+            reconnect_for=config.remote_reconnect_s,
         )
     raise UsageError(f"unknown kernel_provider {kind!r}", hint="use 'local', 'gateway' or 'ssh'")

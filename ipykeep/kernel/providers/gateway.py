@@ -28,6 +28,7 @@ from tornado.websocket import websocket_connect
 
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.base import KernelChannels, LaunchSpec, ProviderKind
+from ipykeep.kernel.providers.link import RemoteLink
 from ipykeep.kernel.providers.wschannels import WebsocketChannels
 
 log = logging.getLogger("ipykeep.gateway")
@@ -135,7 +136,12 @@ class GatewayProvider:
     preinstalled: frozenset[str] = frozenset()
 
     def __init__(
-        self, spec: LaunchSpec, settings: GatewaySettings, *, kernel_cwd: str | None
+        self,
+        spec: LaunchSpec,
+        settings: GatewaySettings,
+        *,
+        kernel_cwd: str | None,
+        reconnect_for: float = 120.0,
     ) -> None:
         self.spec = spec
         self.settings = settings
@@ -152,6 +158,15 @@ class GatewayProvider:
                 host,
             )
         self.location = f"gateway {settings.url}"
+        # Jupyter servers keep a kernel's messages for a websocket session that closed and
+        # replay them when it reconnects; a drop the server did not notice (the network stalled
+        # rather than closed) sends them into the dead connection instead.
+        self.link = RemoteLink(
+            f"the connection to {self.location}",
+            reconnect_for,
+            replays="the server replays what the kernel sent meanwhile, "
+            "unless it had not noticed the drop",
+        )
         self.kernel_cwd = kernel_cwd
         self.kernel_id: str | None = None
         self.channels: WebsocketChannels | None = None
@@ -232,7 +247,7 @@ class GatewayProvider:
         model = await self._request("POST", self.settings.url + "/api/kernels", body)
         self.kernel_id = str(model["id"])
         try:
-            self.channels = WebsocketChannels(self._connect, where=self.location)
+            self.channels = WebsocketChannels(self._connect, where=self.location, link=self.link)
             await self.channels.open()
             await self.channels.wait_for_ready(timeout)
         except BaseException as exc:
@@ -279,11 +294,10 @@ class GatewayProvider:
         if ch.closed:
             self.lost_reason = (
                 ch.close_reason or f"the connection to {self.location} was lost"
-            ) + (
-                f" and did not come back within {ch.reconnect_for:g} s; "
-                "the kernel may still run on the server"
-            )
+            ) + "; the kernel may still run on the server"
             return False
+        if self.link.down:
+            return True  # being re-established (the websocket's reader retries)
         if time.monotonic() - self._checked >= MODEL_CHECK_INTERVAL:
             self._checked = time.monotonic()
             try:

@@ -11,8 +11,10 @@ Interrupts are SIGINT to the kernel's process group on the host (a line to the l
 The kernel outlives the connection: its supervisor on the host is detached from the SSH session.
 When the link drops, ``is_alive`` opens a new master, re-attaches to the same kernel and
 forwards the same local ports to its same ports, so the client's sockets reconnect by
-themselves; if the kernel ended meanwhile, it is reported dead as any kernel would be. A kernel
-nobody re-attaches to within ``orphan_timeout`` seconds is stopped by its supervisor.
+themselves; it tries again with backoff for ``remote_reconnect_s`` (``link.py``) before the
+kernel counts as lost. If the kernel ended meanwhile, it is reported dead as any kernel would
+be. A kernel nobody re-attaches to within ``orphan_timeout`` seconds is stopped by its
+supervisor.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ import queue
 import shlex
 import shutil
 import socket
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import unquote, urlsplit
+
+import zmq
 
 from ipykeep.api.errors import KernelStartError, RemoteAuthError, RemoteUnreachableError, UsageError
 from ipykeep.kernel.providers.base import (
@@ -38,6 +43,7 @@ from ipykeep.kernel.providers.base import (
     kernel_module,
     kernel_options,
 )
+from ipykeep.kernel.providers.link import Refused, RemoteLink
 from ipykeep.kernel.providers.local import short_runtime_dir
 from ipykeep.kernel.providers.session import KernelClient, UndatedSession
 from ipykeep.project.atomic import atomic_write_text
@@ -47,6 +53,8 @@ log = logging.getLogger("ipykeep.ssh")
 LAUNCHER = (Path(__file__).parent / "ssh_launcher.py").read_text()
 #: Seconds the master connection may take (DNS, TCP, key exchange, authentication).
 CONNECT_TIMEOUT = 20.0
+#: Seconds the client's sockets may take to reconnect through a re-established tunnel.
+HANDSHAKE_TIMEOUT = 15.0
 PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
@@ -152,6 +160,7 @@ class SshProvider:
         python: str = "python3",
         ssh_config: str | None = None,
         orphan_timeout: float = 600.0,
+        reconnect_for: float = 120.0,
     ) -> None:
         self.spec = spec
         self.orphan_timeout = orphan_timeout
@@ -159,10 +168,13 @@ class SshProvider:
         self.remote_runtime: str | None = None
         self.local_ports: list[int] = []
         self.remote_info: dict[str, Any] = {}
-        #: times the link was re-established to the same kernel
-        self.reconnects = 0
-        #: what the owner should tell the user about the link (taken by ``take_notice``)
-        self.notice: str | None = None
+        # zmq drops what the kernel sends while no client is connected (iopub's PUB, shell's
+        # ROUTER to an absent peer): output during a drop is gone, the kernel's state is not.
+        self.link = RemoteLink(
+            f"the ssh connection to {target.destination}",
+            reconnect_for,
+            replays="output the kernel sent meanwhile was not received",
+        )
         self.target = target
         self.python = python
         self.ssh_config = ssh_config
@@ -389,31 +401,78 @@ class SshProvider:
             return False
         # ssh exits 255 when its connection ends; the launcher's own exit (0) means the kernel's
         if self.master.returncode is not None or self.launcher.returncode == 255:
+            self.link.dropped()
             return await self._reconnect()
         if self.launcher.returncode is not None:
             return False  # the kernel exited on the host (the launcher relays its end)
         return True
 
     async def _reconnect(self) -> bool:
-        """A new master and launcher attached to the same kernel, the same ports forwarded."""
-        lost = f"the ssh connection to {self.target.destination} was lost"
-        log.warning("%s: %s; reconnecting", self.spec.name, lost)
-        await self._drop_link()
-        try:
-            await self._open_master()
-            info = await self._launch(CONNECT_TIMEOUT, attach=True)
-            if info.get("gone"):
-                self.lost_reason = None  # the kernel itself ended: reported as a dead kernel
-                return False
-            await self._forward()
-        except KernelStartError as exc:
-            self.lost_reason = f"{lost} and could not be re-established: {exc.message}"
-            return False
-        self.reconnects += 1
-        self.notice = (
-            f"{lost} and was re-established; the kernel on the host kept running with its state"
+        """A new master and launcher attached to the same kernel, the same ports forwarded;
+        tried again with backoff until the link's time is up."""
+        gone = False
+
+        async def attempt() -> str | None:
+            nonlocal gone
+            await self._drop_link()
+            try:
+                await self._open_master()
+                info = await self._launch(CONNECT_TIMEOUT, attach=True)
+                if info.get("gone"):
+                    gone = True
+                    raise Refused("the kernel on the host has ended")
+                with self._handshakes() as connected:
+                    await self._forward()
+                    await connected()
+            except RemoteAuthError as exc:
+                raise Refused(exc.message) from None  # a refused key stays refused
+            except KernelStartError as exc:
+                return exc.message
+            return None
+
+        failed = await self.link.retry(attempt)
+        if failed is None:
+            self.link.restored()
+            return True
+        if gone:
+            self.lost_reason = None  # the kernel itself ended: reported as a dead kernel
+            self.link.down_since = None
+        else:
+            self.lost_reason = self.link.given_up(failed)
+        return False
+
+    @contextlib.contextmanager
+    def _handshakes(self) -> Iterator[Callable[[], Awaitable[None]]]:
+        """Watch the client's sockets reconnect through the tunnel; the function yielded waits
+        until each has completed zmq's handshake with the kernel. Until the shell socket has,
+        the kernel's shell socket drops replies addressed to us (a cell's reply sent just after
+        the link came back would be lost), and iopub drops output."""
+        sockets = (
+            [
+                ch.socket
+                for ch in (self.kc.shell_channel, self.kc.control_channel, self.kc.iopub_channel)
+                if ch is not None and ch.socket is not None
+            ]
+            if self.kc is not None
+            else []
         )
-        return True
+        monitors = [s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED) for s in sockets]
+
+        async def connected() -> None:
+            waits = [monitor.recv_multipart() for monitor in monitors]
+            try:
+                await asyncio.wait_for(asyncio.gather(*waits), HANDSHAKE_TIMEOUT)
+            except asyncio.TimeoutError:
+                log.warning("%s: the kernel's sockets did not reconnect", self.spec.name)
+
+        try:
+            yield connected
+        finally:
+            for sock in sockets:
+                with contextlib.suppress(zmq.ZMQError):
+                    sock.disable_monitor()
+            for monitor in monitors:
+                monitor.close(linger=0)
 
     async def _drop_link(self) -> None:
         for proc in (self.launcher, self.master):

@@ -25,10 +25,12 @@ from typing import Any
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import Session
 
+from ipykeep.kernel.providers.link import Refused, RemoteLink
+
 CHANNELS = ("shell", "iopub", "control", "stdin")
 QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
-#: Seconds a dropped websocket is retried before the connection counts as lost.
-RECONNECT_FOR = 10.0
+#: Seconds one attempt to reopen the websocket may take (the connection's own timeouts are 20 s).
+ATTEMPT_TIMEOUT = 30.0
 
 log = logging.getLogger("ipykeep.gateway")
 
@@ -72,14 +74,14 @@ class WebsocketChannels:
         connect: Callable[[str], Awaitable[Any]],
         *,
         where: str,
-        reconnect_for: float | None = None,
+        link: RemoteLink,
     ) -> None:
-        """``connect(session_id)`` opens the websocket; it is called again after a drop."""
+        """``connect(session_id)`` opens the websocket; it is called again after a drop, for as
+        long as ``link`` allows (its ``reconnect_for`` seconds; 0: never)."""
         self._connect = connect
         self._conn: Any = None  # tornado WebSocketClientConnection
         self.where = where
-        self.reconnect_for = RECONNECT_FOR if reconnect_for is None else reconnect_for
-        self.reconnects = 0
+        self.link = link
         self._outbox: list[str] | None = None  # messages sent while reconnecting
         self._stopped = False
         # The server re-signs what it forwards to the kernel; this key never leaves the process.
@@ -126,37 +128,37 @@ class WebsocketChannels:
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     async def _reconnect(self) -> bool:
-        """Open the websocket again (same session) for up to ``reconnect_for`` seconds."""
+        """Open the websocket again (same session), with backoff, while the link allows."""
         self._outbox = []
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.reconnect_for
-        last: BaseException | None = None
-        while not self._stopped and loop.time() < deadline:
+        self.link.dropped()
+
+        async def attempt() -> str | None:
+            if self._stopped:
+                raise Refused("the channels were closed")
             try:
                 self._conn = await asyncio.wait_for(
-                    self._connect(self.session.session), max(0.1, deadline - loop.time())
+                    self._connect(self.session.session), ATTEMPT_TIMEOUT
                 )
             except asyncio.CancelledError:
                 raise
-            except (
-                Exception
-            ) as exc:  # refused, unreachable, timed out: try again until the deadline
-                last = exc
+            except Exception as exc:  # refused, unreachable, timed out: try again
+                why = str(getattr(exc, "message", None) or exc or type(exc).__name__)
                 if getattr(exc, "code", None) in ("remote_auth_failed", "kernel_start_failed"):
-                    break  # the server answered: the kernel is gone or we are no longer let in
-                await asyncio.sleep(0.5)
-                continue
-            self.reconnects += 1
-            self._tune_socket()
-            pending, self._outbox = self._outbox, None
-            for text in pending:
-                self._conn.write_message(text)
-            log.warning("reconnected to %s (messages sent meanwhile were delivered)", self.where)
-            return True
-        self._outbox = None
-        if last is not None:
-            log.warning("could not reconnect to %s: %s", self.where, getattr(last, "message", last))
-        return False
+                    raise Refused(why) from None  # the server answered: no use trying again
+                return why
+            return None
+
+        failed = await self.link.retry(attempt)
+        if failed is not None:
+            self._outbox = None
+            self.close_reason = self.link.given_up(failed)
+            return False
+        self._tune_socket()
+        pending, self._outbox = self._outbox, None
+        for text in pending:
+            self._conn.write_message(text)
+        self.link.restored()
+        return True
 
     async def _read(self) -> None:
         self._tune_socket()
@@ -165,11 +167,12 @@ class WebsocketChannels:
             frame = await self._conn.read_message()
             if frame is None:
                 code = getattr(self._conn, "close_code", None)
-                if not self._stopped and self.reconnect_for > 0 and await self._reconnect():
+                if not self._stopped and self.link.reconnect_for > 0 and await self._reconnect():
                     continue
                 self.closed = True
-                self.close_reason = f"the connection to {self.where} was lost" + (
-                    f" (close code {code})" if code else ""
+                self.close_reason = self.close_reason or (
+                    f"the connection to {self.where} was lost"
+                    + (f" (close code {code})" if code else "")
                 )
                 return
             try:
