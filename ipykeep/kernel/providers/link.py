@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 log = logging.getLogger("ipykeep.link")
 
@@ -20,9 +21,12 @@ BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 5.0
 
 
-class Refused(Exception):
-    """The other side answered a reconnect attempt: trying again cannot help (the kernel is
-    gone, or we are no longer let in)."""
+@dataclass(frozen=True)
+class Stop:
+    """A reconnect attempt's answer when trying again cannot help (the other side answered:
+    the kernel is gone, or we are no longer let in)."""
+
+    why: str
 
 
 class RemoteLink:
@@ -78,21 +82,20 @@ class RemoteLink:
             f"{self.reconnect_for:g} s (remote_reconnect_s): {why}"
         )
 
-    async def retry(self, attempt: Callable[[], Awaitable[str | None]]) -> str | None:
+    async def retry(self, attempt: Callable[[], Awaitable[str | Stop | None]]) -> str | None:
         """Call ``attempt`` with backoff until it returns None (connected) or the time is up.
 
-        ``attempt`` returns why it failed, or raises ``Refused`` to stop at once. The last
-        reason is returned when the connection did not come back."""
+        ``attempt`` returns why it failed, or a ``Stop`` to give up at once. The last reason is
+        returned when the connection did not come back."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.reconnect_for
         pause = BACKOFF_FIRST
         while True:
-            try:
-                why = await attempt()
-            except Refused as exc:
-                return str(exc)
+            why = await attempt()
             if why is None:
                 return None
+            if isinstance(why, Stop):
+                return why.why
             log.info("%s: not re-established yet: %s", self.where, why)
             left = deadline - loop.time()
             if left <= 0:

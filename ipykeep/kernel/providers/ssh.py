@@ -43,7 +43,7 @@ from ipykeep.kernel.providers.base import (
     kernel_module,
     kernel_options,
 )
-from ipykeep.kernel.providers.link import Refused, RemoteLink
+from ipykeep.kernel.providers.link import RemoteLink, Stop
 from ipykeep.kernel.providers.local import short_runtime_dir
 from ipykeep.kernel.providers.session import KernelClient, UndatedSession
 from ipykeep.project.atomic import atomic_write_text
@@ -412,7 +412,7 @@ class SshProvider:
         tried again with backoff until the link's time is up."""
         gone = False
 
-        async def attempt() -> str | None:
+        async def attempt() -> str | Stop | None:
             nonlocal gone
             await self._drop_link()
             try:
@@ -420,12 +420,12 @@ class SshProvider:
                 info = await self._launch(CONNECT_TIMEOUT, attach=True)
                 if info.get("gone"):
                     gone = True
-                    raise Refused("the kernel on the host has ended")
+                    return Stop("the kernel on the host has ended")
                 with self._handshakes() as connected:
                     await self._forward()
                     await connected()
             except RemoteAuthError as exc:
-                raise Refused(exc.message) from None  # a refused key stays refused
+                return Stop(exc.message)  # a refused key stays refused
             except KernelStartError as exc:
                 return exc.message
             return None

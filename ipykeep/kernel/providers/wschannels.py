@@ -25,7 +25,7 @@ from typing import Any
 from jupyter_client.jsonutil import json_default
 from jupyter_client.session import Session
 
-from ipykeep.kernel.providers.link import Refused, RemoteLink
+from ipykeep.kernel.providers.link import RemoteLink, Stop
 
 CHANNELS = ("shell", "iopub", "control", "stdin")
 QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
@@ -132,9 +132,9 @@ class WebsocketChannels:
         self._outbox = []
         self.link.dropped()
 
-        async def attempt() -> str | None:
+        async def attempt() -> str | Stop | None:
             if self._stopped:
-                raise Refused("the channels were closed")
+                return Stop("the channels were closed")
             try:
                 self._conn = await asyncio.wait_for(
                     self._connect(self.session.session), ATTEMPT_TIMEOUT
@@ -144,7 +144,7 @@ class WebsocketChannels:
             except Exception as exc:  # refused, unreachable, timed out: try again
                 why = str(getattr(exc, "message", None) or exc or type(exc).__name__)
                 if getattr(exc, "code", None) in ("remote_auth_failed", "kernel_start_failed"):
-                    raise Refused(why) from None  # the server answered: no use trying again
+                    return Stop(why)  # the server answered: no use trying again
                 return why
             return None
 
