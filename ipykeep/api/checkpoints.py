@@ -17,6 +17,14 @@ from ipykeep.api.records import Record
 from ipykeep.api.spec import KernelParams, Method
 
 
+def than_rerunning(saved_s: float, digits: int = 2) -> str:
+    """A restore's time against re-running its cells, in words: "1.50 s quicker than
+    re-running" or, when loading took longer, "1.50 s slower than re-running"."""
+    if saved_s < 0:
+        return f"{-saved_s:.{digits}f} s slower than re-running"
+    return f"{saved_s:.{digits}f} s quicker than re-running"
+
+
 class CellCheckpointInfo(Record):
     cell_id: str
     index: int
@@ -56,7 +64,7 @@ class RestoreReport(Record):
         ran = sum(float(c.get("run_s", 0)) for c in self.restored)
         head = (
             f"restored {len(self.restored)} cell(s) from checkpoints in {self.restore_s:.2f} s "
-            f"(their runs took {ran:.2f} s: {max(self.saved_s, 0):.2f} s quicker)"
+            f"(their runs took {ran:.2f} s: {than_rerunning(self.saved_s)})"
         )
         if self.restored:
             head += ": " + ", ".join(str(c["index"]) for c in self.restored)
@@ -69,7 +77,13 @@ class RestoreReport(Record):
         rerun = f"; {len(self.rerun)} cell(s) must re-run"
         if self.rerun:
             rerun += ": " + ", ".join(
-                f"{e['index']} ({', '.join(sorted({r['kind'] for r in e['reasons']}))})"
+                f"{e['index']} ({', '.join(sorted({r['kind'] for r in e['reasons']}))}"
+                + (
+                    f"; not restored: {self.not_restorable[e['cell_id']]}"
+                    if e.get("cell_id") in self.not_restorable
+                    else ""
+                )
+                + ")"
                 for e in self.rerun
             )
         tail = "".join(f"; {e}" for e in self.errors[:3])

@@ -64,14 +64,18 @@ async def restore_lost(
         planning.CellCheckpoint.from_manifest(m) for m in manifests if m.get("kind") == "cell"
     ]
     cps = planning.candidates(all_cps, cells)
-    if not cps:
-        return None
     not_restorable: dict[str, str] = {
         cp.cell_id: "; ".join(f"{n}: {why}" for n, why in sorted(cp.failed.items()))
         or "no namespace evidence"
         for cp in all_cps
         if not cp.restorable
     }
+    if not cps:
+        index = {c.cell_id: c.index for c in cells}
+        for cid, why in not_restorable.items():  # said, not left to look never run
+            if cid in index:
+                session.notices.append(f"cell {index[cid]} ({cid}) not restored: {why}")
+        return None
     stat = stat_for(session)
     scout = StalenessTracker()
     planning.replay(scout, cps)

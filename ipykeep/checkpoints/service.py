@@ -34,6 +34,7 @@ from ipykeep.api.checkpoints import (
     NamedCheckpointResult,
     RestoreReport,
     RollbackResult,
+    than_rerunning,
 )
 from ipykeep.api.errors import IpykeepError, KernelBusyError
 from ipykeep.api.spec import Bindings, bind
@@ -193,7 +194,7 @@ class CheckpointService(SessionObserver):
         if st.last_restore is not None:
             text += (
                 f"; at start {len(st.last_restore.restored)} cell(s) were restored from "
-                f"checkpoints ({max(st.last_restore.saved_s, 0):.1f} s quicker than re-running)"
+                f"checkpoints ({than_rerunning(st.last_restore.saved_s, 1)})"
             )
         return text
 
@@ -223,6 +224,43 @@ class CheckpointService(SessionObserver):
         if st.pending_notice:
             session.notices.append(st.pending_notice)
             st.pending_notice = None
+        if st.available and st.cells and session.process.alive:
+            # what start reports as checkpointed must be on disk: wait for the writer (it is
+            # done by now unless the values are big) and hear which writes failed
+            with contextlib.suppress(IpykeepError):
+                await session.process.eval_silent(
+                    _call("flush", FLUSH_ON_CLOSE_S), timeout=FLUSH_ON_CLOSE_S + 30
+                )
+                failures = await session.process.eval_silent(_call("take_failures"))
+                self._write_failed(session, failures)
+
+    def _write_failed(self, session: KernelSession, failures: Any) -> dict[str, str]:
+        """Take in the writes the kernel's writer reports failed (``[path, why]`` pairs): the
+        cells they were of are no longer counted as checkpointed, and the agent is told.
+        Returns why, by manifest path."""
+        found = {str(path): str(why) for path, why in failures or () if path}
+        st = self.state(session)
+        if not found or session.notebook is None:
+            return found
+        for cell_id, info in list(st.cells.items()):
+            why = found.get(str(self.store.cell_manifest_path(session.notebook, cell_id)))
+            if why is None:
+                continue
+            lost = {n: why for n in info.values} or {"<values>": why}
+            st.cells[cell_id] = info.model_copy(
+                update={
+                    "restorable": False,
+                    "bytes": 0,
+                    "values": [],
+                    "sizes": {},
+                    "failed": {**info.failed, **lost},
+                }
+            )
+            session.notices.append(
+                f"checkpoint of cell {info.index} ({cell_id}) not saved: {why}; "
+                "after a restart it re-runs instead of being restored"
+            )
+        return found
 
     def cell_expressions(self, session: KernelSession, cell: Cell) -> dict[str, str]:
         if not self.state(session).memo:
@@ -369,6 +407,7 @@ class CheckpointService(SessionObserver):
                 session.scheduler.spawn(self._settle(session))
         if not decision.cheap and "seconds" in reply:
             st.snapshot_s[cell.cell_id] = float(reply["seconds"])
+        self._write_failed(session, reply.get("write_failures"))  # earlier cells' writes
         sizes = {str(k): int(v) for k, v in (reply.get("sizes") or {}).items()}
         failed = {str(k): str(v) for k, v in (reply.get("failed") or {}).items()}
         st.cells.pop(cell.cell_id, None)  # kept in run order: the latest writer of a name last
@@ -509,9 +548,17 @@ class CheckpointService(SessionObserver):
                 _call("snapshot", json.dumps(meta), names), timeout=budget + 60
             )
             done = await session.process.eval_silent(_call("flush", budget), timeout=budget + 30)
+            failures = await session.process.eval_silent(_call("take_failures"))
             if st.remote_root is not None:  # what the snapshot's reply carried, then this one
                 await asyncio.to_thread(remote.deliver, self.store, st, reply.get("manifests"))
                 await remote.take(session, self.store, st)
+        why = self._write_failed(session, [*(reply.get("write_failures") or ()), *failures])
+        if str(path) in why:
+            raise CheckpointError(
+                f"checkpoint {name!r} was not saved: {why[str(path)]}",
+                hint="free space where the checkpoint store is (.ipykeep/checkpoints) and "
+                "checkpoint again; nothing of it can be restored",
+            )
         if not done:
             raise CheckpointError(
                 f"checkpoint {name!r} was not written within {budget:g} s",

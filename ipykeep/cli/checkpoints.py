@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ipykeep.api import names
+from ipykeep.api.checkpoints import than_rerunning
 
 # Imported for its side effect: it registers the checkpoint error codes that RPC replies carry.
 from ipykeep.checkpoints import store as _store  # noqa: F401
@@ -40,7 +41,8 @@ def render_listing(res: dict[str, Any]) -> str:
     for c in cells:
         state = checkpoint_words.cell_state(c)
         if state == checkpoint_words.CHECKPOINTED:
-            state += f", {human_bytes(c.bytes or 0)}: {', '.join(c.values or []) or '-'}"
+            # (``values`` by key: as an attribute a dict's method answers)
+            state += f", {human_bytes(c.bytes or 0)}: {', '.join(c.get('values') or []) or '-'}"
         why = "; ".join(f"{n}: {w}" for n, w in sorted((c.failed or {}).items()))
         lines.append(f"  cell {c.index} ({c.cell_id}): {state}" + (f" — {why}" if why else ""))
     for n in res.get("named", []):
@@ -66,7 +68,7 @@ def render_listing(res: dict[str, Any]) -> str:
         lines.append(
             f"  last restore: {len(last.get('restored', []))} cell(s) restored in "
             f"{last.get('restore_s', 0):.2f} s, {len(last.get('rerun', []))} re-run, "
-            f"{max(last.get('saved_s', 0), 0):.2f} s quicker than re-running them"
+            f"{than_rerunning(float(last.get('saved_s', 0)))} them"
         )
     return "\n".join(lines)
 

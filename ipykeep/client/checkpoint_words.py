@@ -27,6 +27,11 @@ class CellCheckpoint(Protocol):
     restorable: bool
     cheap: bool
     bytes: int
+    failed: dict[str, str]
+
+
+#: how a value the writer could not save is described (the in-kernel writer's words)
+UNWRITTEN = "its checkpoint could not be written"
 
 
 def cell_state(cell: CellCheckpoint) -> str:
@@ -56,4 +61,14 @@ def summary(cells: Iterable[CellCheckpoint]) -> str:
     for state in (RERUN, NOT_RESTORABLE):
         if by_state[state]:
             parts.append(f"{state}: {_cells([c.index for c in by_state[state]])}")
+    unwritten = sorted(
+        {
+            why
+            for c in by_state[NOT_RESTORABLE]
+            for why in (c.failed or {}).values()
+            if why.startswith(UNWRITTEN)
+        }
+    )
+    if unwritten:  # a write that failed is not a value that cannot be pickled: say which
+        parts[-1] += f" ({'; '.join(unwritten)})"
     return "; ".join(parts)

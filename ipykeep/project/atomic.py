@@ -3,7 +3,7 @@
 The new content goes to a temporary file created beside the target (same directory, so the
 rename stays on one file system), which is then renamed over the target. The temporary file is
 created 0600 by ``mkstemp`` (readable by nobody else even for a moment) and gets its final
-mode before the rename. Its name, ``.<name>.<random>.ipykeep-tmp``, is hidden, unique per
+mode before the rename. Its name, ``.<name>.<pid>.<random>.ipykeep-tmp``, is hidden, unique per
 writer (two processes never share a temporary file) and ignored by ipykeep's file watchers.
 
 Callers choose what their file needs:
@@ -44,8 +44,12 @@ def write_temp_beside(
             mode = os.stat(path).st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o666 & ~current_umask()
+    # the writer's pid in the name: a temporary file of a writer that is gone (killed in the
+    # middle of a write) is known for one at once (``temp_writer_pid``)
     fd, tmp = tempfile.mkstemp(
-        prefix=f".{os.path.basename(path)}.", suffix=TEMP_SUFFIX, dir=os.path.dirname(path) or "."
+        prefix=f".{os.path.basename(path)}.{os.getpid()}.",
+        suffix=TEMP_SUFFIX,
+        dir=os.path.dirname(path) or ".",
     )
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -59,6 +63,16 @@ def write_temp_beside(
             os.unlink(tmp)
         raise
     return tmp
+
+
+def temp_writer_pid(target_name: str, temp_name: str) -> int | None:
+    """The pid of the process that made ``temp_name``, a temporary file of ``target_name``
+    (None for a name without one)."""
+    prefix = f".{target_name}."
+    if not (temp_name.startswith(prefix) and temp_name.endswith(TEMP_SUFFIX)):
+        return None
+    pid = temp_name[len(prefix) :].split(".", 1)[0]
+    return int(pid) if pid.isdigit() else None
 
 
 def atomic_write_bytes(

@@ -35,7 +35,8 @@ from ipykeep.api.errors import (
     UnknownCellError,
 )
 from ipykeep.platform import locks
-from ipykeep.project.atomic import TEMP_SUFFIX, write_temp_beside
+from ipykeep.platform.processes import pid_alive
+from ipykeep.project.atomic import TEMP_SUFFIX, temp_writer_pid, write_temp_beside
 
 CELL_ID_RE = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
@@ -182,15 +183,19 @@ STALE_TEMP_SECONDS = 120.0
 _NO_TEMPS: set[Path] = set()
 
 
-def _clean_stale_temps(path: Path) -> None:
+def clean_stale_temps(path: Path) -> None:
+    """Remove the temporary files of writes of ``path`` that were cut short: those whose
+    writer (named in the file's name) is gone, at once, and any older than
+    ``STALE_TEMP_SECONDS`` (a pid reused since, or a name without one)."""
     if path in _NO_TEMPS:
         return
     cutoff = time.time() - STALE_TEMP_SECONDS
     seen = False
     for tmp in path.parent.glob(f".{path.name}.*{TEMP_SUFFIX}"):
         seen = True
+        writer = temp_writer_pid(path.name, tmp.name)
         with contextlib.suppress(OSError):
-            if tmp.stat().st_mtime < cutoff:
+            if (writer is not None and not pid_alive(writer)) or tmp.stat().st_mtime < cutoff:
                 tmp.unlink()
     if not seen:
         _NO_TEMPS.add(path)
@@ -539,7 +544,7 @@ def rewrite_notebook(
     names the change in errors (``outputs``); ``kept`` says where its content stays.
     """
     path = Path(path).resolve()
-    _clean_stale_temps(path)
+    clean_stale_temps(path)
     for attempt in range(1, retries + 1):
         data, raw = _load_json(path)
         nb = _to_v4(data, path)

@@ -116,15 +116,15 @@ def test_a_2000_cell_notebook_runs_and_terminal_escapes_never_reach_the_terminal
         stop_daemon(root)
 
 
-def _mount_tmpfs(target: Path) -> str | None:
-    """A 4 MiB tmpfs at ``target``; the reason when that is impossible."""
+def _mount_tmpfs(target: Path, size: str = "4m") -> str | None:
+    """A small tmpfs (4 MiB) at ``target``; the reason when that is impossible."""
     if os.geteuid() != 0:
         return "needs root to mount a small tmpfs"
     if shutil.which("mount") is None:
         return "no mount command"
     target.mkdir(parents=True)
     res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(target)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
         capture_output=True,
         text=True,
     )

@@ -105,3 +105,40 @@ def test_a_kernel_lost_after_its_last_cell_makes_run_fail(tmp_path):
         assert "the kernel died" in res.stderr
     finally:
         stop_daemon(root)
+
+
+def test_a_full_checkpoint_store_is_reported_not_claimed(tmp_path: Path) -> None:
+    """The store on a 3 MB filesystem, an 8 MB value: nothing claims it was saved."""
+    from tests.conftest import make_project
+    from tests.reliability.test_bad_input import _mount_tmpfs
+
+    root = make_project(tmp_path / "p", example=False)
+    store = root / ".ipykeep" / "checkpoints"
+    why = _mount_tmpfs(store, size="3m")
+    if why:
+        pytest.skip(why)
+    env = {**ENV, "IPYKEEP_CHECKPOINT_SNAPSHOT_BUDGET_S": "30"}
+    try:
+        write_notebook(root / "nb.ipynb", ["import os\nbig = os.urandom(8_000_000)", "small = 7"])
+        started = run_cli("start", "nb.ipynb", cwd=root, env=env)
+        assert started.returncode == 0, started.stderr
+        out = started.stdout + started.stderr
+        assert "disk full" in out, out
+        assert "2 cell(s) checkpointed" not in out, out
+        named = run_cli("checkpoint", "snap", cwd=root, env=env)
+        assert named.returncode != 0, named.stdout
+        assert "not saved" in named.stderr and "disk full" in named.stderr, named.stderr
+        listed = run_cli("checkpoints", cwd=root, env=env)
+        listing = listed.stdout
+        assert "not restorable" in listing and "disk full" in listing, listed
+        # a new daemon (the first one's word is gone): the cell is described, not never run
+        stop_daemon(root)
+        again = run_cli("start", "nb.ipynb", cwd=root, env=env)
+        assert again.returncode == 0, again.stderr
+        text = again.stdout + again.stderr
+        assert "its checkpoint could not be written (disk full)" in text, text
+    finally:
+        stop_daemon(root)
+        import subprocess
+
+        subprocess.run(["umount", "-l", str(store)], capture_output=True)

@@ -83,16 +83,17 @@ def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cl
         assert data == old or nbformat.reads(data.decode(), as_version=4).cells[0].outputs
         json.loads(data)  # never a partial file
         assert saw_tmp
-        # A temporary file left by the killed write is removed by the next write once stale.
-        leftovers = list(root.glob(".nb.ipynb.*.ipykeep-tmp"))
+        # The killed writer's temporary files go with the next write at once (their writer is
+        # gone); a live writer's stay; one without a writer's pid goes once stale.
+        assert list(root.glob(f".nb.ipynb.{client.descriptor.pid}.*.ipykeep-tmp"))
         stale = root / ".nb.ipynb.killed.ipykeep-tmp"
         stale.write_text("partial")
         os.utime(stale, (time.time() - 3600, time.time() - 3600))
-        for tmp in leftovers:
-            os.utime(tmp, (time.time() - 3600, time.time() - 3600))
+        live = root / f".nb.ipynb.{os.getpid()}.abc123.ipykeep-tmp"  # a writer still at it
+        live.write_text("being written")
         write_notebook(path, ["y = 2"])
         assert run_cli("start", "nb.ipynb", cwd=root, env=STATIC).returncode == 0
-        assert not list(root.glob(".nb.ipynb.*.ipykeep-tmp"))
+        assert list(root.glob(".nb.ipynb.*.ipykeep-tmp")) == [live]
     finally:
         if proc.poll() is None:
             proc.kill()

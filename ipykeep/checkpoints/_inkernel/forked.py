@@ -6,6 +6,7 @@ the class names cloudpickle gave in it, which the kernel adopts.
 """
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -106,3 +107,16 @@ def adopt_class_names(pairs):
             by_id[tid] = cls
         with contextlib.suppress(TypeError):
             stack.extend(type.__subclasses__(cls))
+
+
+class WriteFailed(OSError):
+    """A forked child's write failed; its words, already those of ``write_failure``."""
+
+
+def write_failure(exc):
+    """Why a checkpoint write failed, in words ("disk full" for ENOSPC or EDQUOT)."""
+    if isinstance(exc, WriteFailed):
+        return str(exc)
+    full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1))
+    reason = "disk full" if full else f"{type(exc).__name__}: {exc}"
+    return f"its checkpoint could not be written ({reason})"

@@ -52,6 +52,7 @@ _pending = [0]
 _lock = threading.Lock()
 _written: list = []  # (label, ok, message) of finished jobs, read by ``status``
 _outbox: list = []  # remote: (daemon's manifest path, signed manifest) not yet taken
+_failures: list = []  # (manifest path, why) of writes that failed, not yet told the daemon
 #: name -> (id of the object, why): a value whose pickling killed or outlasted the child
 _poisoned: dict = {}
 
@@ -376,6 +377,7 @@ def snapshot(meta_json, names):
             "failed": failed,
             "seconds": round(time.perf_counter() - started, 6),
             "manifests": _take(),
+            "write_failures": json.loads(take_failures()),
         }
     )
 
@@ -562,10 +564,14 @@ def _child(todo, failed, started, write_fd):
     taken, _, _ = _pickle_all(todo, failed, started, report)
     report(pickled=True, classes=_fork.new_class_names(named))
     ids: dict = {}
-    for name, kind, blob in taken:
-        if id(blob) not in ids:
-            ids[id(blob)] = _write_blob(blob)
-        report(blob=name, id=ids[id(blob)], size=blob.size, kind=kind)
+    try:
+        for name, kind, blob in taken:
+            if id(blob) not in ids:
+                ids[id(blob)] = _write_blob(blob)
+            report(blob=name, id=ids[id(blob)], size=blob.size, kind=kind)
+    except OSError as exc:  # the kernel's writer reports it (a full disk, most often)
+        report(write_error=_fork.write_failure(exc))
+        raise
     report(written=True)
 
 
@@ -592,10 +598,29 @@ def _shared(ns, saved):
     return out
 
 
-def _take():
+def _write_manifest(meta, **fields):
+    """Sign the manifest with ``fields`` and write it: its bytes (remote: handed over, None)."""
+    manifest = dict(meta.get("manifest") or {})
+    manifest.update(fields, created=time.time())
+    manifest["mac"] = hmac.new(_cfg["key"], _canonical(manifest), hashlib.sha256).hexdigest()
+    if _cfg.get("remote"):
+        with _lock:  # the path is the daemon's: it writes the manifest there
+            _outbox.append([meta["path"], manifest])
+        return None
+    data = json.dumps(manifest).encode()
+    _write_private(os.path.dirname(meta["path"]), lambda fh: fh.write(data), meta["path"])
+    return data
+
+
+def take_failures():
+    """The writes that failed since the last call, as ``[manifest path, why]`` pairs."""
+    return json.dumps(_take(_failures))
+
+
+def _take(box=_outbox):
     with _lock:
-        done = _outbox[:]
-        del _outbox[:]
+        done = box[:]
+        del box[:]
     return done
 
 
@@ -687,32 +712,25 @@ def _writer():
             for name in values:
                 if name in meta.get("shared", {}):
                     values[name]["shared"] = meta["shared"][name]
-            manifest = dict(meta.get("manifest") or {})
-            manifest.update(
-                values=values, failed=failed, restorable=not failed, created=time.time()
-            )
-            manifest["mac"] = hmac.new(
-                _cfg["key"], _canonical(manifest), hashlib.sha256
-            ).hexdigest()
-            if _cfg.get("remote"):
-                with _lock:  # the path is the daemon's: it writes the manifest there
-                    _outbox.append([meta["path"], manifest])
-            else:
-                data = json.dumps(manifest).encode()
-                _write_private(
-                    os.path.dirname(meta["path"]),
-                    lambda fh, data=data: fh.write(data),
-                    meta["path"],
-                )
-                if meta.get("memo_path") and not failed:  # every value saved: a memo entry
-                    _write_private(
-                        os.path.dirname(meta["memo_path"]),
-                        lambda fh, data=data: fh.write(data),
-                        meta["memo_path"],
-                    )
+            data = _write_manifest(meta, values=values, failed=failed, restorable=not failed)
+            memo = None if failed else meta.get("memo_path")  # every value saved: a memo entry
+            if data is not None and memo:
+                _write_private(os.path.dirname(memo), lambda fh, d=data: fh.write(d), memo)
             _written.append((meta["path"], True, ""))
         except Exception as exc:  # a full disk costs the checkpoint, never the kernel
-            _written.append((meta.get("path"), False, f"{type(exc).__name__}: {exc}"))
+            why = _fork.write_failure(exc)
+            _written.append((meta.get("path"), False, why))
+            with _lock:
+                _failures.append([meta.get("path"), why])
+            # a small manifest saying so: after a restart it describes the cell
+            lost = {name: why for name, _kind, _blob in taken}
+            try:
+                _write_manifest(
+                    meta, values={}, failed={**failed, **lost}, restorable=False, write_failed=why
+                )
+            except Exception:  # nothing fits: an older manifest must not stand for it
+                with contextlib.suppress(OSError):
+                    os.unlink(meta["path"])
         finally:
             del taken
             with _lock:
@@ -729,6 +747,8 @@ def _child_blobs(pid, pipe):
             event = pipe.next()
             if event is None or "written" in event:
                 break
+            if "write_error" in event:
+                raise _fork.WriteFailed(event["write_error"])
             values[event["blob"]] = {
                 "blob": event["id"],
                 "size": event["size"],
