@@ -11,11 +11,8 @@ import asyncio
 import contextlib
 import json
 import os
-import selectors
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -217,111 +214,3 @@ def channel_sizes(result: CallToolResult) -> tuple[int, int]:
         else ""
     )
     return len(text_of(result).encode()), len(structured.encode())
-
-
-def tool_call(rid: Any, name: str, arguments: Any = None, **params: Any) -> bytes:
-    """A ``tools/call`` request line."""
-    body: dict[str, Any] = {"name": name, **params}
-    if arguments is not None:
-        body["arguments"] = arguments
-    message = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": body}
-    return (json.dumps(message) + "\n").encode()
-
-
-class RawServer:
-    """``ipykeep mcp-serve`` driven line by line, as a host's transport drives it."""
-
-    def __init__(self, root: Path, **env: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ipykeep", "mcp-serve"],
-            cwd=root,
-            env={**server_env(root), **env},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        self._sel = selectors.DefaultSelector()
-        assert self.proc.stdout is not None
-        self._sel.register(self.proc.stdout, selectors.EVENT_READ)
-        self._buf = b""
-        self.notes: list[dict[str, Any]] = []
-        self._answers: dict[Any, dict[str, Any]] = {}
-
-    def send(self, line: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line)
-        self.proc.stdin.flush()
-
-    def _next(self, deadline: float) -> dict[str, Any] | None:
-        assert self.proc.stdout is not None
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self._sel.select(left):
-                return None
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    def answer(self, rid: Any, timeout: float = 60) -> dict[str, Any]:
-        """The answer to ``rid``; notifications met on the way are kept in ``notes``, and
-        answers to other requests (concurrent calls end in any order) until asked for."""
-        if rid in self._answers:
-            return self._answers.pop(rid)
-        deadline = time.monotonic() + timeout
-        while (message := self._next(deadline)) is not None:
-            if "method" in message:
-                self.notes.append(message)
-            elif message.get("id") == rid:
-                return message
-            else:
-                self._answers[message.get("id")] = message
-        raise AssertionError(f"no answer to {rid!r} within {timeout} s")
-
-    def answered(self, rid: Any) -> bool:
-        """Whether an answer to ``rid`` has come (what is on the pipe within 0.2 s is read)."""
-        while (message := self._next(time.monotonic() + 0.2)) is not None:
-            if "method" in message:
-                self.notes.append(message)
-            else:
-                self._answers[message.get("id")] = message
-        return rid in self._answers
-
-    def ask(self, line: bytes, rid: Any) -> dict[str, Any]:
-        self.send(line)
-        return self.answer(rid)
-
-    def handshake(self, version: str = "2025-06-18") -> dict[str, Any]:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        }
-        reply = self.ask((json.dumps(init) + "\n").encode(), 0)
-        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        return reply
-
-    def create_kernel(self, rid: Any, **args: Any) -> str:
-        """A kernel made with the ``create_kernel`` tool (request ``rid``); its id."""
-        reply = self.ask(tool_call(rid, "create_kernel", args), rid)
-        kid: str = reply["result"]["structuredContent"]["kernel_id"]
-        return kid
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self._sel.close()
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
