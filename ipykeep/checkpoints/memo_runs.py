@@ -85,11 +85,15 @@ def key_run(
             w = writers.get(name)
             if w is not None and w.cell_id == cell.cell_id:
                 st.versions[(name, w.seq)] = version
-    st.versions = {
-        k: v
-        for k, v in st.versions.items()
-        if (w := writers.get(k[0])) is not None and w.seq == k[1]
-    }
+    if len(st.versions) > 2 * len(writers) + 64:
+        # versions are looked up by (name, seq) of the current write, so one of a replaced
+        # write is only memory: dropped once they outnumber the names, not after every cell
+        # (a pass over every name per cell made executing a plan quadratic)
+        st.versions = {
+            k: v
+            for k, v in st.versions.items()
+            if (w := writers.get(k[0])) is not None and w.seq == k[1]
+        }
     return fields, why
 
 
