@@ -80,6 +80,7 @@ def tmp_project(tmp_path: Path):
 #: The longest test files (1–3 min each on 2 cores). They start first, so that neither xdist
 #: worker is left running one of them alone at the end of the suite.
 LONGEST_FIRST = (
+    "test_real_hosts.py",
     "test_benchmarks_quick.py",
     "test_staleness_thirdparty.py",
     "test_load.py",
