@@ -16,6 +16,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,7 +27,9 @@ from typing import Any
 #: model side questions — titles, quota probes, next-speaker checks — which get a short answer).
 MARKER = "IPYKEEP-HOST-PLAN"
 #: More calls than the plan has steps, searches and retries together: the host is looping.
-MAX_CALLS = 40
+MAX_CALLS = 120
+#: The pause before repeating a search that found nothing (a model's turn takes about that).
+SEARCH_RETRY_S = 0.5
 
 
 @dataclass
@@ -104,8 +107,12 @@ class Plan:
         if name is None:
             search = _search_tool(conv.tools)
             query = _search_args(search, step.tool) if search else None
-            if search is None or query is None or json.dumps(query, sort_keys=True) in searched:
+            if search is None or query is None:
                 return Decision(text=f"Tool {step.tool} is not available.")
+            if json.dumps(query, sort_keys=True) in searched:
+                # The search found nothing yet: a host starts its MCP servers in the background
+                # (Codex), so ask again after a model's thinking time rather than at once.
+                time.sleep(SEARCH_RETRY_S)
             return Decision(call=(search, query))
         return Decision(call=(name, step.args(done)))
 
@@ -209,8 +216,10 @@ def _responses_view(body: dict[str, Any]) -> Conversation:
             name = item.get("name") or kind
             if item.get("namespace"):
                 name = _join(item["namespace"], name)
-            raw = item.get("arguments") or item.get("input") or "{}"
-            args = json.loads(raw) if isinstance(raw, str) and raw.startswith("{") else {"raw": raw}
+            raw = item.get("arguments") or item.get("input") or {}
+            if isinstance(raw, str):
+                raw = json.loads(raw) if raw.startswith("{") else {"raw": raw}
+            args = raw
             conv.calls.append((item.get("call_id") or item.get("id", ""), name, args))
         elif kind in ("function_call_output", "custom_tool_call_output", "tool_search_output"):
             output = item.get("output")
