@@ -344,7 +344,7 @@ class Standin:
         self.requests.append((path, body))
         if self.log is not None:
             with self.log.open("a") as out:
-                out.write(json.dumps({"path": path, "body": body}) + "\n")
+                out.write(json.dumps({"t": time.time(), "path": path, "body": body}) + "\n")
         if "/messages" in path:
             return self._anthropic(path, body)
         if path.endswith("/responses"):

@@ -155,7 +155,7 @@ def test_host_runs_the_plan_after_init(
                 env=env,
                 capture_output=True,
                 text=True,
-                timeout=600,
+                timeout=780,  # within the test's 900 s: a starved machine slows opencode most
                 stdin=subprocess.DEVNULL,
             )
             received = model.plan.received
