@@ -108,7 +108,11 @@ class Composition:
 def compose(paths: ProjectPaths, config: Config) -> Composition:
     engine = Engine(paths, config)
     staleness = StalenessService(engine)
-    environments = EnvironmentService(engine, importing_cells=staleness.importing_cells)
+    environments = EnvironmentService(
+        engine,
+        importing_cells=staleness.importing_cells,
+        packages_installed=staleness.packages_installed,
+    )
     # the engine asks the environments service which environment a local kernel runs in
     engine.environment_for = environments.environment_for
     checkpoints = CheckpointService(engine)

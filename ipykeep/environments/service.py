@@ -40,12 +40,20 @@ INSTALL_TIMEOUT_S = 900.0
 GATEWAY_REFUSAL = "the kernel runs behind a Jupyter gateway, whose image owns its environment"
 
 ImportingCells = Callable[[KernelSession, frozenset[str]], list[str]]
+#: told when packages were installed into a kernel's environment (failed cells may succeed now)
+PackagesInstalled = Callable[[KernelSession], None]
 
 
 class EnvironmentService(SessionObserver):
-    def __init__(self, engine: Engine, importing_cells: ImportingCells) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        importing_cells: ImportingCells,
+        packages_installed: PackagesInstalled | None = None,
+    ) -> None:
         self.engine = engine
         self.importing_cells = importing_cells
+        self.packages_installed = packages_installed
 
     # -- choosing the environment (the engine asks before it starts a local kernel) ----------
     async def environment_for(self, config: Config) -> EnvironmentInfo:
@@ -109,6 +117,8 @@ class EnvironmentService(SessionObserver):
             return
         for event in events or ():
             session.archive.append_event("packages_installed", by=ex.handle, **event)
+        if events and self.packages_installed is not None:
+            self.packages_installed(session)
 
     # -- add_packages ------------------------------------------------------------------------
     def _log_dir(self, session: KernelSession) -> Path:
@@ -163,6 +173,8 @@ class EnvironmentService(SessionObserver):
                 )
             raise installer.failure(result, f"installing {', '.join(packages)} failed")
         changed = [PackageChange.model_validate(c) for c in result.get("changed", [])]
+        if changed and self.packages_installed is not None:
+            self.packages_installed(session)
         restart = list(result.get("restart_needed", []))
         stale = (
             self.importing_cells(session, frozenset(result.get("modules", []))) if restart else []

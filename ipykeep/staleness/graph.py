@@ -111,6 +111,7 @@ def cell_effects(
     obs: Observed | None = None,
     carried: Observed | None = None,
     modules: AbstractSet[str] = frozenset(),
+    failed: bool = False,
 ) -> tuple[set[str], set[str], set[str]]:
     """(reads, writes, mutates) of one piece of code: static analysis, widened by what a tracer
     (ipyflow) saw, and corrected by what the kernel observed its last run do.
@@ -125,6 +126,8 @@ def cell_effects(
     place stay mutations and the names it bound stay its outputs until the edited cell has run
     once (a draw from ``rng`` edited is still a draw; ``globals()["g"] = …`` edited still binds
     ``g``): sound until the new text has evidence of its own.
+
+    ``failed``: the run ``obs`` describes raised; what it wrote is what the kernel saw change.
 
     ``modules``: names that cells above bind by an import. A call through one
     (``sm.datasets.star98.load()``, ``np.concatenate(…)``) is no mutation of it: the module is
@@ -157,6 +160,14 @@ def cell_effects(
         mutates |= obs.mutated - an.defs
         reads |= (obs.mutated - an.defs) | obs.read
         writes |= obs.changed
+    if obs is not None and failed:
+        # a run that raised did what it did before raising, which the kernel saw: a failed
+        # ``t[1] = 4`` on a tuple, or an import that raised before ``z = …``, changed nothing;
+        # values fingerprinted only in part keep the static guess
+        done = obs.changed | (writes & obs.opaque)
+        writes &= done
+        writes |= obs.changed
+        mutates &= done
     if carried is not None:
         # kept even when the new text does not name them: the change may go through an alias
         kept = carried.mutated - an.defs
@@ -197,10 +208,12 @@ def build_graph(
     dynamic: Mapping[str, DynamicCellInfo] | None = None,
     observed: Mapping[str, Observed] | None = None,
     carried: Mapping[str, Observed] | None = None,
+    failed: AbstractSet[str] = frozenset(),
 ) -> Graph:
     """Graph of the code cells of ``cells``; ``dynamic`` maps cell id to runtime-traced info
     and ``observed`` to the namespace evidence of its last run, both only for cells whose source
-    did not change since that run (the caller filters)."""
+    did not change since that run (the caller filters); ``failed``: the cells whose last run
+    (of the same source) raised, so its evidence is all they write."""
     dynamic = dynamic or {}
     observed = observed or {}
     carried = carried or {}
@@ -215,16 +228,17 @@ def build_graph(
         lookup = dict(functions)
         lookup.update(an.functions)
         obs, kept = observed.get(cell.cell_id), carried.get(cell.cell_id)
+        raised = cell.cell_id in failed
         # The floor: static analysis of the source as it is now plus the kernel's evidence of
         # its last run. The tracer's edges may only add to it (ipyflow mode is at least as
         # sound as static mode), so the tracer's view is merged into it, never put in its place.
         reads, writes, mutates = _seen_in_fresh_run(
-            an, cell_effects(an, lookup, None, obs, kept, imported), last_writer
+            an, cell_effects(an, lookup, None, obs, kept, imported, raised), last_writer
         )
         dyn = dynamic.get(cell.cell_id)
         if dyn is not None:
             d_reads, d_writes, d_mutates = _seen_in_fresh_run(
-                an, cell_effects(an, lookup, dyn, obs, kept, imported), last_writer
+                an, cell_effects(an, lookup, dyn, obs, kept, imported, raised), last_writer
             )
             # A name only the tracer saw read, that no cell above writes, is an artefact of its
             # bookkeeping (an ancestor of a value, a comprehension's variable): it must not

@@ -129,6 +129,12 @@ class StalenessService(SessionObserver):
         return staleness_of(session).tracker.last_writers()
 
     @staticmethod
+    def packages_installed(session: KernelSession) -> None:
+        """Packages were installed into the kernel's environment: cells that failed are
+        planned again (a missing module may be there now)."""
+        staleness_of(session).tracker.environment_changed()
+
+    @staticmethod
     def importing_cells(session: KernelSession, modules: frozenset[str]) -> list[str]:
         """The cells whose last run in this kernel imported one of ``modules`` (top-level
         names): they ran with what the kernel held then (a package upgraded since)."""
@@ -287,6 +293,7 @@ class StalenessService(SessionObserver):
             stat=stat,
             files_written=written,
             observed=observed,
+            error=_error_line(ex),
         )
         if files and not remote_stat.is_remote(session):
             self._watch_dirs(session, {str(Path(f.path).parent) for f in files})
@@ -655,6 +662,14 @@ class StalenessService(SessionObserver):
 
 
 #: What an edit of the notebook itself makes a cell stale for (its own text, or its position).
+def _error_line(ex: Execution) -> str | None:
+    """``ename: evalue`` of a run that raised, bounded."""
+    if not ex.error:
+        return None
+    line = f"{ex.error.get('ename', 'Error')}: {ex.error.get('evalue', '')}".strip()
+    return line if len(line) <= 200 else line[:199] + "…"
+
+
 _NOTEBOOK_EDIT_KINDS = frozenset({"source_changed", "never_run", "moved", "missing_producer"})
 #: Reasons that pass staleness on from the cells they name.
 _PASSED_ON_KINDS = frozenset({"upstream", "restores", "state_changed"})

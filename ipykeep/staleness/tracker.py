@@ -70,8 +70,11 @@ class StalenessTracker:
         stat: StatFn | None = None,
         files_written: Iterable[str] = (),
         observed: Observed | None = None,
+        error: str | None = None,
     ) -> None:
         """A notebook cell finished on the main shell (call in execution order).
+
+        ``error``: how a failed run raised (``ModuleNotFoundError: No module named 'x'``).
 
         ``observed`` is the kernel's namespace evidence for this run; it outranks the static
         guesses about what the cell changed, for as long as the cell's source stays the same.
@@ -93,7 +96,13 @@ class StalenessTracker:
             stat=stat,
             files_written=files_written,
             observed=observed,
+            error=error,
         )
+
+    def environment_changed(self) -> None:
+        """Packages were installed into the kernel's environment: a cell that failed may not
+        fail again, so failed cells are planned again."""
+        self.state.environment += 1
 
     def record_scratch(
         self,
@@ -146,9 +155,9 @@ class StalenessTracker:
     def plan(self, cells: Sequence[NotebookCell], stat: StatFn) -> Plan:
         """The cells to run, in notebook order, for the notebook as given (read from disk now)."""
         state = self.state
-        observed, carried = tracker_reasons.runtime_evidence(state, cells)
+        observed, carried, raised = tracker_reasons.runtime_evidence(state, cells)
         dynamic = tracker_reasons.still_valid_dynamic(state, cells)
-        graph = build_graph(cells, dynamic, observed, carried)
+        graph = build_graph(cells, dynamic, observed, carried, raised)
         drafts = {gc.cell_id: CellDraft() for gc in graph.cells}
         watch_deps = tracker_reasons.watch_dependents(state, graph)
         for gc in graph.cells:

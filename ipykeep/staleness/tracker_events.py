@@ -34,6 +34,7 @@ def record_cell_run(
     stat: StatFn | None = None,
     files_written: Iterable[str] = (),
     observed: Observed | None = None,
+    error: str | None = None,
 ) -> None:
     """A notebook cell finished on the main shell (see ``StalenessTracker.record_cell_run``)."""
     state.seq += 1
@@ -53,7 +54,7 @@ def record_cell_run(
         observed = replace(
             observed, bound=observed.bound | (previous.observed.bound - observed.deleted)
         )
-    reads, writes = code_effects(state, source, dynamic, observed)
+    reads, writes = code_effects(state, source, dynamic, observed, failed=outcome != "ok")
     files: dict[str, FileStamp] = {}
     if stat is not None:
         for path in analysis.paths + watched_paths_for(state, source):
@@ -84,6 +85,8 @@ def record_cell_run(
         observed=observed,
         imports=dict(analysis.imports),
         effect_hash=effect_hash(source),
+        error=error if outcome == "failed" else None,
+        environment=state.environment,
     )
     if previous is not None and is_restore(state, previous, run, writes):
         # judged on ``seen``: a name the previous run bound (``import random`` on its first
@@ -152,12 +155,14 @@ def code_effects(
     source: str,
     dynamic: DynamicCellInfo | None,
     observed: Observed | None = None,
+    failed: bool = False,
 ) -> tuple[set[str], set[str]]:
-    """Names a piece of code reads from outside, and names it rebinds or mutates."""
+    """Names a piece of code reads from outside, and names it rebinds or mutates (``failed``:
+    it raised, so what the kernel saw change is all it wrote)."""
     analysis = analyze_source(source)
     lookup = dict(state.functions)
     lookup.update(analysis.functions)
-    reads, writes, _ = cell_effects(analysis, lookup, dynamic, observed)
+    reads, writes, _ = cell_effects(analysis, lookup, dynamic, observed, failed=failed)
     return reads, writes
 
 

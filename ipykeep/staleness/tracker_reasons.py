@@ -4,6 +4,7 @@ reads a value not from its producer), and the cells a fresh run cannot run."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ipykeep.staleness.graph import Graph, GraphCell
 from ipykeep.staleness.hashing import source_hash
@@ -35,20 +36,28 @@ def watch_dependents(state: TrackerState, graph: Graph) -> dict[str, tuple[str, 
 
 def runtime_evidence(
     state: TrackerState, cells: Sequence[NotebookCell]
-) -> tuple[dict[str, Observed], dict[str, Observed]]:
+) -> tuple[dict[str, Observed], dict[str, Observed], set[str]]:
     """Runtime evidence per cell: the full observation of runs whose source is unchanged,
-    and, for edited cells, the in-place changes their last run made (still likely)."""
+    and, for edited cells, the in-place changes their last run made (still likely); and the
+    cells whose observed run (of the source they hold now) raised: it is all they wrote."""
     full: dict[str, Observed] = {}
     carried: dict[str, Observed] = {}
+    raised: set[str] = set()
     for cell in cells:
         run = state.runs.get(cell.cell_id)
-        if run is None or run.observed is None or run.outcome != "ok":
+        if run is None or run.observed is None:
             continue
-        if run.epoch == state.epoch and run.source_hash == source_hash(cell.source):
+        same = run.epoch == state.epoch and run.source_hash == source_hash(cell.source)
+        if run.outcome != "ok":
+            if same:
+                full[cell.cell_id] = run.observed
+                raised.add(cell.cell_id)
+            continue
+        if same:
             full[cell.cell_id] = run.observed
         elif run.observed.mutated or run.observed.bound:
             carried[cell.cell_id] = run.observed
-    return full, carried
+    return full, carried, raised
 
 
 def still_valid_dynamic(
@@ -70,11 +79,12 @@ def still_valid_dynamic(
 
 def block(graph: Graph, drafts: Mapping[str, CellDraft]) -> None:
     """Blocking is transitive: a cell reading a name from a cell that a fresh run cannot
-    run (it reads a name no cell above defines) would fail too, whatever the kernel holds."""
+    run (it reads a name no cell above defines, or it fails the way its last run did) would
+    fail too, whatever the kernel holds."""
     blocked: set[str] = set()
     for gc in graph.cells:  # notebook order: producers are decided before their readers
         draft = drafts[gc.cell_id]
-        if "missing_producer" in draft.kinds():
+        if draft.blocked():
             blocked.add(gc.cell_id)
             continue
         by_producer: dict[str, list[str]] = {}
@@ -119,10 +129,16 @@ def direct_reasons(
         draft.add(Reason("source_changed", "source edited since it last ran"))
     if run.outcome != "ok" and not (run.outcome == "failed" and gc.cell.expects_failure):
         verb = "raised an error" if run.outcome == "failed" else "was interrupted"
-        draft.add(Reason("failed", f"its last run {verb}"))
+        said = f" ({run.error})" if run.error else ""
+        draft.add(Reason("failed", f"its last run {verb}{said}"))
     file_reasons(state, run, draft, stat, watch_deps.get(cid, ()))
     for name in sorted(gc.reads):
         read_reason(state, gc, graph, run, draft, name)
+    if draft.kinds() == {"failed"} and run.outcome == "failed" and not run_dropped(state, run):
+        # same source, same inputs, same environment: it would raise again. Reported, not run
+        # (nor are its producers restored for it) until one of them changes
+        draft.reasons[:] = [replace(r, message=r.message + AGAIN) for r in draft.reasons]
+        draft.failing = True
     if not draft.reasons:
         held_reason(state, gc, graph, run, draft)
 
@@ -153,6 +169,15 @@ def held_reason(
                 )
             )
             return
+
+
+#: what a failing cell's reason adds while it is reported, not run
+AGAIN = ", and would again: same source, inputs and packages; it runs once one of them changes"
+
+
+def run_dropped(state: TrackerState, run: RunRecord) -> bool:
+    """Whether the kernel's environment changed since ``run`` (packages installed)."""
+    return run.environment != state.environment
 
 
 def file_reasons(

@@ -20,6 +20,7 @@ from ipykeep.staleness.tracker_imports import (
     run_imported,
     same_import_binding,
 )
+from ipykeep.staleness.tracker_reasons import AGAIN
 from ipykeep.staleness.tracker_state import (
     CellDraft,
     RunRecord,
@@ -63,12 +64,24 @@ def propagate(
                     symbols=tuple(names),
                 )
                 changed |= draft.add(reason, via=producer, if_changed=True)
-            if draft.reasons and "missing_producer" not in draft.kinds():
+            if draft.failing and draft.kinds() - {"failed", "restores"}:
+                unfail(draft)  # an input changes: it may not fail again
+                changed = True
+            if draft.reasons and not draft.blocked():
                 changed |= restore_mutated(state, gc, graph, drafts)
                 changed |= restore_inputs(state, gc, graph, drafts)
             elif not draft.reasons:
                 changed |= restore_holders(state, gc, graph, drafts)
         changed |= restore_clobbered(state, graph, drafts)
+
+
+def unfail(draft: CellDraft) -> None:
+    """A failing cell runs after all: something it depends on changes."""
+    draft.failing = False
+    draft.reasons[:] = [
+        replace(r, message=r.message.removesuffix(AGAIN)) if r.kind == "failed" else r
+        for r in draft.reasons
+    ]
 
 
 def file_writers(state: TrackerState, graph: Graph, stat: StatFn) -> dict[str, tuple[str, ...]]:
@@ -101,8 +114,8 @@ def file_upstream(
         # shell commands are opaque: a re-running cell above that runs one may rewrite any
         # project file, so the cells that read project files re-run after it
         for other in graph.cells[:pos]:
-            kinds = drafts[other.cell_id].kinds()
-            if other.analysis.shell and kinds and "missing_producer" not in kinds:
+            other_draft = drafts[other.cell_id]
+            if other.analysis.shell and other_draft.reasons and not other_draft.blocked():
                 changed |= drafts[gc.cell_id].add(
                     Reason(
                         "upstream",
@@ -117,8 +130,7 @@ def file_upstream(
         for writer in writers_by_path.get(path, ()):
             if graph.position[writer] >= pos:
                 continue
-            kinds = drafts[writer].kinds()
-            if not kinds or "missing_producer" in kinds:
+            if not drafts[writer].reasons or drafts[writer].blocked():
                 continue
             changed |= drafts[gc.cell_id].add(
                 Reason(
@@ -212,7 +224,7 @@ def not_from_producer(
         if (
             graph.position[writer] < p_pos
             and drafts[writer].reasons
-            and ("missing_producer" not in drafts[writer].kinds())
+            and not drafts[writer].blocked()
             and not same_import_binding(graph, name, writer, producer, drafts[writer])
         ):
             return f"re-running {cell_label(graph, writer)} overwrites it first"
@@ -313,8 +325,7 @@ def restore_holders(
         producer = gc.producers.get(name)
         if producer is None or name not in graph.by_id[producer].analysis.defs:
             continue
-        kinds = drafts[producer].kinds()
-        if not kinds or "missing_producer" in kinds:
+        if not drafts[producer].reasons or drafts[producer].blocked():
             continue
         holders = run.observed.holds(name)
         if holders:
@@ -353,7 +364,7 @@ def restore_clobbered(state: TrackerState, graph: Graph, drafts: Mapping[str, Ce
             w
             for w in writer_ids[:-1]
             if drafts[w].reasons
-            and "missing_producer" not in drafts[w].kinds()
+            and not drafts[w].blocked()
             and not same_import_binding(graph, name, w, final, drafts[w])
         ]
         if clobbering:
@@ -488,8 +499,7 @@ def assemble(graph: Graph, drafts: Mapping[str, CellDraft], keeps: set[str]) -> 
     fresh ones."""
     blocked_ids: set[str] = set()
     for gc in graph.cells:  # notebook order: a producer is decided before its readers
-        kinds = drafts[gc.cell_id].kinds()
-        if "missing_producer" in kinds:
+        if drafts[gc.cell_id].blocked():
             blocked_ids.add(gc.cell_id)
             continue
         if any(

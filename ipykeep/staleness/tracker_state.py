@@ -80,6 +80,11 @@ class RunRecord:
     #: ``hashing.effect_hash`` of the source that ran: an edit keeping it only changed what
     #: the cell shows, so its readers re-run only if its values come out different
     effect_hash: str | None = None
+    #: how a failed run raised (``ModuleNotFoundError: No module named 'x'``)
+    error: str | None = None
+    #: ``TrackerState.environment`` when it ran: packages installed since may make a failed
+    #: run succeed
+    environment: int = 0
 
     def version_of(self, name: str) -> int:
         return self.versions.get(name, self.version)
@@ -103,6 +108,8 @@ class TrackerState:
     watched: dict[str, FileStamp] = field(default_factory=dict)
     #: (name, digest) of a hidden state (``<numpy.random>``) -> the version standing for it
     state_versions: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: counts the changes of the kernel's environment (packages installed)
+    environment: int = 0
 
 
 @dataclass
@@ -113,6 +120,9 @@ class CellDraft:
     #: reason -> the planned cell it follows from, and whether it holds only if that cell's
     #: values change (``upstream``); reasons absent here hold by themselves
     causes: dict[Reason, tuple[str, bool]] = field(default_factory=dict)
+    #: its last run raised, and would again: same source, inputs and environment. Reported
+    #: with the blocked cells, not run, until something it depends on changes
+    failing: bool = False
 
     def add(self, reason: Reason, via: str | None = None, if_changed: bool = False) -> bool:
         """Add ``reason``; ``via``: the planned cell it follows from (a reader of its values,
@@ -129,7 +139,12 @@ class CellDraft:
 
     def changes_output(self) -> bool:
         """Whether re-running gives its names new values (restoring gives the same ones)."""
-        return bool(self.kinds() - {"restores", "missing_producer"})
+        return not self.failing and bool(self.kinds() - {"restores", "missing_producer"})
+
+    def blocked(self) -> bool:
+        """Whether the cell is not run: a fresh run cannot run it (a name it reads has no
+        producer), or it fails the same way it did last time."""
+        return self.failing or "missing_producer" in self.kinds()
 
     def cause(self) -> str:
         """The cell's state as a dependent's ``upstream`` message names it."""

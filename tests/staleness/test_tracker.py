@@ -136,7 +136,6 @@ SCENARIOS: dict[str, tuple[Callable[[Sim], None], dict[str, set[str]]]] = {
             "report": {"upstream"},
         },
     ),
-    "failed cell": (_failed, {"features": {"failed"}, "report": {"upstream"}}),
     "failed then fixed": (_failed_then_fixed, {"report": {"state_changed"}}),
     "unexecuted edit adds a dependency": (_new_dependency, {"report": {"source_changed"}}),
     "running one cell keeps other edits": (
@@ -196,6 +195,18 @@ def test_pipeline_scenarios(name: str) -> None:
     setup(sim)
     assert sim.kinds() == expected
     assert not sim.blocked()
+
+
+def test_a_failed_cell_that_would_fail_again_is_reported_with_its_reader() -> None:
+    sim = pipeline()
+    _failed(sim)
+    assert sim.kinds() == {}
+    assert sim.blocked() == {"features": {"failed"}, "report": {"missing_producer"}}
+    entry = sim.plan().entry("features")
+    assert entry is not None and "would again" in entry.reasons[0].message
+    # installing packages may make it succeed: it runs again, its reader after it
+    sim.tracker.environment_changed()
+    assert sim.kinds() == {"features": {"failed"}, "report": {"upstream"}}
 
 
 def test_plan_then_run_reaches_rest() -> None:
@@ -523,7 +534,8 @@ def test_unparseable_cell_is_planned_and_defines_nothing() -> None:
     sim = Sim([("a", "x = 1"), ("b", "y = x +"), ("c", "z = 3")])
     sim.failing.add("b")
     sim.run_all()
-    assert sim.kinds() == {"b": {"failed"}}
+    assert sim.kinds() == {}
+    assert sim.blocked() == {"b": {"failed"}}
 
 
 def test_cell_states() -> None:
