@@ -18,6 +18,7 @@ from ipykeep.staleness.tracker_state import (
     TrackerState,
     cell_label,
     mentions,
+    mutated_below,
     same_stamp,
     unseeded,
     writer_label,
@@ -146,17 +147,28 @@ def direct_reasons(
 def held_reason(
     state: TrackerState, gc: GraphCell, graph: Graph, run: RunRecord, draft: CellDraft
 ) -> None:
-    """The cell's values hold a reference to an object it read, and the name has been bound
-    anew since (its producer re-ran to restore it: an equal value, a new object)."""
+    """The cell's values hold a reference to an object it read, and the cell that made it has
+    bound the name anew since (it re-ran to restore it: an equal value, a new object)."""
     if run.observed is None:
         return
     for name in sorted(gc.reads & run.reads.keys()):
         seen = run.reads[name]
         latest = state.writers.get(name)
-        if seen is None or latest is None or latest.seq <= seen.seq:
+        if (
+            seen is None
+            or latest is None
+            or latest.seq <= seen.seq
+            or latest.cell_id != seen.cell_id  # a later definer: a fresh run holds the old one
+            or latest.origin != "cell"
+        ):
             continue
         holders = run.observed.holds(name)
-        if holders and latest.cell_id is not None and latest.cell_id in graph.by_id:
+        if (
+            holders
+            and latest.cell_id is not None
+            and latest.cell_id in graph.by_id
+            and mutated_below(graph, name, gc.cell_id)
+        ):
             if name not in graph.by_id[latest.cell_id].analysis.defs:
                 continue  # changed in place: the holder sees it (the version says if it matters)
             draft.add(

@@ -28,6 +28,7 @@ from ipykeep.staleness.tracker_state import (
     TrackerState,
     canonical_path,
     cell_label,
+    mutated_below,
     unseeded,
     writer_label,
 )
@@ -315,9 +316,9 @@ def restore_holders(
     state: TrackerState, gc: GraphCell, graph: Graph, drafts: Mapping[str, CellDraft]
 ) -> bool:
     """A cell whose values hold a reference to an object it read (``holder = {'data': rows}``,
-    a model fitted on ``df``) re-runs when that object's producer re-runs: the re-run makes a
-    new object, and what a later cell changes in place must reach what the holder holds, as in
-    a fresh run."""
+    a model fitted on ``df``) re-runs when that object's producer re-runs and a cell below
+    changes the object in place: the re-run makes a new object, and the change must reach what
+    the holder holds, as in a fresh run."""
     run = state.runs.get(gc.cell_id)
     if run is None or run.observed is None or run.epoch != state.epoch:
         return False
@@ -328,7 +329,7 @@ def restore_holders(
         if not drafts[producer].reasons or drafts[producer].blocked():
             continue
         holders = run.observed.holds(name)
-        if holders:
+        if holders and mutated_below(graph, name, gc.cell_id):
             return drafts[gc.cell_id].add(
                 Reason(
                     "restores",

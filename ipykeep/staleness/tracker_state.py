@@ -186,6 +186,17 @@ def mentions(source: str, path: str) -> bool:
     return path in source or (bool(base) and base in source)
 
 
+def mutated_below(graph: Graph, name: str, cell_id: str) -> bool:
+    """Whether a cell below ``cell_id`` changes ``name`` in place: only then does it matter
+    which object a value holding ``name``'s object holds (an equal copy reads the same)."""
+    for gc in graph.cells[graph.position[cell_id] + 1 :]:
+        if name in gc.analysis.defs:
+            return False  # rebound first: what is changed below is another object
+        if name in gc.mutates:
+            return True
+    return False
+
+
 def unseeded(graph: Graph, name: str, cell_id: str) -> bool:
     """Whether ``name`` is hidden generator state (``<numpy.random>``) that no cell above
     ``cell_id`` seeds: a fresh run draws from an unpredictable state there, so no re-run can

@@ -331,3 +331,26 @@ def test_a_cell_costs_the_probe_the_same_after_many_cells(modules) -> None:
     last, out_last = cell(1000)
     assert out_last["looked"] == out_first["looked"]
     assert last <= first + 2, (first, last)
+
+
+def test_captured_names_the_mentioned_objects_a_new_value_holds(shell: Shell) -> None:
+    shell.run("rows = [1, 2, 3]\nother = [4]")
+    out = shell.run(
+        "holder = {'data': rows}\npair = (rows, other)\nn = len(rows)\nflat = list(rows)\n"
+        "def first(r=rows):\n    return r[0]\ndef looks_up():\n    return rows[0]\nalias = rows"
+    )
+    assert out["captured"] == {
+        "holder": ["rows"],
+        "pair": ["other", "rows"],
+        "first": ["rows"],
+        "alias": ["rows"],
+    }
+
+
+def test_captured_follows_attributes_to_a_frame(shell: Shell) -> None:
+    shell.run("import pandas as pd\ndf = pd.DataFrame({'x': [1.0, 2.0]})")
+    out = shell.run(
+        "class Model:\n    def __init__(self, data):\n        self.data = {'frame': data}\n"
+        "m = Model(df)\nsub = df[df.x > 1]"
+    )
+    assert out["captured"] == {"m": ["df"]}

@@ -584,6 +584,18 @@ class _Fills:
         return reach is not None and not reach.reaches(self.others, self.ns, oid)
 
 
+def _names_random(uses):
+    """Whether the code run since the last look may have seeded or drawn from a global
+    generator (True when unknown)."""
+    if uses is None or uses["escaped"]:
+        return True
+    return any(
+        word in name
+        for name in uses["names"] | uses["attrs"]
+        for word in ("rand", "seed", "shuffle", "choice", "sample", "normal", "uniform")
+    )
+
+
 #: objects a ``captured`` walk visits per look; beyond it a bound value counts as holding every
 #: name the code mentioned (conservative)
 CAPTURE_BUDGET = 5000
@@ -698,7 +710,9 @@ def collect():
         if opq:
             opaque.append(name)
         if before is None:
-            if name in RNG_NAMES:  # created by the import (and maybe seeded): state it set
+            if name in RNG_NAMES and _names_random(uses):
+                # created by the import and seeded or drawn from in the same code: state it set
+                # (an import alone leaves the state every fresh run starts from: no write)
                 mutated.append(name)
             elif _is_identifier(name):
                 bound.append(name)
