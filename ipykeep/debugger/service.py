@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -224,7 +225,8 @@ class DebuggerService(SessionObserver):
                 hint="break FUNCTION or break FILE:LINE",
             )
         cell = read_notebook(session.notebook).resolve(location)
-        return {"cell_id": cell.cell_id, "line": bp.line}
+        # the source names the file the cell runs as: its functions stop there when called
+        return {"cell_id": cell.cell_id, "line": bp.line, "source": cell.source}
 
     # -- results -------------------------------------------------------------------------------
     def _main_execution(self, session: KernelSession) -> Execution | None:
@@ -255,8 +257,37 @@ class DebuggerService(SessionObserver):
     def _result(self, session: KernelSession, command: str, reply: dict[str, Any]) -> DebugResult:
         status = reply["status"]
         self._mark(session, status)
+        # The in-kernel debugger only knows of runs it follows (armed); the daemon knows every
+        # main-shell execution: one running unpaused is "running", whatever the kernel says.
+        running = self._main_execution(session) if status["state"] != "paused" else None
+        if running is not None and running.started_at is None:
+            running = None
+        if running is not None:
+            status = {**status, "state": "running", "reason": _running_reason(running)}
         if not reply.get("ok"):
+            if running is not None and command.split()[:1] in (["where"], ["w"], ["bt"]):
+                return DebugResult(
+                    command=command,
+                    state="running",
+                    handle=running.handle,
+                    reason=status["reason"],
+                    breakpoints=list(status.get("breakpoints") or []),
+                    stop_on_raise=bool(status.get("stop_on_raise")),
+                    notes=[
+                        "not paused, so no frames: `break CELL:LINE` (or FUNCTION) pauses "
+                        "it where it passes next; `interrupt` stops it"
+                    ],
+                )
             raise DebugStateError(str(reply.get("error")), hint=_hint(status))
+        if running is not None and not reply.get("context"):
+            return DebugResult(
+                command=command,
+                state="running",
+                handle=running.handle,
+                reason=status["reason"],
+                breakpoints=list(status.get("breakpoints") or []),
+                stop_on_raise=bool(status.get("stop_on_raise")),
+            )
         state = reply.get("context") or status["state"]
         notes = []
         if reply.get("eval_error"):
@@ -508,6 +539,12 @@ def describe(where: dict[str, Any]) -> str:
     if where.get("cell_id"):
         return f"cell {where['cell_id']} line {where['line']}"
     return f"{where.get('file')}:{where.get('line')} in {where.get('function')}"
+
+
+def _running_reason(ex: Execution) -> str:
+    what = f"cell {ex.cell_id}" if ex.cell_id else f"{ex.kind} code"
+    since = f" for {time.time() - ex.started_at:.0f} s" if ex.started_at is not None else ""
+    return f"{ex.handle} is running ({what}){since}"
 
 
 def _hint(status: dict[str, Any]) -> str:

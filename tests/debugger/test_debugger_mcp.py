@@ -43,6 +43,10 @@ CELLS = {
     "time.sleep(5)\nbase = 10\ndata = [1, 2, 3]",  # f (an open file) does not pickle
     "later": "offset = base + 1\nparts = [offset, 0]\nshare = parts[0] / parts[1]",
     "mutate": "data.append(4)\nfirst = data[0] / 0",
+    "defs": "def evens(n):\n    for i in range(n):\n        yield i * 2\n\n\n"
+    "def bump(x):\n    y = x + 1\n    return y",
+    "calls": "print('got', list(evens(3)), bump(1))",
+    "spin": "while True:\n    time.sleep(0.01)",
 }
 
 
@@ -253,3 +257,50 @@ def test_replay_restores_a_value_the_failed_run_mutated_from_its_checkpoint(env:
     assert _debug(mcp, kid, "p data")["value"]["length"] == 4
     assert (root / "marker.txt").read_text() == "ran\n"  # the slow cell did not run again
     _debug(mcp, kid, "continue")
+
+
+def test_status_and_where_show_a_run_that_never_pauses(env: Any) -> None:
+    mcp, kid, _ = env
+    _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp"]}))
+    _debug(mcp, kid, "clear")
+    running = _run_in_background(mcp, kid, "spin")
+    deadline = time.monotonic() + 60
+    status = _debug(mcp, kid, "status")
+    while status["state"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status = _debug(mcp, kid, "status")
+    assert status["state"] == "running" and status["handle"], status
+    assert "cell spin" in status["reason"], status
+    where = _debug(mcp, kid, "where")
+    assert where["state"] == "running" and where["handle"] == status["handle"], where
+    stopped = _ok(mcp.tool("interrupt", {"kernel_id": kid, "handle": status["handle"]}))
+    assert stopped["action"] == "interrupted", stopped
+    running.result(60)
+    assert _debug(mcp, kid, "status")["state"] != "running"
+
+
+def test_a_cell_breakpoint_inside_a_generator_another_cell_defined_pauses(env: Any) -> None:
+    mcp, kid, _ = env
+    _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp", "defs"]}))
+    for place, line in (("defs:3", 3), ("defs:7", 7)):  # in the generator, in the function
+        _debug(mcp, kid, "clear")
+        _debug(mcp, kid, f"break {place}")
+        running = _run_in_background(mcp, kid, "calls")
+        paused = _until_paused(mcp, kid)
+        assert paused["where"]["line"] == line, paused
+        _debug(mcp, kid, "clear")
+        _debug(mcp, kid, "continue")
+        assert "got [0, 2, 4] 2" in text_of(running.result(60))
+
+
+def test_a_function_breakpoint_on_a_generator_pauses(env: Any) -> None:
+    mcp, kid, _ = env
+    _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp", "defs"]}))
+    _debug(mcp, kid, "clear")
+    _debug(mcp, kid, "break evens")
+    running = _run_in_background(mcp, kid, "calls")
+    paused = _until_paused(mcp, kid)
+    assert paused["where"]["function"] == "evens", paused
+    _debug(mcp, kid, "clear")
+    _debug(mcp, kid, "continue")
+    assert "got [0, 2, 4] 2" in text_of(running.result(60))

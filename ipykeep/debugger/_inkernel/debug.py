@@ -52,6 +52,28 @@ def _is_library(frame) -> bool:
     return "site-packages" in filename or any(filename.startswith(p) for p in prefixes)
 
 
+#: code flags of generators, coroutines and async generators (bdb's own mask)
+_GENERATOR_FLAGS = getattr(bdb, "GENERATOR_AND_COROUTINE_FLAGS", 0x20 | 0x80 | 0x200)
+
+
+def _key(target: dict) -> dict:
+    """A breakpoint's place (a cell target's source only helps find its code file)."""
+    return {k: v for k, v in target.items() if k != "source"}
+
+
+def _cell_code_file(source):
+    """The file a cell with ``source`` runs as: ipykernel names it by the source's hash (None
+    where the shell's compiler names cells otherwise, or without a source)."""
+    if not source:
+        return None
+    try:
+        shell = _shell()
+        name = shell.compile.get_code_name(source, source, 0)
+    except Exception:
+        return None
+    return name if isinstance(name, str) and not name.startswith("<") else None
+
+
 def _describe(frame, lineno: int, index: int, cell_id) -> dict:
     code = frame.f_code
     line = linecache.getline(code.co_filename, lineno, frame.f_globals).strip()
@@ -99,6 +121,10 @@ class KernelDebugger(bdb.Bdb):
         self.texts: list = []  # line texts
         self.functions: set = set()  # function names (co_name or qualified name)
         self.files: dict = {}  # absolute path -> set of lines
+        #: code file of a cell (by its source) -> its breakpoint lines: the functions and
+        #: generators a cell defines run from that file when a later cell calls them
+        self.cell_code_lines: dict = {}
+        self.entered: list = []  # generator frames a function breakpoint has stopped in
         self.stop_on_raise = False
         #: a replay's one-off target: {"cell_id", "line" or None, "types": exception names}
         self.replay: Any = None
@@ -166,7 +192,10 @@ class KernelDebugger(bdb.Bdb):
 
     # -- the breakpoint table ---------------------------------------------------------------
     def add_point(self, target: dict) -> None:
-        if target not in self.points.values():
+        same = [n for n, t in self.points.items() if _key(t) == _key(target)]
+        if same:  # the same place again: its cell's source may have changed since
+            self.points[same[0]] = target
+        else:
             self.points[self.next_number] = target
             self.next_number += 1
         self._index()
@@ -179,7 +208,7 @@ class KernelDebugger(bdb.Bdb):
             if self.points.pop(which, None) is None:
                 return f"no breakpoint {which}: {_numbers(self.points)}"
         else:
-            numbers = [n for n, t in self.points.items() if t == which]
+            numbers = [n for n, t in self.points.items() if _key(t) == _key(which)]
             if not numbers:
                 return f"no breakpoint {_spec(which)}: {_numbers(self.points)}"
             for n in numbers:
@@ -191,9 +220,13 @@ class KernelDebugger(bdb.Bdb):
 
     def _index(self) -> None:
         self.cell_lines, self.texts, self.functions, self.files = {}, [], set(), {}
+        self.cell_code_lines = {}
         for t in self.points.values():
             if t.get("cell_id") is not None:
                 self.cell_lines.setdefault(t["cell_id"], set()).add(int(t["line"]))
+                code_file = _cell_code_file(t.get("source"))
+                if code_file is not None:
+                    self.cell_code_lines.setdefault(code_file, set()).add(int(t["line"]))
             elif t.get("text"):
                 self.texts.append(str(t["text"]))
             elif t.get("function"):
@@ -208,6 +241,7 @@ class KernelDebugger(bdb.Bdb):
         self._previous_trace = None
         self._sentinel = None
         self.called = None
+        self.entered = []
         self.last_raised = None
         self.run_catch = set()
         with self.cond:
@@ -270,11 +304,19 @@ class KernelDebugger(bdb.Bdb):
             return not (_is_machinery(frame) or _is_library(frame))
         if self._is_cell_frame(frame):
             return bool(self.active_lines)
-        return frame.f_code.co_filename in self.files or self._function_match(frame)
+        filename = frame.f_code.co_filename
+        return (
+            filename in self.files
+            or filename in self.cell_code_lines
+            or self._function_match(frame)
+        )
 
     def break_here(self, frame) -> bool:
-        if self._is_cell_frame(frame) and frame.f_lineno in self.active_lines:
-            return True
+        if self._is_cell_frame(frame):
+            if frame.f_lineno in self.active_lines:
+                return True
+        elif frame.f_lineno in self.cell_code_lines.get(frame.f_code.co_filename, ()):
+            return True  # in a function an earlier cell defined
         if frame.f_lineno in self.files.get(frame.f_code.co_filename, ()):
             return True
         if frame is self.called:  # the first line of a function breakpoint's call
@@ -287,6 +329,19 @@ class KernelDebugger(bdb.Bdb):
         # (a strong reference, so its id cannot be reused by the next call's frame).
         if self._function_match(frame):
             self.called = frame
+
+    def dispatch_call(self, frame, arg):
+        # bdb skips the call event of a generator (or coroutine) outside stepping, so a
+        # function breakpoint on one would never stop: its first entry stops here (not each
+        # resumption, which is also a call event)
+        if (
+            frame.f_code.co_flags & _GENERATOR_FLAGS
+            and self._function_match(frame)
+            and not any(f is frame for f in self.entered)
+        ):
+            self.entered.append(frame)
+            self.called = frame
+        return super().dispatch_call(frame, arg)
 
     def dispatch_exception(self, frame, arg):
         user_code = not (_is_machinery(frame) or _is_library(frame))
