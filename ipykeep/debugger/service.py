@@ -134,7 +134,7 @@ class DebuggerService(SessionObserver):
             status = reply["status"]
             state.armed = bool(status["breakpoints"] or status["stop_on_raise"])
             self._follow(session)
-        result = self._result(session, command, reply)
+        result = self._result(session, command, reply, named=kind is not None)
         if kind == "post_mortem" and result.handle != handle:
             raise DebugStateError(
                 f"the frames of {handle} are gone: a kernel keeps those of its last failure "
@@ -254,7 +254,10 @@ class DebuggerService(SessionObserver):
         where = status.get("where") if status.get("state") == "paused" else None
         ex.paused = describe(where) if where else None
 
-    def _result(self, session: KernelSession, command: str, reply: dict[str, Any]) -> DebugResult:
+    def _result(
+        self, session: KernelSession, command: str, reply: dict[str, Any], named: bool = False
+    ) -> DebugResult:
+        """``named``: the command named an execution (its frames are wanted, not what runs)."""
         status = reply["status"]
         self._mark(session, status)
         # The in-kernel debugger only knows of runs it follows (armed); the daemon knows every
@@ -279,7 +282,10 @@ class DebuggerService(SessionObserver):
                     ],
                 )
             raise DebugStateError(str(reply.get("error")), hint=_hint(status))
-        if running is not None and not reply.get("context"):
+        if running is not None and (
+            not reply.get("context") or (reply["context"] == "post_mortem" and not named)
+        ):
+            # what runs comes before the last failure's frames (named by handle, they answer)
             return DebugResult(
                 command=command,
                 state="running",

@@ -264,17 +264,19 @@ def test_status_and_where_show_a_run_that_never_pauses(env: Any) -> None:
     _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp"]}))
     _debug(mcp, kid, "clear")
     running = _run_in_background(mcp, kid, "spin")
-    deadline = time.monotonic() + 60
-    status = _debug(mcp, kid, "status")
-    while status["state"] != "running" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    try:
+        deadline = time.monotonic() + 60
         status = _debug(mcp, kid, "status")
-    assert status["state"] == "running" and status["handle"], status
-    assert "cell spin" in status["reason"], status
-    where = _debug(mcp, kid, "where")
-    assert where["state"] == "running" and where["handle"] == status["handle"], where
-    stopped = _ok(mcp.tool("interrupt", {"kernel_id": kid, "handle": status["handle"]}))
-    assert stopped["action"] == "interrupted", stopped
+        while status["state"] != "running" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status = _debug(mcp, kid, "status")
+        assert status["state"] == "running" and status["handle"], status
+        assert "cell spin" in status["reason"], status
+        # (an earlier test's failure is still kept: what runs comes first)
+        where = _debug(mcp, kid, "where")
+        assert where["state"] == "running" and where["handle"] == status["handle"], where
+    finally:
+        _ok(mcp.tool("interrupt", {"kernel_id": kid}))
     running.result(60)
     assert _debug(mcp, kid, "status")["state"] != "running"
 
