@@ -101,9 +101,12 @@ def _close_dialog(page: Any, seen: list[str]) -> None:
 def test_publish_gives_a_stable_captioned_view_and_leaves_the_notebook_alone(
     served: Served,
 ) -> None:
-    def cells_of_the_notebook() -> list[tuple[str, str]]:
-        # (the shared document may still save the last test's outputs: cells, not bytes)
-        return [(c.id, c.source) for c in nbformat.read(str(served.notebook), as_version=4).cells]
+    def cells_of_the_notebook() -> list[tuple[str, str, list[str]]]:
+        # Cells, not bytes: the shared document may still save the last test's outputs, and the
+        # empty cell JupyterLab adds below a cell run with Shift+Enter may come and go with
+        # that save. Publishing must add no caption and change no cell the user wrote.
+        cells = nbformat.read(str(served.notebook), as_version=4).cells
+        return [(c.id, c.source, c.metadata.get("tags", [])) for c in cells if c.source]
 
     before = cells_of_the_notebook()
     nb = nbformat.read(str(served.notebook), as_version=4)
