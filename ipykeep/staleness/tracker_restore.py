@@ -255,23 +255,19 @@ def restore_mutated(
     changed = False
     for name in sorted(gc.mutates):
         producer = gc.producers.get(name)
-        if producer is None or drafts[producer].reasons:
+        if producer is not None and drafts[producer].reasons:
             continue
         if unseeded(graph, name, gc.cell_id):
-            # hidden generator state that the producer does not set (``import numpy`` leaves
-            # the global generator as it is): re-running it rebuilds nothing, so it is not
-            # planned; the drawing cell's values are new ones, which its readers must see
-            changed |= drafts[gc.cell_id].add(
-                Reason(
-                    "state_changed",
-                    f"it draws from {name}, which no cell above seeds: re-running "
-                    f"{cell_label(graph, producer)} cannot rebuild it, so its draws differ "
-                    "from its last run's",
-                    cells=(producer,),
-                    symbols=(name,),
-                ),
-                via=gc.cell_id,
-            )
+            # hidden generator state that no cell above sets (``import numpy`` leaves the
+            # global generator as it is, and is no write of it): no re-run rebuilds it, so
+            # nothing is planned for it; the drawing cell's values are new ones, which its
+            # readers must see
+            if producer is not None or gc.cell_id in state.runs:
+                changed |= drafts[gc.cell_id].add(
+                    unseeded_draw(graph, name, producer), via=gc.cell_id
+                )
+            continue
+        if producer is None:
             continue
         if holds_producer_value(state, gc, graph, drafts, name, producer):
             continue
@@ -286,6 +282,22 @@ def restore_mutated(
             via=gc.cell_id,
         )
     return changed
+
+
+def unseeded_draw(graph: Graph, name: str, producer: str | None) -> Reason:
+    """The reason a cell drawing from an unseeded generator re-runs with new draws."""
+    rebuilder = (
+        "re-running the cells above"
+        if producer is None
+        else f"re-running {cell_label(graph, producer)}"
+    )
+    return Reason(
+        "state_changed",
+        f"it draws from {name}, which no cell above seeds: {rebuilder} cannot rebuild it, "
+        "so its draws differ from its last run's",
+        cells=() if producer is None else (producer,),
+        symbols=(name,),
+    )
 
 
 def holds_producer_value(
