@@ -434,6 +434,9 @@ def _random_type():
 
 RNG_NAMES = ("<numpy.random>", "<random>")
 _MISSING = object()
+#: generator name -> whether its state is as seeding left it (no word drawn since): a generator
+#: that its module's import just created and nothing drew from holds what any fresh import holds
+_UNDRAWN: dict[str, bool] = {}
 
 
 def _global_rngs():
@@ -449,6 +452,9 @@ def _global_rngs():
             h = hashlib.blake2b(st[1].tobytes(), digest_size=16)
             h.update(repr((st[0], st[2], st[3], st[4])).encode())
             out["<numpy.random>"] = h.hexdigest()
+            # the import's seeding leaves the position at 623 (624 for ``seed(n)``) and no
+            # cached gaussian; a draw moves it
+            _UNDRAWN["<numpy.random>"] = st[2] in (623, 624) and st[3] == 0
         except Exception:
             pass
     rnd = sys.modules.get("random")
@@ -457,6 +463,7 @@ def _global_rngs():
             version, words, gauss = rnd._inst.getstate()
             # ints and floats hash alike in every process (strings, bytes and None do not)
             out["<random>"] = str(hash((version, words, gauss is None, gauss or 0.0)))
+            _UNDRAWN["<random>"] = words[-1] == 624 and gauss is None
         except Exception:
             pass
     return out
@@ -584,16 +591,22 @@ class _Fills:
         return reach is not None and not reach.reaches(self.others, self.ns, oid)
 
 
-def _names_random(uses):
+def _names_random(uses, undrawn):
     """Whether the code run since the last look may have seeded or drawn from a global
-    generator (True when unknown)."""
+    generator (True when unknown). ``random`` alone is mostly the module's name
+    (``np.random.default_rng(…)`` draws nothing from the global generator); it counts only when
+    the generator's state shows a draw (``undrawn`` is False)."""
     if uses is None or uses["escaped"]:
         return True
-    return any(
+    named = uses["names"] | uses["attrs"]
+    if any(
         word in name
-        for name in uses["names"] | uses["attrs"]
+        for name in named
+        if name != "random"
         for word in ("rand", "seed", "shuffle", "choice", "sample", "normal", "uniform")
-    )
+    ):
+        return True
+    return "random" in named and not undrawn
 
 
 #: objects a ``captured`` walk visits per look; beyond it a bound value counts as holding every
@@ -710,9 +723,10 @@ def collect():
         if opq:
             opaque.append(name)
         if before is None:
-            if name in RNG_NAMES and _names_random(uses):
-                # created by the import and seeded or drawn from in the same code: state it set
-                # (an import alone leaves the state every fresh run starts from: no write)
+            if name in RNG_NAMES and _names_random(uses, _UNDRAWN.get(name, False)):
+                # created by the import and drawn from in the same code: state it set (an import
+                # alone, or one followed by ``default_rng(…)``, leaves the state every fresh run
+                # starts from: no write)
                 mutated.append(name)
             elif _is_identifier(name):
                 bound.append(name)
