@@ -59,6 +59,30 @@ def _sides(ctx: RunContext) -> dict[str, dict[str, Any]]:
     }
 
 
+async def _edit_and_revert(
+    ctx: RunContext, tag: str, cells: list[tuple[str, str]], cell: str, edits: list[str]
+) -> dict[str, list[tuple[float, float]]]:
+    """Per side: for each edit of ``cell``'s source, the execute time of the edit and of putting
+    the original source back."""
+    original = dict(cells)[cell]
+    out: dict[str, list[tuple[float, float]]] = {}
+    for side, config in _sides(ctx).items():
+        root = make_project(ctx.workdir(f"{NAME}-{tag}-{side}"))
+        nb = write_notebook(root / f"{tag}.ipynb", cells)
+        async with engine(root, dataflow="static", write_outputs=False, **config) as eng:
+            rec = await eng.create_kernel(notebook=str(nb))
+            memo = side == "memo"
+            if memo:
+                await _flush(eng, rec.kernel_id)
+            times = out[side] = []
+            for edited in edits:
+                set_source(nb, cell, edited)
+                edit_s = await _execute(eng, rec.kernel_id, memo)
+                set_source(nb, cell, original)
+                times.append((edit_s, await _execute(eng, rec.kernel_id, memo)))
+    return out
+
+
 async def _revert(ctx: RunContext) -> list[Metric]:
     load_s, agg_s = ctx.size(3.0, 1.0, 0.3), ctx.size(2.0, 1.0, 0.3)
     reps = ctx.reps(3, 1)
@@ -68,20 +92,8 @@ async def _revert(ctx: RunContext) -> list[Metric]:
         ("scale", scale.format(k=2)),
         ("agg", f"time.sleep({agg_s})\ntotal = sum(scaled)\nprint(total)"),
     ]
-    samples: dict[str, list[float]] = {"rerun": [], "memo": []}
-    for side, config in _sides(ctx).items():
-        root = make_project(ctx.workdir(f"{NAME}-revert-{side}"))
-        nb = write_notebook(root / "revert.ipynb", cells)
-        async with engine(root, dataflow="static", write_outputs=False, **config) as eng:
-            rec = await eng.create_kernel(notebook=str(nb))
-            memo = side == "memo"
-            if memo:
-                await _flush(eng, rec.kernel_id)
-            for _ in range(reps):
-                set_source(nb, "scale", scale.format(k=3))
-                await _execute(eng, rec.kernel_id, memo)
-                set_source(nb, "scale", scale.format(k=2))
-                samples[side].append(await _execute(eng, rec.kernel_id, memo))
+    times = await _edit_and_revert(ctx, "revert", cells, "scale", [scale.format(k=3)] * reps)
+    samples = {side: [revert_s for _, revert_s in pairs] for side, pairs in times.items()}
     return [
         Metric(
             NAME,
@@ -106,22 +118,9 @@ async def _agent_loop(ctx: RunContext) -> list[Metric]:
         ("param", param.format(a=1)),
         ("fit", f"time.sleep({fit_s})\nscore = sum(x * alpha for x in xs) % 997\nprint(score)"),
     ]
-    samples: dict[str, list[float]] = {}
-    for side, config in _sides(ctx).items():
-        root = make_project(ctx.workdir(f"{NAME}-loop-{side}"))
-        nb = write_notebook(root / "loop.ipynb", cells)
-        async with engine(root, dataflow="static", write_outputs=False, **config) as eng:
-            rec = await eng.create_kernel(notebook=str(nb))
-            memo = side == "memo"
-            if memo:
-                await _flush(eng, rec.kernel_id)
-            total = 0.0
-            for v in range(2, 2 + variants):
-                set_source(nb, "param", param.format(a=v))
-                total += await _execute(eng, rec.kernel_id, memo)
-                set_source(nb, "param", param.format(a=1))
-                total += await _execute(eng, rec.kernel_id, memo)
-            samples[side] = [total]
+    edits = [param.format(a=v) for v in range(2, 2 + variants)]
+    times = await _edit_and_revert(ctx, "loop", cells, "param", edits)
+    samples = {side: [sum(a + b for a, b in pairs)] for side, pairs in times.items()}
     return [
         Metric(
             NAME,

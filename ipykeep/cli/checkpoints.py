@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,33 +74,48 @@ def render_listing(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def checkpoint(name: str | None, notebook: str | None, as_json: bool) -> int:
-    res = _call(names.CHECKPOINT, name=name, **kernel_target(notebook))
+def _show(
+    res: dict[str, Any], as_json: bool, headline: Callable[[], str], left: str, said: str
+) -> None:
+    """``res`` as JSON, or its ``headline`` then a line per name ``res[left]`` gives a reason
+    for (the values the call could not handle), each introduced by ``said``."""
     if as_json:
         echo(_compact(res))
-        return 0
-    echo(
-        f"checkpoint {res['name']}: {len(res.get('values', []))} value(s), "
-        f"{human_bytes(res.get('bytes', 0))} in {res.get('seconds', 0):.2f} s"
+        return
+    echo(headline())
+    for n, why in sorted((res.get(left) or {}).items()):
+        echo(f"  {said}: {n}: {why}")
+
+
+def checkpoint(name: str | None, notebook: str | None, as_json: bool) -> int:
+    res = _call(names.CHECKPOINT, name=name, **kernel_target(notebook))
+    _show(
+        res,
+        as_json,
+        lambda: (
+            f"checkpoint {res['name']}: {len(res.get('values', []))} value(s), "
+            f"{human_bytes(res.get('bytes', 0))} in {res.get('seconds', 0):.2f} s"
+        ),
+        "failed",
+        "not saved",
     )
-    for n, why in sorted((res.get("failed") or {}).items()):
-        echo(f"  not saved: {n}: {why}")
     return 0
 
 
 def restore(name: str, notebook: str | None, as_json: bool) -> int:
     res = _call(names.RESTORE, name=name, **kernel_target(notebook))
-    if as_json:
-        echo(_compact(res))
-        return 0
-    echo(
-        f"restored {len(res.get('restored', []))} value(s) from {res['name']} "
-        f"in {res.get('seconds', 0):.2f} s"
-        + (f"; deleted {', '.join(res['deleted'])}" if res.get("deleted") else "")
+    _show(
+        res,
+        as_json,
+        lambda: (
+            f"restored {len(res.get('restored', []))} value(s) from {res['name']} "
+            f"in {res.get('seconds', 0):.2f} s"
+            + (f"; deleted {', '.join(res['deleted'])}" if res.get("deleted") else "")
+        ),
+        "not_rolled_back",
+        "not rolled back",
     )
-    for n, why in sorted((res.get("not_rolled_back") or {}).items()):
-        echo(f"  not rolled back: {n}: {why}")
-    if res.get("still_lost"):
+    if res.get("still_lost") and not as_json:
         echo(f"  {res['still_lost']}")
     return 0
 
@@ -112,15 +128,16 @@ def checkpoints(notebook: str | None, as_json: bool) -> int:
 
 def fork(name: str | None, notebook: str | None, as_json: bool) -> int:
     res = _call(names.FORK_KERNEL, name=name, **kernel_target(notebook))
-    if as_json:
-        echo(_compact(res))
-        return 0
-    echo(
-        f"fork {res['kernel_id']} of {res['parent_kernel_id']}: {res['notebook']}, "
-        f"{len(res.get('values', []))} variable(s) in {res.get('seconds', 0):.2f} s"
+    _show(
+        res,
+        as_json,
+        lambda: (
+            f"fork {res['kernel_id']} of {res['parent_kernel_id']}: {res['notebook']}, "
+            f"{len(res.get('values', []))} variable(s) in {res.get('seconds', 0):.2f} s"
+        ),
+        "not_copied",
+        "not copied",
     )
-    for n, why in sorted((res.get("not_copied") or {}).items()):
-        echo(f"  not copied: {n}: {why}")
     return 0
 
 

@@ -14,15 +14,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.checkpoints.store import TamperedCheckpointError
-from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
 from ipykeep.inspection.service import InspectionService
-from ipykeep.kernel.inkernel import CHECKPOINT
-from ipykeep.project.config import Config
-from ipykeep.project.layout import ProjectPaths
 from tests.checkpoints.kernel_loss import sigkill
+from tests.checkpoints.kit import composed_engine, flush, layer, started
 from tests.staleness.test_staleness_acceptance import _KERNEL_VALUES, Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(120)]
@@ -56,17 +52,8 @@ EXPRS = (
 
 @pytest_asyncio.fixture(scope="module")
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
-    root = tmp_path_factory.mktemp("checkpoints")
-    (root / ".git").mkdir()
-    eng = compose(
-        ProjectPaths(root), Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0)
-    ).engine
-    yield eng
-    await eng.shutdown()
-
-
-def layer(engine: Engine) -> CheckpointService:
-    return next(o for o in engine.observers if isinstance(o, CheckpointService))
+    async with composed_engine(tmp_path_factory, "checkpoints", dataflow="static") as eng:
+        yield eng
 
 
 def inspection(engine: Engine) -> InspectionService:
@@ -74,19 +61,7 @@ def inspection(engine: Engine) -> InspectionService:
 
 
 async def make(engine: Engine, name: str) -> Nb:
-    directory = engine.paths.root / name
-    directory.mkdir()
-    (directory / "data.csv").write_text(CSV)
-    nb = Nb(engine, directory, "static")
-    nb.write_cells(CELLS)
-    await nb.start()
-    await flush(nb)
-    return nb
-
-
-async def flush(nb: Nb) -> None:
-    entry = nb.engine.kernels[nb.kernel_id]
-    assert await entry.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
+    return await started(engine, name, "static", CELLS, {"data.csv": CSV})
 
 
 def cell_runs(nb: Nb) -> list[str]:

@@ -20,7 +20,8 @@ from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
 from ipykeep.project.config import Config
 from ipykeep.project.layout import ProjectPaths
-from tests.checkpoints.test_checkpoints import cell_runs, flush, layer
+from tests.checkpoints.kit import flush, layer
+from tests.checkpoints.test_checkpoints import cell_runs
 from tests.staleness.test_staleness_acceptance import Nb, kinds
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]

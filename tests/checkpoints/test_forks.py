@@ -10,12 +10,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
-from ipykeep.project.config import Config
-from ipykeep.project.layout import ProjectPaths
-from tests.checkpoints.test_memo import REVERT, execute, flush, loaded, memo_cells
+from tests.checkpoints.kit import composed_engine, flush, layer
+from tests.checkpoints.test_memo import REVERT, execute, loaded, memo_cells
 from tests.staleness.test_staleness_acceptance import _KERNEL_VALUES, Nb
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
@@ -25,15 +22,8 @@ K3 = "k = 3\nscaled = [x * k for x in data]\ntime.sleep(0.3)"
 
 @pytest_asyncio.fixture(scope="module")
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
-    root = tmp_path_factory.mktemp("forks")
-    (root / ".git").mkdir()
-    eng = compose(ProjectPaths(root), Config(idle_timeout=0, checkpoint_min_cell_s=0)).engine
-    yield eng
-    await eng.shutdown()
-
-
-def layer(engine: Engine) -> CheckpointService:
-    return next(o for o in engine.observers if isinstance(o, CheckpointService))
+    async with composed_engine(tmp_path_factory, "forks") as eng:
+        yield eng
 
 
 @pytest.mark.parametrize("mode", ["static", "ipyflow"])

@@ -14,13 +14,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from ipykeep.checkpoints.service import CheckpointService
-from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
-from ipykeep.kernel.inkernel import CHECKPOINT
-from ipykeep.project.config import Config
-from ipykeep.project.layout import ProjectPaths
 from ipykeep.project.notebook import read_notebook
+from tests.checkpoints.kit import composed_engine, flush, layer, started
 from tests.staleness.test_staleness_acceptance import Nb
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
@@ -36,31 +32,13 @@ REVERT = [
 
 @pytest_asyncio.fixture(scope="module")
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
-    root = tmp_path_factory.mktemp("memo")
-    (root / ".git").mkdir()
     # every cell saved (the 3-cell revert loads the cheap one too)
-    eng = compose(ProjectPaths(root), Config(idle_timeout=0, checkpoint_min_cell_s=0)).engine
-    yield eng
-    await eng.shutdown()
-
-
-def layer(engine: Engine) -> CheckpointService:
-    return next(o for o in engine.observers if isinstance(o, CheckpointService))
+    async with composed_engine(tmp_path_factory, "memo") as eng:
+        yield eng
 
 
 async def make(engine: Engine, name: str, mode: str, cells: list[tuple[str, str]]) -> Nb:
-    directory = engine.paths.root / name
-    directory.mkdir()
-    nb = Nb(engine, directory, mode)
-    nb.write_cells(cells)
-    await nb.start()
-    await flush(nb)
-    return nb
-
-
-async def flush(nb: Nb) -> None:
-    entry = nb.engine.kernels[nb.kernel_id]
-    assert await entry.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
+    return await started(engine, name, mode, cells)
 
 
 def loaded(res: Any) -> set[str]:

@@ -112,6 +112,46 @@ async def check_state_kept(engine: Engine, kid: str) -> None:
     assert rec.state == "ok" and rec.output.text.strip() == "41", rec
 
 
+async def started_cell(kernel: tuple[Engine, str, Relay], tmp_path: Path) -> Cell:
+    """The test cell, running and waiting at its first flag on the fixture's kernel."""
+    engine, kid, _ = kernel
+    cell = Cell(engine, kid, tmp_path / "flags")
+    await cell.start()
+    return cell
+
+
+async def cut_then(kernel: tuple[Engine, str, Relay], cell: Cell, *flags: str) -> None:
+    """Cut the network for ``DROP_S``; once ipykeep sees the link down, release ``flags``."""
+    engine, kid, relay = kernel
+
+    async def during_the_cut() -> None:
+        await wait_until(lambda: link(engine, kid).down, timeout=30)
+        for flag in flags:
+            cell.release(flag)
+
+    await asyncio.gather(relay.cut(DROP_S), during_the_cut())
+
+
+async def stall_is_survived(kernel: tuple[Engine, str, Relay], tmp_path: Path) -> None:
+    """A stall of ``DROP_S`` with output printed into it: the cell ends ok with its output and
+    the kernel's state."""
+    engine, kid, relay = kernel
+    cell = await started_cell(kernel, tmp_path)
+
+    async def during_the_stall() -> None:
+        await asyncio.sleep(min(1.0, DROP_S / 2))
+        cell.release("one")
+
+    await asyncio.gather(relay.stall(DROP_S), during_the_stall())
+    cell.release("two")
+    done = await cell.end()
+    assert done.state == "ok", done.output.text
+    assert "before" in done.output.text and "after 42" in done.output.text, done
+    if link(engine, kid).reconnects == 0:
+        assert "during" in done.output.text  # nothing was dropped: it was only delayed
+    await check_state_kept(engine, kid)
+
+
 # -- SSH ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
@@ -155,8 +195,7 @@ async def ssh_kernel(sshd, ssh_relay, tmp_path):
 @pytest.mark.ssh
 async def test_ssh_master_killed_mid_cell_reconnects_and_the_cell_runs_on(ssh_kernel, tmp_path):
     engine, kid, _ = ssh_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
+    cell = await started_cell(ssh_kernel, tmp_path)
     provider = engine.kernels[kid].process.provider
     kernel = psutil.Process(provider.remote_pid)
     os.kill(provider.master.pid, signal.SIGKILL)
@@ -181,15 +220,9 @@ async def test_ssh_network_cut_keeps_the_kernel_and_the_output_before_the_drop(
     """The cut resets the master's connection and refuses new ones until it ends: reconnect
     attempts fail, then one succeeds. What the cell printed while the link was down is gone
     (zmq keeps nothing for an absent client); what came before and after is kept."""
-    engine, kid, relay = ssh_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
-
-    async def during_the_cut() -> None:
-        await wait_until(lambda: link(engine, kid).down, timeout=30)
-        cell.release("one")  # printed into the gap
-
-    await asyncio.gather(relay.cut(DROP_S), during_the_cut())
+    engine, kid, _ = ssh_kernel
+    cell = await started_cell(ssh_kernel, tmp_path)
+    await cut_then(ssh_kernel, cell, "one")  # printed into the gap
     await wait_until(lambda: link(engine, kid).reconnects == 1)
     cell.release("two")
     done = await cell.end()
@@ -205,37 +238,15 @@ async def test_ssh_network_cut_keeps_the_kernel_and_the_output_before_the_drop(
 async def test_ssh_network_stall_is_survived(ssh_kernel, tmp_path):
     """A stalled network (the relay stopped): short stalls pass unnoticed and lose nothing;
     past ssh's keep-alive (30 s) the master gives up and the link is re-established."""
-    engine, kid, relay = ssh_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
-
-    async def during_the_stall() -> None:
-        await asyncio.sleep(min(1.0, DROP_S / 2))
-        cell.release("one")
-
-    await asyncio.gather(relay.stall(DROP_S), during_the_stall())
-    cell.release("two")
-    done = await cell.end()
-    assert done.state == "ok", done.output.text
-    assert "before" in done.output.text and "after 42" in done.output.text, done
-    if link(engine, kid).reconnects == 0:
-        assert "during" in done.output.text  # nothing was dropped: it was only delayed
-    await check_state_kept(engine, kid)
+    await stall_is_survived(ssh_kernel, tmp_path)
 
 
 @needs_sshd
 @pytest.mark.ssh
 async def test_ssh_cell_that_ends_during_the_cut_is_reported_plainly(ssh_kernel, tmp_path):
-    engine, kid, relay = ssh_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
-
-    async def during_the_cut() -> None:
-        await wait_until(lambda: link(engine, kid).down, timeout=30)
-        cell.release("one")
-        cell.release("two")  # the cell ends while nothing reaches ipykeep
-
-    await asyncio.gather(relay.cut(DROP_S), during_the_cut())
+    engine, kid, _ = ssh_kernel
+    cell = await started_cell(ssh_kernel, tmp_path)
+    await cut_then(ssh_kernel, cell, "one", "two")  # the cell ends while nothing reaches ipykeep
     done = await cell.end()
     assert done.state == "lost", done
     assert "before" in done.output.text and "it ended while the connection was down" in (
@@ -248,8 +259,7 @@ async def test_ssh_cell_that_ends_during_the_cut_is_reported_plainly(ssh_kernel,
 @pytest.mark.ssh
 async def test_ssh_kernel_dead_when_the_link_comes_back_is_reported_lost(ssh_kernel, tmp_path):
     engine, kid, relay = ssh_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
+    cell = await started_cell(ssh_kernel, tmp_path)
     kernel = psutil.Process(engine.kernels[kid].process.provider.remote_pid)
 
     async def during_the_cut() -> None:
@@ -290,8 +300,7 @@ async def gateway_kernel(gateway, tmp_path):
 
 async def test_gateway_websocket_dropped_mid_cell_reconnects_and_replays(gateway_kernel, tmp_path):
     engine, kid, _ = gateway_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
+    cell = await started_cell(gateway_kernel, tmp_path)
     channels = engine.kernels[kid].process.provider.channels
     connect = channels._connect
 
@@ -315,15 +324,9 @@ async def test_gateway_websocket_dropped_mid_cell_reconnects_and_replays(gateway
 
 
 async def test_gateway_network_cut_is_survived_with_the_output(gateway_kernel, tmp_path):
-    engine, kid, relay = gateway_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
-
-    async def during_the_cut() -> None:
-        await wait_until(lambda: link(engine, kid).down, timeout=30)
-        cell.release("one")
-
-    await asyncio.gather(relay.cut(DROP_S), during_the_cut())
+    engine, kid, _ = gateway_kernel
+    cell = await started_cell(gateway_kernel, tmp_path)
+    await cut_then(gateway_kernel, cell, "one")
     await wait_until(lambda: link(engine, kid).reconnects == 1)
     cell.release("two")
     done = await cell.end()
@@ -335,34 +338,14 @@ async def test_gateway_network_cut_is_survived_with_the_output(gateway_kernel, t
 
 @pytest.mark.posix
 async def test_gateway_network_stall_is_survived(gateway_kernel, tmp_path):
-    engine, kid, relay = gateway_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
-
-    async def during_the_stall() -> None:
-        await asyncio.sleep(min(1.0, DROP_S / 2))
-        cell.release("one")
-
-    await asyncio.gather(relay.stall(DROP_S), during_the_stall())
-    cell.release("two")
-    done = await cell.end()
-    assert done.state == "ok", done.output.text
-    assert "before" in done.output.text and "after 42" in done.output.text, done
-    await check_state_kept(engine, kid)
+    await stall_is_survived(gateway_kernel, tmp_path)
 
 
 async def test_gateway_cell_that_ends_during_the_cut_keeps_its_outcome(gateway_kernel, tmp_path):
     """The server noticed the close and kept the reply: the cell's end is replayed."""
-    engine, kid, relay = gateway_kernel
-    cell = Cell(engine, kid, tmp_path / "flags")
-    await cell.start()
-
-    async def during_the_cut() -> None:
-        await wait_until(lambda: link(engine, kid).down, timeout=30)
-        cell.release("one")
-        cell.release("two")
-
-    await asyncio.gather(relay.cut(DROP_S), during_the_cut())
+    engine, kid, _ = gateway_kernel
+    cell = await started_cell(gateway_kernel, tmp_path)
+    await cut_then(gateway_kernel, cell, "one", "two")
     done = await cell.end()
     assert done.state == "ok" and "after 42" in done.output.text, done
     await check_state_kept(engine, kid)
