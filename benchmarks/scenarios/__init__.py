@@ -20,6 +20,7 @@ from benchmarks.scenarios import (
     s17_hidden_state,
     s18_first_result,
     s19_memo_fork,
+    s20_output_memory,
 )
 
 #: Run order. Output volume goes last: when an execution hangs there it keeps the shared
@@ -43,5 +44,6 @@ ALL = (
     s17_hidden_state,
     s18_first_result,
     s19_memo_fork,
+    s20_output_memory,
     s6_output_volume,
 )

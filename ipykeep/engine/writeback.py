@@ -62,7 +62,7 @@ def _enqueue(session: KernelSession, ran: list[tuple[Execution, str]]) -> list[s
     for ex, src in ran:
         if ex.cell_id:
             session.writes.pending[ex.cell_id] = CellOutputs(
-                source=src, outputs=ex.nbformat_outputs(), execution_count=ex.execution_count
+                source=src, outputs=ex.notebook_outputs(), execution_count=ex.execution_count
             )
             queued.append(ex.cell_id)
     return queued

@@ -302,6 +302,19 @@ class Execution:
     def nbformat_outputs(self) -> list[dict[str, Any]]:
         return [o.to_nbformat() for o in self.outputs]
 
+    def notebook_outputs(self) -> list[dict[str, Any]]:
+        """The outputs as the notebook saves them: past the cap, a last stderr stream says how
+        much was not kept, where a person reading the notebook looks (as Jupyter's own output
+        rate limit tells them in the output)."""
+        outputs = self.nbformat_outputs()
+        if self.dropped_bytes:
+            note = (
+                f"[output past {self.cap:,} bytes is not recorded: "
+                f"{self.dropped_bytes:,} more were not kept]\n"
+            )
+            outputs.append({"output_type": "stream", "name": "stderr", "text": note})
+        return outputs
+
     def text_since(self, cursor: int) -> tuple[str, int]:
         """Text of the events after ``cursor`` (streams verbatim, results as text/plain)."""
         parts: list[str] = []

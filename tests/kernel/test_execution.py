@@ -79,6 +79,19 @@ def test_one_message_larger_than_the_cap_keeps_its_head_and_the_marker():
     assert text.startswith("early\naaa") and text.rstrip().endswith("is not recorded]")
 
 
+def test_the_notebook_says_what_past_the_cap_was_not_kept():
+    ex = _ex(cap=100)
+    ex.on_iopub(_msg("stream", name="stdout", text="a" * 250))
+    head, note = ex.notebook_outputs()
+    assert head == {"output_type": "stream", "name": "stdout", "text": "a" * 100}
+    assert note["name"] == "stderr"
+    assert note["text"] == "[output past 100 bytes is not recorded: 150 more were not kept]\n"
+    assert ex.nbformat_outputs() == [head]  # the record and the result keep their own note
+    within = _ex(cap=100)
+    within.on_iopub(_msg("stream", name="stdout", text="b" * 100))
+    assert within.notebook_outputs() == within.nbformat_outputs()
+
+
 def test_a_large_rich_result_keeps_the_head_of_its_text():
     ex = _ex(cap=1000)
     ex.on_iopub(

@@ -62,8 +62,9 @@ def test_an_oversized_output_message_keeps_its_head_a_marker_and_an_artifact(pro
     art = client.call("read_artifact", uri=out["uri"])
     assert art["text"].startswith("a" * 1000)
     batch = client.call("run_cells", cells=["c1"])
-    (cell_out,) = notebook_outputs(root / "nb.ipynb")["c1"]
+    cell_out, note = notebook_outputs(root / "nb.ipynb")["c1"]
     assert "".join(cell_out["text"]).startswith("aaaa") and batch["write"]["written"]
+    assert note["name"] == "stderr" and "is not recorded" in "".join(note["text"])
 
 
 def test_interrupt_stops_the_whole_batch(proj):

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from ipykeep.client.connection import DaemonClient
 from tests.conftest import stop_daemon
-from tests.reliability.helpers import start_project
+from tests.reliability.helpers import kernel_pid, start_project, write_notebook
 
 pytestmark = pytest.mark.kernel
 
@@ -42,12 +43,22 @@ def test_the_kernel_keeps_no_output_history(client):
     assert _text(client, "40 + 2") == "42" and _text(client, "_ + 1") == "43"  # ``_`` still works
 
 
-def _peak_rss(pid: int) -> int:
-    """The process's peak resident size (VmHWM), in bytes."""
+def _status(pid: int, field: str) -> int:
+    """A size from the process's /proc status (``VmHWM``: peak resident, ``VmRSS``), in bytes."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
+    raise AssertionError(f"no {field}")
+
+
+def _peak_rss(pid: int) -> int:
+    return _status(pid, "VmHWM")
+
+
+def _reset_peak(pid: int) -> int:
+    """Start the process's peak afresh (``clear_refs`` 5) and return its resident size then."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return _status(pid, "VmRSS")
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
@@ -57,3 +68,29 @@ def test_a_100_mb_print_costs_the_daemon_under_150_mb(client):
     assert rec["state"] == "ok" and rec["output"]["dropped_bytes"] > 0
     grown = _peak_rss(client.descriptor.pid) - before
     assert grown < 150 * 2**20, f"the daemon's peak grew {grown / 2**20:.0f} MiB"
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_a_notebook_cell_printing_100_mb_in_1_mb_lines_holds_it_in_no_process(client):
+    """100 prints of 1 MB in one flush interval were one 100 MB message: the daemon decoded it
+    whole (peak +286 MB) and the kernel built it (+290 MB). Each process may hold the output
+    about once (the daemon's receive queue, if it falls behind), never several times over."""
+    code = "for i in range(100):\n    print('y' * 1_000_000)"
+    write_notebook(Path(client.descriptor.project) / "nb.ipynb", ["a = 1", code])
+    daemon, kernel = client.descriptor.pid, kernel_pid(client)
+    before = {pid: _reset_peak(pid) for pid in (daemon, kernel)}
+    batch = client.call("run_cells", cells=["c1"])
+    assert batch["ok"], batch
+    grown = {pid: _peak_rss(pid) - rss for pid, rss in before.items()}
+    output = 100 * 1_000_001
+    assert grown[daemon] < 1.5 * output, f"the daemon's peak grew {grown[daemon] / 2**20:.0f} MiB"
+    assert grown[kernel] < 1.5 * output, f"the kernel's peak grew {grown[kernel] / 2**20:.0f} MiB"
+    # the notebook keeps the head, and says what it did not keep
+    cell = nbformat.read(Path(client.descriptor.project) / "nb.ipynb", as_version=4).cells[1]
+    head, note = cell.outputs
+    assert head.name == "stdout" and head.text.startswith("y" * 1_000_000 + "\ny")
+    assert (
+        note.name == "stderr"
+        and "is not recorded" in note.text
+        and "more were not kept" in note.text
+    )

@@ -318,26 +318,52 @@ def drop_output_history():
 _WRITE_CHUNK = 1 << 20
 
 
-def send_large_writes_in_parts():
-    """A write over 1 MiB to the kernel's stdout or stderr goes out 1 MiB per message.
+def _buffered(stream):
+    """Characters ``stream`` holds for its next flush (ipykernel's per-parent buffers)."""
+    buffers = getattr(stream, "_buffers", None)
+    lock = getattr(stream, "_buffer_lock", None)
+    if buffers is None or lock is None:
+        return _WRITE_CHUNK  # an ipykernel without them: flush, as before the check existed
+    with lock:
+        return sum(buffer.tell() for buffer in buffers.values())
 
-    ipykernel sends what a flush interval buffered as one message: ``print`` of 100 MB was one
-    100 MB message, which the daemon had to decode whole (its bytes, the decoded text and the
-    JSON: ~2.5x the size) before its recording cap dropped most of it.
+
+def send_large_writes_in_parts():
+    """Output to the kernel's stdout or stderr goes out in messages of at most about 1 MiB.
+
+    ipykernel sends what a flush interval (0.2 s) buffered as one message: ``print`` of 100 MB,
+    or 100 prints of 1 MB, was one 100 MB message, which the daemon had to decode whole (its
+    bytes, the decoded text and the JSON: ~2.5x the size) before its recording cap dropped most
+    of it. A write over 1 MiB is sent in 1 MiB parts, and once 1 MiB is buffered it is flushed
+    at once. ``flush`` waits for the kernel's output thread to send, so a cell printing fast
+    cannot run ahead of it either. The size check is amortized: the buffers are measured only
+    once a further 1 MiB has been written since they were last measured.
     """
     streams: tuple[Any, ...] = (sys.stdout, sys.stderr)
     for stream in streams:
         if type(stream).__name__ != "OutStream" or getattr(stream, "_ipykeep_parts", False):
             continue
         write = stream.write
+        # an upper bound of what the stream buffers (a timed flush only lowers the real amount)
+        unmeasured = [0]
 
-        def in_parts(string, _write=write, _stream=stream):
-            if not isinstance(string, str) or len(string) <= _WRITE_CHUNK:
+        def in_parts(string, _write=write, _stream=stream, _unmeasured=unmeasured):
+            if not isinstance(string, str):
                 return _write(string)
-            for start in range(0, len(string), _WRITE_CHUNK):
-                _write(string[start : start + _WRITE_CHUNK])
-                _stream.flush()
-            return len(string)
+            if len(string) > _WRITE_CHUNK:
+                for start in range(0, len(string), _WRITE_CHUNK):
+                    _write(string[start : start + _WRITE_CHUNK])
+                    _stream.flush()
+                _unmeasured[0] = 0
+                return len(string)
+            written = _write(string)
+            _unmeasured[0] += len(string)
+            if _unmeasured[0] >= _WRITE_CHUNK:
+                _unmeasured[0] = _buffered(_stream)
+                if _unmeasured[0] >= _WRITE_CHUNK:
+                    _stream.flush()
+                    _unmeasured[0] = 0
+            return written
 
         stream.write = in_parts
         stream._ipykeep_parts = True
