@@ -465,7 +465,9 @@ class DebuggerService(SessionObserver):
         above that wrote it; anything else (an upstream cell edited and re-run, a file changed)
         cannot be undone.
         """
-        reasons = self.engine.stale_reasons(session, snap) or {}
+        # judged as a cell that runs: a failed cell held back from the plan (it would fail
+        # the same way again) still needs what its failed run changed in place restored
+        reasons = self.engine.stale_reasons(session, snap, running=(cell.cell_id,)) or {}
         above = {c.cell_id for c in snap.code_cells if c.index < cell.index}
         position = {c.cell_id: c.index for c in snap.cells}
 

@@ -21,7 +21,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from ipykeep import __version__
@@ -187,10 +187,14 @@ class Engine:
             exprs.update(observer.scratch_expressions(session, code))
         return exprs
 
-    def stale_reasons(self, session: KernelSession, snap: NotebookSnapshot) -> StaleReasons | None:
+    def stale_reasons(
+        self, session: KernelSession, snap: NotebookSnapshot, running: Collection[str] = ()
+    ) -> StaleReasons | None:
+        """Why each stale cell is stale; ``running``: cells about to run by hand, judged as
+        cells that run (see ``SessionObserver.stale_reasons``)."""
         merged: StaleReasons | None = None
         for observer in self.observers:
-            reasons = observer.stale_reasons(session, snap)
+            reasons = observer.stale_reasons(session, snap, running)
             if reasons is not None:
                 merged = {**(merged or {}), **reasons}
         return merged

@@ -27,7 +27,9 @@ records a cell before anything that reads the record. The events:
 * ``kernel_lost``: the process died; ``kernel_closing``: the session is being closed.
 * ``foreign_message``: iopub traffic of another client of the kernel (a browser).
 * ``stale_reasons``: why each stale cell is stale, or None when the observer does not judge
-  staleness (with no judge, a cell is stale when its source changed since it ran).
+  staleness (with no judge, a cell is stale when its source changed since it ran); ``running``:
+  cells about to run by hand, judged as cells that run (a cell held back because it would fail
+  the same way again is not held back, and what it reads or changes in place is restored).
 * ``kernel_summary``: one line for the kernel's status record, or None (the first wins).
 * ``namespace_notes``: lines added to the ``namespace`` listing.
 * ``shutdown``: the daemon exits.
@@ -35,6 +37,7 @@ records a cell before anything that reads the record. The events:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -102,7 +105,7 @@ class SessionObserver:
         return None
 
     def stale_reasons(
-        self, session: KernelSession, snap: NotebookSnapshot
+        self, session: KernelSession, snap: NotebookSnapshot, running: Collection[str] = ()
     ) -> dict[str, list[dict[str, Any]]] | None:
         return None
 

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import stat as stat_module
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -310,9 +311,9 @@ class StalenessService(SessionObserver):
             self.tracker(session).record_scratch(ex.code, origin, observed=observed)
 
     def stale_reasons(
-        self, session: KernelSession, snap: NotebookSnapshot
+        self, session: KernelSession, snap: NotebookSnapshot, running: Collection[str] = ()
     ) -> dict[str, list[dict[str, Any]]]:
-        plan = self.plan(session, snap)
+        plan = self.tracker(session).plan(notebook_cells(snap), stat_for(session), running)
         planned = {
             "stale": [e.to_json() for e in plan.stale],
             "conditional": [e.to_json() for e in plan.conditional],

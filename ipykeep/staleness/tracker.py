@@ -33,7 +33,7 @@ Pure: no I/O, no asyncio, no clocks. ``stat`` is injected by the caller.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Literal
 
 from ipykeep.staleness import tracker_events, tracker_reasons, tracker_replan, tracker_restore
@@ -152,8 +152,12 @@ class StalenessTracker:
 
     # ------------------------------------------------------------------ queries
 
-    def plan(self, cells: Sequence[NotebookCell], stat: StatFn) -> Plan:
-        """The cells to run, in notebook order, for the notebook as given (read from disk now)."""
+    def plan(
+        self, cells: Sequence[NotebookCell], stat: StatFn, running: Collection[str] = ()
+    ) -> Plan:
+        """The cells to run, in notebook order, for the notebook as given (read from disk now);
+        ``running``: cells about to run by hand, planned as cells that run even when they would
+        fail the same way again (so what they read or change in place is restored first)."""
         state = self.state
         observed, carried, raised = tracker_reasons.runtime_evidence(state, cells)
         dynamic = tracker_reasons.still_valid_dynamic(state, cells)
@@ -162,6 +166,9 @@ class StalenessTracker:
         watch_deps = tracker_reasons.watch_dependents(state, graph)
         for gc in graph.cells:
             tracker_reasons.direct_reasons(state, gc, graph, drafts[gc.cell_id], stat, watch_deps)
+        for cell_id in running:
+            if cell_id in drafts and drafts[cell_id].failing:
+                tracker_restore.unfail(drafts[cell_id])
         tracker_reasons.block(graph, drafts)
         writers_by_path = tracker_restore.file_writers(state, graph, stat)
         tracker_restore.propagate(state, graph, drafts, writers_by_path)

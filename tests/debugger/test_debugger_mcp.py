@@ -74,6 +74,25 @@ def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         shutdown_daemon(root)
 
 
+@pytest.fixture(autouse=True)
+def idle_after(env: Any) -> Iterator[None]:
+    """Each test starts on an idle main shell with no breakpoint: a test that fails while a run
+    is paused (or spinning) would otherwise leave the next test's cells queued behind it."""
+    yield
+    mcp, kid, _ = env
+    _debug(mcp, kid, "clear")
+    deadline = time.monotonic() + 60
+    state = _debug(mcp, kid, "status")["state"]
+    while state in ("paused", "running") and time.monotonic() < deadline:
+        if state == "paused":
+            _debug(mcp, kid, "quit")
+        else:
+            _ok(mcp.tool("interrupt", {"kernel_id": kid}))
+        time.sleep(0.2)
+        state = _debug(mcp, kid, "status")["state"]
+    assert state not in ("paused", "running"), f"the kernel did not come back to idle: {state}"
+
+
 def _ok(res: Any) -> dict[str, Any]:
     assert not res.is_error, text_of(res)
     out: dict[str, Any] = res.structured_content
@@ -226,10 +245,6 @@ def _plan(mcp: McpSession, kid: str) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.xfail(
-    reason="predates the failed-cell and global-generator rules of docs/staleness.md",
-    strict=False,
-)
 def test_replay_from_a_checkpoint_leaves_no_needless_restore_in_the_plan(env: Any) -> None:
     mcp, kid, root = env
     before = _plan(mcp, kid)  # `later` failed
@@ -248,10 +263,6 @@ def test_replay_from_a_checkpoint_leaves_no_needless_restore_in_the_plan(env: An
     assert (root / "marker.txt").read_text() == "ran\n"
 
 
-@pytest.mark.xfail(
-    reason="predates the failed-cell and global-generator rules of docs/staleness.md",
-    strict=False,
-)
 def test_replay_restores_a_value_the_failed_run_mutated_from_its_checkpoint(env: Any) -> None:
     mcp, kid, root = env
     failed = mcp.tool("run_cells", {"kernel_id": kid, "cells": ["mutate"]})
@@ -267,7 +278,6 @@ def test_replay_restores_a_value_the_failed_run_mutated_from_its_checkpoint(env:
     _debug(mcp, kid, "continue")
 
 
-@pytest.mark.skip(reason="hangs when run after the other tests of this file; to be fixed")
 def test_status_and_where_show_a_run_that_never_pauses(env: Any) -> None:
     mcp, kid, _ = env
     _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp"]}))
@@ -290,7 +300,6 @@ def test_status_and_where_show_a_run_that_never_pauses(env: Any) -> None:
     assert _debug(mcp, kid, "status")["state"] != "running"
 
 
-@pytest.mark.skip(reason="hangs when run after the other tests of this file; to be fixed")
 def test_a_cell_breakpoint_inside_a_generator_another_cell_defined_pauses(env: Any) -> None:
     mcp, kid, _ = env
     _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp", "defs"]}))
@@ -305,7 +314,6 @@ def test_a_cell_breakpoint_inside_a_generator_another_cell_defined_pauses(env: A
         assert "got [0, 2, 4] 2" in text_of(running.result(60))
 
 
-@pytest.mark.skip(reason="hangs when run after the other tests of this file; to be fixed")
 def test_a_function_breakpoint_on_a_generator_pauses(env: Any) -> None:
     mcp, kid, _ = env
     _ok(mcp.tool("run_cells", {"kernel_id": kid, "cells": ["imp", "defs"]}))
