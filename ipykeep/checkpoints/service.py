@@ -310,9 +310,9 @@ class CheckpointService(SessionObserver):
         writes = [
             n for n in tracker.still_written_by(cell.cell_id) if n.isidentifier() or n in HIDDEN
         ]
-        # importing numpy creates its global generator: that state is the import's own doing, and
-        # re-running the import recreates it as a fresh run would (without this, a slow
-        # ``import numpy`` cell was never cheap, and every fast cell reading ``np`` was pickled
+        # a hidden state an import cell writes (it seeds numpy's global generator) is recreated
+        # by re-running the cell, as a fresh run would: the cell still only imports (without
+        # this, such a slow cell was never cheap, and every fast cell reading ``np`` was pickled
         # while the kernel was held, ~20 ms for a 2M-row frame on every run)
         named = [n for n in writes if n not in HIDDEN]
         imports_only = bool(named) and set(named) <= set(tracker.run_imports(cell.cell_id))
