@@ -145,9 +145,26 @@ def _key_fields(
         "libs": libs,
         "outputs": outputs,
     }
-    if ex.dropped_bytes or len(json.dumps(outputs)) > memo.MAX_OUTPUTS_BYTES:
+    if (
+        ex.dropped_bytes
+        or len(json.dumps(outputs)) > memo.MAX_OUTPUTS_BYTES
+        or breaks_aliases(observed, writes)
+    ):
         fields["outputs"] = None  # keyed (its readers stay keyed), but not loadable
     return fields, None
+
+
+def breaks_aliases(observed: Observed, writes: list[str]) -> bool:
+    """Whether loading the run would break an alias a fresh run has: a value it left holds an
+    object of a name it did not write (a model holding its data frame, a dict holding a list),
+    or it changed a value in place (loading binds the name to a stored copy, which the values
+    holding the object, ``holder['data']``, would not see). Unknown counts as held."""
+    if observed.captured is None:
+        return True
+    if any(name.isidentifier() for name in observed.mutated):
+        return True
+    own = set(writes)
+    return any(held - own for name, held in observed.captured.items() if name in own)
 
 
 def memo_path(store: CheckpointStore, fields: dict[str, Any] | None) -> str | None:

@@ -121,6 +121,33 @@ async def test_uncovered_runs_are_not_loaded(engine: Engine, source: str) -> Non
         await nb.close()
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_value_holding_an_input_is_re_run_not_loaded(engine: Engine, mode: str) -> None:
+    """A loaded value would hold a copy of its input, not the input itself (a model holding
+    its frame), and a loaded in-place change would rebind its name to a copy the holders do not
+    see: the alias a fresh run has would be lost. Such runs are keyed (their readers may still
+    load) but never loaded."""
+    cells = [
+        ("base", "import time\ntime.sleep(0.6)\nn = 1"),
+        ("rows", "rows = list(range(n, n + 50))"),
+        ("hold", "time.sleep(0.6)\nholder = {'data': rows}\nsize = len(rows)"),
+        ("grow", "rows.append(-1)"),
+    ]
+    nb = await make(engine, f"holder-{mode}", mode, cells)
+    try:
+        nb.edit("base", "import time\ntime.sleep(0.6)\nn = 2")
+        await execute(nb)
+        nb.edit("base", "import time\ntime.sleep(0.6)\nn = 1")
+        plan = await nb.plan()
+        assert "base" in memo_cells(plan) and not {"hold", "grow"} & memo_cells(plan), plan.stale
+        res = await execute(nb)
+        assert "base" in loaded(res) and not {"hold", "grow"} & loaded(res)
+        await nb.assert_fresh("holder['data'] is rows", "holder", "size", "rows[-1]")
+        assert await nb.values("holder['data'][-1]") == ["-1"]
+    finally:
+        await nb.close()
+
+
 async def test_seeded_generator_loads(engine: Engine) -> None:
     cells = [
         ("seed", "import numpy as np\nnp.random.seed(7)"),
