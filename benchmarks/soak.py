@@ -8,7 +8,12 @@ exec`` (a large print every other time) and ``ipykeep status``. Every ``every`` 
 daemon's and the kernel's RSS are sampled. Prints JSON: the samples, the calls made and whether
 each got its own output, and per process the RSS at start, the highest RSS in each third of
 the run (a plateau: the last third's peak is not above the middle third's by more than the
-``--plateau-mb`` margin) and the highest overall.
+``--plateau-mb`` margin), the highest overall, and the growth from the end of the first third
+to the end per call made in between.
+
+``--loop agent`` runs an agent's loop instead, on one MCP client: ``edit_cell`` (a new source
+for one cell, with the version it last got), ``run_stale(execute=True)``, ``inspect`` of the
+edited cell's value and ``ipython`` (a matplotlib plot every other time, else a print).
 """
 
 from __future__ import annotations
@@ -64,11 +69,17 @@ def _rss(pid: int) -> int:
         return 0
 
 
-async def soak(root: Path, seconds: float, clients: int, print_mb: int, every: float) -> dict:
+async def soak(
+    root: Path, seconds: float, clients: int, print_mb: int, every: float, loop: str = "prints"
+) -> dict:
     from ipykeep.client.connection import DaemonClient, find_daemon
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("data = list(range(1000))")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("data = list(range(1000))", id="c0"),
+        nbformat.v4.new_code_cell("y = data[:1]", id="c1"),
+        nbformat.v4.new_code_cell("total = sum(y)", id="c2"),
+    ]
     nbformat.write(nb, root / "nb.ipynb")
     if await _cli(root, "start", "nb.ipynb") != 0:
         raise RuntimeError("ipykeep start failed")
@@ -79,6 +90,30 @@ async def soak(root: Path, seconds: float, clients: int, print_mb: int, every: f
     kid, kernel_pid = kernel["kernel_id"], int(kernel["pid"])
     deadline = time.monotonic() + seconds
     counts = {"mcp": 0, "mcp_correct": 0, "cli": 0, "cli_ok": 0}
+    plot = "import matplotlib.pyplot as plt\nplt.plot(range(10)); plt.show()"
+
+    async def agent_loop(client: Client) -> None:
+        i, version = 0, None
+        while time.monotonic() < deadline:
+            edit = {"kernel_id": kid, "action": "replace", "cell": "c1"}
+            edit["source"] = f"y = data[:{i % 50 + 1}]"
+            if version is not None:
+                edit["version"] = version
+            res = await client.call_tool("edit_cell", edit)
+            if res.is_error:  # the first edit: take the version the refusal gives
+                edit["version"] = json.loads(_text(res))["details"]["version"]
+                res = await client.call_tool("edit_cell", edit)
+            version = (res.structured_content or {}).get("version")
+            calls = [
+                ("run_stale", {"kernel_id": kid, "execute": True}),
+                ("inspect", {"kernel_id": kid, "name": "y"}),
+                ("ipython", {"kernel_id": kid, "code": plot if i % 2 else f"print({i})"}),
+            ]
+            results = [res] + [await client.call_tool(name, args) for name, args in calls]
+            counts["mcp"] += len(results)
+            counts["mcp_correct"] += sum(not r.is_error for r in results)
+            i += 1
+
     big = f"print('x' * {print_mb * 1_000_000})"
 
     async def mcp_loop(client: Client, c: int) -> None:
@@ -105,15 +140,17 @@ async def soak(root: Path, seconds: float, clients: int, print_mb: int, every: f
     samples: list[dict[str, float]] = []
     started = time.monotonic()
 
+    def sample() -> dict[str, float]:
+        return {
+            "t": round(time.monotonic() - started, 1),
+            "calls": counts["mcp"] + counts["cli"],
+            "daemon_mb": round(_rss(desc.pid) / MB, 2),
+            "kernel_mb": round(_rss(kernel_pid) / MB, 2),
+        }
+
     async def sampler() -> None:
         while time.monotonic() < deadline:
-            samples.append(
-                {
-                    "t": round(time.monotonic() - started, 1),
-                    "daemon_mb": round(_rss(desc.pid) / MB, 1),
-                    "kernel_mb": round(_rss(kernel_pid) / MB, 1),
-                }
-            )
+            samples.append(sample())
             await asyncio.sleep(every)
 
     params = server_params(root, "static")
@@ -122,16 +159,13 @@ async def soak(root: Path, seconds: float, clients: int, print_mb: int, every: f
             await stack.enter_async_context(Client(params, mode="legacy"))  # type: ignore[arg-type]
             for _ in range(clients)
         ]
-        await asyncio.gather(
-            sampler(), cli_loop(), *(mcp_loop(s, c) for c, s in enumerate(sessions))
-        )
-    samples.append(
-        {
-            "t": round(time.monotonic() - started, 1),
-            "daemon_mb": round(_rss(desc.pid) / MB, 1),
-            "kernel_mb": round(_rss(kernel_pid) / MB, 1),
-        }
-    )
+        if loop == "agent":
+            await asyncio.gather(sampler(), agent_loop(sessions[0]))
+        else:
+            await asyncio.gather(
+                sampler(), cli_loop(), *(mcp_loop(s, c) for c, s in enumerate(sessions))
+            )
+    samples.append(sample())
     return {"calls": counts, "samples": samples}
 
 
@@ -139,12 +173,17 @@ def summary(samples: list[dict[str, float]], key: str, margin_mb: float) -> dict
     values = [s[key] for s in samples]
     third = max(1, len(values) // 3)
     peaks = [max(values[:third]), max(values[third : 2 * third]), max(values[2 * third :])]
+    first = samples[third - 1]
+    calls = samples[-1]["calls"] - first["calls"]
+    grown = samples[-1][key] - first[key]
     return {
         "start_mb": values[0],
         "end_mb": values[-1],
         "peak_mb": max(values),
         "peak_per_third_mb": peaks,
         "plateau": peaks[2] <= peaks[1] + margin_mb,
+        "after_first_third_mb": round(grown, 2),
+        "after_first_third_kb_per_call": round(grown * 1024 / calls, 2) if calls else None,
     }
 
 
@@ -155,13 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print-mb", type=int, default=3)
     p.add_argument("--every", type=float, default=10)
     p.add_argument("--plateau-mb", type=float, default=30)
+    p.add_argument("--loop", choices=("prints", "agent"), default="prints")
     args = p.parse_args(argv)
     from ipykeep.client.connection import DaemonClient, find_daemon
 
     root = Path(tempfile.mkdtemp(prefix="ipykeep-soak-"))
     (root / ".git").mkdir()
     try:
-        result = asyncio.run(soak(root, args.seconds, args.clients, args.print_mb, args.every))
+        result = asyncio.run(
+            soak(root, args.seconds, args.clients, args.print_mb, args.every, args.loop)
+        )
     finally:
         desc = find_daemon(root)
         if desc is not None:

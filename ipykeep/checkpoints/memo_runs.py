@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections import OrderedDict
 from typing import Any
 
 from ipykeep.api.checkpoints import CellCheckpointInfo
@@ -174,13 +175,23 @@ def memo_path(store: CheckpointStore, fields: dict[str, Any] | None) -> str | No
     return str(store.memo_manifest_path(fields["source_hash"], fields["key"]))
 
 
+#: Stored runs the index keeps parsed, over all sources: past it, the sources looked up least
+#: recently are let go (read from the store again when asked). A run's parsed manifest is a
+#: few KB, and an agent's loop stores a run for each distinct input: held all, they were the
+#: daemon's main growth per call.
+CACHED_RUNS = 256
+
+
 class MemoIndex:
     """The stored runs by normalized source, read from the store when asked and kept until
-    their directory changes (plans ask on every ``status``)."""
+    their directory changes (plans ask on every ``status``), at most ``CACHED_RUNS`` of them."""
 
-    def __init__(self, store: CheckpointStore) -> None:
+    def __init__(self, store: CheckpointStore, cached_runs: int = CACHED_RUNS) -> None:
         self.store = store
-        self._kept: dict[str, tuple[int, list[memo.MemoEntry]]] = {}
+        self.cached_runs = cached_runs
+        #: by source hash, least recently looked up first
+        self._kept: OrderedDict[str, tuple[int, list[memo.MemoEntry]]] = OrderedDict()
+        self._runs = 0
 
     def lookup(self, hashed: str) -> list[memo.MemoEntry]:
         directory = self.store.memo_dir(hashed)
@@ -190,16 +201,29 @@ class MemoIndex:
             return []
         kept = self._kept.get(hashed)
         if kept is not None and kept[0] == stamp:
+            self._kept.move_to_end(hashed)
             return kept[1]
         out = []
         for _, data in self.store.memo_manifests(hashed):
             entry = memo.MemoEntry.from_manifest(data)
             if entry is not None and entry.source_hash == hashed:
                 out.append(entry)
-        if len(self._kept) > 4096:
-            self._kept.clear()
+        self._forget(hashed)
         self._kept[hashed] = (stamp, out)
+        self._runs += len(out)
+        while self._runs > self.cached_runs and len(self._kept) > 1:
+            self._forget(next(iter(self._kept)))
         return out
+
+    @property
+    def cached(self) -> int:
+        """Stored runs held parsed now."""
+        return self._runs
+
+    def _forget(self, hashed: str) -> None:
+        kept = self._kept.pop(hashed, None)
+        if kept is not None:
+            self._runs -= len(kept[1])
 
 
 def _may_write(session: KernelSession) -> Any:

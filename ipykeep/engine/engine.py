@@ -109,7 +109,9 @@ class Engine:
         self.started_at = time.time()
         self.kernels: dict[str, KernelSession] = {}
         self._ids = IdCounters(paths)
+        #: (reader, handle) -> the reader's cursor into that execution's in-memory output
         self._readers: dict[tuple[str, str], int] = {}
+        self._readers_pruned_at = 0
         self._expiry_task: asyncio.Task[Any] | None = None
         self.on_empty: Callable[[], None] | None = None
         self.observers: tuple[SessionObserver, ...] = ()
@@ -213,9 +215,25 @@ class Engine:
         self, session: KernelSession, ex: Execution, *, cursor: int = 0, reader: str | None = None
     ) -> ExecutionRecord:
         rec = execution_record(session, ex, cursor, reader)
-        if reader is not None:
+        if reader is not None and not ex.spilled:
             self._readers[(reader, ex.handle)] = rec.cursor
+            if len(self._readers) > 2 * max(256, self._readers_pruned_at):
+                self._prune_readers()
         return rec
+
+    def _prune_readers(self) -> None:
+        """Forget cursors into output no longer in memory (spilled: read from the archive, from
+        the start) or of closed kernels: one per call read, they grew for the daemon's life.
+        Run when the cursors doubled since the last pruning, so its cost is spread over them."""
+        held = {
+            handle
+            for session in self.kernels.values()
+            if not session.closed
+            for handle, ex in session.executions.items()
+            if not ex.spilled
+        }
+        self._readers = {key: at for key, at in self._readers.items() if key[1] in held}
+        self._readers_pruned_at = len(self._readers)
 
     def cell_states(self, session: KernelSession, snap: NotebookSnapshot) -> list[CellState]:
         return cell_states(session, snap, self.stale_reasons(session, snap))
@@ -571,7 +589,10 @@ class Engine:
         """Output since the reader's cursor; waits up to ``yield_time_ms`` for the end."""
         session = self._session_of(handle, kernel_id, notebook)
         ex = session.executions[handle]
-        start = self._readers.get((reader, handle), 0) if cursor is None else cursor
+        if cursor is not None:
+            start = cursor
+        else:  # a spilled execution is read from the archive, from the start
+            start = 0 if ex.spilled else self._readers.get((reader, handle), 0)
         if yield_time_ms and not ex.finished:
             await ex.wait(yield_time_ms / 1000)
         return self.record(session, ex, cursor=start, reader=reader)

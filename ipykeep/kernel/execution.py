@@ -70,7 +70,7 @@ class OutputEvent:
     data: dict[str, Any] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Execution:
     handle: str
     kernel_id: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 #: Names IPython itself binds in the user namespace: output history (``_``, ``__``, ``___``,
 #: ``_N``), input history (``_i``, ``_ii``, ``_iii``, ``_iN``), ``In``/``Out`` and friends. A
@@ -99,3 +99,15 @@ class CellAnalysis:
     #: the cell runs shell commands (``!cmd``, ``%%bash``, ``os.system``, ``subprocess``): what
     #: they write is unknown
     shell: bool = False
+
+    def __post_init__(self) -> None:
+        # Analyses are cached per source (``analyze_source``, thousands of them, one per
+        # distinct scratch call too): an empty set costs ~200 bytes, most of a short cell's
+        # analysis, so the empty ones share one.
+        for name in _SET_FIELDS:
+            if not getattr(self, name):
+                object.__setattr__(self, name, _NO_NAMES)
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+_SET_FIELDS = tuple(f.name for f in fields(CellAnalysis) if str(f.type).startswith("frozenset"))

@@ -84,3 +84,21 @@ def test_the_budget_counts_records_and_bytes():
     big = _finished("c9", 9_950)
     kept.keep([big], max_records=3, max_bytes=10_000)
     assert list(kept.kept) == ["c9"] and kept.held_bytes == 9_950
+
+
+async def test_readers_cursors_go_with_the_output_they_point_into(eng):
+    engine, kid, _ = eng
+    first = await engine.execute("print('first-output')", kernel_id=kid, reader="agent")
+    assert "first-output" in first.output.text
+    # read to its end: this reader's cursor now stands after everything
+    assert (
+        await engine.read_execution(first.handle, kernel_id=kid, reader="agent")
+    ).output.text == ""
+    for i in range(600):  # many more calls, by many readers, push it out of memory
+        await engine.execute(f"{i}", kernel_id=kid, reader=f"r{i}")
+    assert engine.kernels[kid].executions[first.handle].spilled
+    # its output is read back from the archive, whole, from the start
+    again = await engine.read_execution(first.handle, kernel_id=kid, reader="agent")
+    assert "first-output" in again.output.text
+    # cursors into output no longer in memory are let go (one per call read grew for ever)
+    assert len(engine._readers) <= 2 * 256 + 1

@@ -30,8 +30,20 @@ from traitlets import Type, default
 MIN_FRAMES = 5
 
 
+#: Signatures remembered to refuse a replayed message. jupyter_client keeps 65,536 (about
+#: 10 MB with the set's table), reached only after thousands of calls: a daemon's memory kept
+#: growing for its first hours. The kernel's messages reach the daemon over its own
+#: connections, signed with a key only the two hold, so a shorter window loses nothing real.
+DIGEST_HISTORY = 4096
+
+
 class UndatedSession(Session):
-    """A ``Session`` whose received messages keep their header dates as strings."""
+    """A ``Session`` whose received messages keep their header dates as strings, and which
+    remembers ``DIGEST_HISTORY`` signatures."""
+
+    @default("digest_history_size")
+    def _shorter_digest_history(self) -> int:
+        return DIGEST_HISTORY
 
     def deserialize(
         self,

@@ -120,3 +120,17 @@ async def test_the_channel_reads_each_message_as_jupyter_clients_does() -> None:
         client_side.close(0)
         kernel_side.close(0)
         context.term()
+
+
+def test_the_signatures_remembered_against_replays_stay_bounded() -> None:
+    from ipykeep.kernel.providers.session import DIGEST_HISTORY
+
+    sender, reader = Session(key=KEY), UndatedSession(key=KEY)
+    assert Session(key=KEY).digest_history_size > DIGEST_HISTORY
+    latest = []
+    for _ in range(DIGEST_HISTORY + 500):
+        latest = _wire(sender)
+        reader.deserialize(latest)
+    assert len(reader.digest_history) <= DIGEST_HISTORY
+    with pytest.raises(ValueError, match="Duplicate Signature"):
+        reader.deserialize(latest)  # the most recent are still refused when replayed
