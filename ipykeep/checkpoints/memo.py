@@ -27,6 +27,7 @@ cells after it can still be seen to match.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import time
@@ -113,9 +114,10 @@ def _called(node: ast.Call) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def uncovered_in_source(source: str) -> str | None:
     """Why a run of ``source`` could give another value on the same inputs, as far as its text
-    shows (None: nothing seen)."""
+    shows (None: nothing seen). Kept per source text: asked after every run of a cell."""
     for line in source.splitlines():
         stripped = line.lstrip()
         if stripped.startswith("!") or (
@@ -154,15 +156,15 @@ def seeds_only(source: str, writes: Iterable[str], imports: Iterable[str]) -> bo
     """Whether the run only (re)seeds the global generators: it calls ``seed(…)`` and writes
     nothing else but imported modules. Such a run's result does not depend on the state it
     replaced, so the unseeded state before it is not one of its inputs."""
+    if set(writes) - RANDOM_STATES - set(imports):
+        return False  # it wrote something else (known without walking the source)
     tree = parse_cell(source)
     if tree is None:
         return False
-    seeded = any(
+    return any(
         isinstance(n, ast.Call) and _called(n) == "seed" and (n.args or n.keywords)
         for n in ast.walk(tree)
     )
-    others = set(writes) - RANDOM_STATES - set(imports)
-    return seeded and not others
 
 
 def imported_packages(source: str) -> list[str]:

@@ -193,6 +193,16 @@ class MemoIndex:
         self._kept: OrderedDict[str, tuple[int, list[memo.MemoEntry]]] = OrderedDict()
         self._runs = 0
 
+    def known(self, hashed: str) -> list[memo.MemoEntry] | None:
+        """The stored runs when no file needs reading (none stored, or the ones read last are
+        still current: one ``stat``), else None."""
+        try:
+            stamp = self.store.memo_dir(hashed).stat().st_mtime_ns
+        except OSError:
+            return []
+        kept = self._kept.get(hashed)
+        return kept[1] if kept is not None and kept[0] == stamp else None
+
     def lookup(self, hashed: str) -> list[memo.MemoEntry]:
         directory = self.store.memo_dir(hashed)
         try:
@@ -329,7 +339,12 @@ async def try_load(
         return False
     store = index.store
     stat: StatFn = stat_for(session)
-    entries = await asyncio.to_thread(index.lookup, source_hash(cell.source))
+    hashed = source_hash(cell.source)
+    # reading the stored runs goes to a thread; knowing there are none, or that the ones read
+    # before are current, is one stat: no thread hop on the path between two cells
+    entries = index.known(hashed)
+    if entries is None:
+        entries = await asyncio.to_thread(index.lookup, hashed)
     if not entries:
         return False
     poisoned = store.poisoned()

@@ -1,8 +1,9 @@
 """Checkpoints as an engine collaborator: background snapshots after each notebook cell, restore
 of a lost kernel's fresh cells at start, and named checkpoints with rollback.
 
-A ``SessionObserver`` (``kernel_started``, ``after_cell``, ``kernel_restarted``,
-``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``, ``namespace_notes``)
+A ``SessionObserver`` (``kernel_started``, ``after_cell``, ``batch_finished``,
+``kernel_restarted``, ``kernel_closing``, ``warm_cells``, ``warm_finished``, ``kernel_summary``,
+``namespace_notes``)
 with three RPC methods (``checkpoint``, ``restore``, ``checkpoints``) that the composition root
 lists. It is attached after the staleness service: it reads the staleness tracker's record of
 the cell that just ran. Its per-kernel state is a ``KernelCheckpoints`` in the session's feature
@@ -22,6 +23,7 @@ import copy
 import json
 import logging
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from ipykeep.api.checkpoints import (
 )
 from ipykeep.api.errors import IpykeepError, KernelBusyError
 from ipykeep.api.spec import Bindings, bind
-from ipykeep.checkpoints import cost, forks, memo_runs, planning, remote
+from ipykeep.checkpoints import cost, forks, manifest_writer, memo_runs, planning, remote
 from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import load_before, restore_lost
 from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
@@ -50,7 +52,6 @@ from ipykeep.checkpoints.store import (
     UnknownCheckpointError,
 )
 from ipykeep.client import checkpoint_words
-from ipykeep.client.summaries import human_bytes
 from ipykeep.engine.engine import Engine
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.session import KernelSession
@@ -66,6 +67,7 @@ from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.layout import private_dir
 from ipykeep.project.notebook import Cell, NotebookSnapshot, read_notebook
 from ipykeep.staleness import probes
+from ipykeep.staleness.hashing import source_hash
 from ipykeep.staleness.models import Observed
 from ipykeep.staleness.state import staleness_of
 
@@ -144,6 +146,8 @@ class CheckpointService(SessionObserver):
 
     async def kernel_closing(self, session: KernelSession) -> None:
         """``stop``, ``close`` or idle expiry: let the writers finish the last snapshots first."""
+        with contextlib.suppress(Exception):  # a cancelled batch's last snapshot
+            await asyncio.wait_for(self.batch_finished(session), FLUSH_ON_CLOSE_S)
         pending = self.state(session).manifest_write
         if pending is not None:
             with contextlib.suppress(Exception):
@@ -204,20 +208,7 @@ class CheckpointService(SessionObserver):
         st = self.state(session)
         if not st.available or not st.cells:
             return []
-        sizes: dict[str, int] = {}
-        failed: list[str] = []
-        for c in st.cells.values():  # in run order: the latest checkpoint of a name wins
-            sizes.update(c.sizes)
-            failed += [f"{n} (cell {c.index}: {why})" for n, why in sorted(c.failed.items())]
-        notes = [f"checkpoints: {checkpoint_words.summary(st.cells.values())}"]
-        shown = ", ".join(
-            f"{n} {human_bytes(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<")
-        )
-        if shown:
-            notes.append(f"{checkpoint_words.CHECKPOINTED} values: {shown}")
-        if failed:
-            notes.append("not saved: " + "; ".join(failed)[:400])
-        return notes
+        return checkpoint_words.namespace_notes(st.cells.values())
 
     async def warm_finished(self, session: KernelSession) -> None:
         st = self.state(session)
@@ -278,6 +269,8 @@ class CheckpointService(SessionObserver):
         memo_runs.note_start(st, session)
         if not may_load:
             return False
+        if st.manifest_queue:  # a stored run of this source waiting for the writer: written
+            await manifest_writer.written_in(st, self.store.memo_dir(source_hash(cell.source)))
         return await memo_runs.try_load(self.memo_index, st, session, cell, ex)
 
     def annotate_plan(
@@ -294,6 +287,7 @@ class CheckpointService(SessionObserver):
 
     async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
         st = self.state(session)
+        await self.batch_finished(session)  # the cell above's snapshot first: kept in run order
         if not st.available or session.notebook is None or not session.process.alive:
             return
         path = self.store.cell_manifest_path(session.notebook, cell.cell_id)
@@ -381,13 +375,23 @@ class CheckpointService(SessionObserver):
                     "restorable": True,
                     "created": time.time(),
                 }
-                self._write_later(session, path, manifest)
+                manifest_writer.write_later(self.store, st, session, path, manifest)
                 reply: dict[str, Any] = {}
             else:
-                reply = await session.process.eval_silent(
-                    _call("snapshot", json.dumps(meta), [] if decision.cheap else writes),
-                    timeout=session.config.checkpoint_snapshot_budget_s * 4 + 30,
+                snapshot = _call("snapshot", json.dumps(meta), [] if decision.cheap else writes)
+                timeout = session.config.checkpoint_snapshot_budget_s * 4 + 30
+                answer = (
+                    None
+                    if decision.cheap
+                    else session.process.send_silent(snapshot, timeout=timeout)
                 )
+                if answer is not None:  # sent: the kernel takes it before the next cell,
+                    # which need not wait for the answer (taken in by the next ``after_cell``)
+                    st.snapshot_reply = session.scheduler.spawn(
+                        self._snapshot_taken(session, cell, decision, answer)
+                    )
+                    return
+                reply = await session.process.eval_silent(snapshot, timeout=timeout)
             if decision.cheap and (memo_file := memo_runs.memo_path(self.store, fields)):
                 # no values: the entry keys its readers (what a re-run of the cell leaves)
                 entry = {
@@ -397,10 +401,40 @@ class CheckpointService(SessionObserver):
                     "restorable": True,
                     "created": time.time(),
                 }
-                self._write_later(session, Path(memo_file), entry)
+                manifest_writer.write_later(self.store, st, session, Path(memo_file), entry)
         except (IpykeepError, OSError) as exc:
             log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
             return
+        await self._took(session, cell, decision, reply)
+
+    async def batch_finished(self, session: KernelSession) -> None:
+        """The last cell's snapshot answer is taken in (what it saved, what failed)."""
+        pending = self.state(session).snapshot_reply
+        if pending is not None:
+            self.state(session).snapshot_reply = None
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+
+    async def _snapshot_taken(
+        self,
+        session: KernelSession,
+        cell: Cell,
+        decision: cost.Decision,
+        answer: Coroutine[Any, Any, Any],
+    ) -> None:
+        try:
+            reply = await answer
+        except (IpykeepError, OSError) as exc:
+            log.warning("checkpoint of %s failed: %s", cell.cell_id, getattr(exc, "message", exc))
+            return
+        await self._took(session, cell, decision, reply)
+
+    async def _took(
+        self, session: KernelSession, cell: Cell, decision: cost.Decision, reply: dict[str, Any]
+    ) -> None:
+        """What the cell's checkpoint saved (``reply``: the kernel's answer to ``snapshot``;
+        empty for a manifest written here)."""
+        st = self.state(session)
         if st.remote_root is not None:  # an SSH kernel's finished manifests (see ``remote``)
             await asyncio.to_thread(remote.deliver, self.store, st, reply.get("manifests"))
             if "seconds" in reply:
@@ -437,23 +471,6 @@ class CheckpointService(SessionObserver):
                 session.kernel_id,
                 getattr(exc, "message", exc),
             )
-
-    def _write_later(self, session: KernelSession, path: Path, manifest: dict[str, Any]) -> None:
-        """Write a cheap cell's manifest off the batch's path (the cell's run returns without
-        waiting for the disk), one write after the other so the newest lands last."""
-        st = self.state(session)
-        previous = st.manifest_write
-
-        async def write() -> None:
-            if previous is not None:
-                with contextlib.suppress(Exception):
-                    await previous
-            try:
-                await asyncio.to_thread(self.store.write_manifest, path, manifest)
-            except OSError as exc:
-                log.warning("checkpoint manifest %s not written: %s", path, exc)
-
-        st.manifest_write = session.scheduler.spawn(write())
 
     @staticmethod
     def _observed(ex: Execution) -> Observed | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ipykeep.api.checkpoints import CellCheckpointInfo, RestoreReport
@@ -49,8 +50,12 @@ class KernelCheckpoints:
     #: repeat: their new manifests keep it, so the next restore replays runs in the order they
     #: first happened (a re-run cheap cell is not "after" the cells restored from its values)
     keep_seq: dict[str, int] = field(default_factory=dict)
-    #: the latest write of a cheap cell's manifest (each waits for the one before)
+    #: the writer of cheap cells' manifests while it runs (it writes ``manifest_queue`` in order)
     manifest_write: asyncio.Task[None] | None = None
+    #: the last cell's snapshot whose answer is awaited (``CheckpointService.batch_finished``)
+    snapshot_reply: asyncio.Task[None] | None = None
+    #: (path, manifest) waiting for the writer, oldest first
+    manifest_queue: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
     #: SSH kernels: the store directory on the host (None: the kernel shares the project's disk)
     remote_root: str | None = None
     #: SSH kernels: manifest path -> ``seq`` of the newest manifest asked of the kernel there

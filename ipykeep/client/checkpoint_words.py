@@ -30,6 +30,12 @@ class CellCheckpoint(Protocol):
     failed: dict[str, str]
 
 
+class SavedValues(CellCheckpoint, Protocol):
+    """A cell's checkpoint with the size of each value it saved."""
+
+    sizes: dict[str, int]
+
+
 #: how a value the writer could not save is described (the in-kernel writer's words)
 UNWRITTEN = "its checkpoint could not be written"
 
@@ -72,3 +78,23 @@ def summary(cells: Iterable[CellCheckpoint]) -> str:
     if unwritten:  # a write that failed is not a value that cannot be pickled: say which
         parts[-1] += f" ({'; '.join(unwritten)})"
     return "; ".join(parts)
+
+
+def namespace_notes(cells: Iterable[SavedValues]) -> list[str]:
+    """For ``namespace``, from the cells' checkpoints in run order: the status line, each
+    checkpointed variable's size (the latest checkpoint of a name wins), what was not saved."""
+    sizes: dict[str, int] = {}
+    failed: list[str] = []
+    cells = list(cells)
+    for c in cells:
+        sizes.update(c.sizes)
+        failed += [f"{n} (cell {c.index}: {why})" for n, why in sorted(c.failed.items())]
+    notes = [f"checkpoints: {summary(cells)}"]
+    shown = ", ".join(
+        f"{n} {human_bytes(b)}" for n, b in sorted(sizes.items()) if not n.startswith("<")
+    )
+    if shown:
+        notes.append(f"{CHECKPOINTED} values: {shown}")
+    if failed:
+        notes.append("not saved: " + "; ".join(failed)[:400])
+    return notes

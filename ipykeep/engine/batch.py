@@ -172,6 +172,8 @@ async def run_batch(
                 results.append(execution_record(session, ex))
                 if progress is not None:
                     progress.done += 1
+            for observer in runner.observers:
+                await observer.batch_finished(session)
             if stopped is None and ran and not session.closed:
                 # the kernel can go after its last cell, in what runs then (a checkpoint, a
                 # thread the cell started): the batch's state is gone with it all the same

@@ -21,6 +21,10 @@ records a cell before anything that reads the record. The events:
   an observer may bring the cell up to date itself — load a stored run of it — and finish
   ``ex``, returning True: the cell then does not run, and ``after_cell`` is not called for it.
 * ``after_cell`` / ``after_scratch``: an execution ended (``origin`` says who ran scratch code).
+  An observer may leave work of ``after_cell`` pending on the kernel (a request sent, its answer
+  not awaited: the next cell's request queues behind it on the main shell) until
+* ``batch_finished``: a batch ran its last cell, still holding the main shell: what the
+  observer left pending for its cells is finished (not told when the batch was cancelled).
 * ``annotate_plan``: a stale plan is about to be shown — by ``run_stale``, or as the reasons of
   ``status`` and ``list_cells`` (its JSON, changed in place: reasons may be added); returns the
   seconds the observer's annotations save.
@@ -80,6 +84,9 @@ class SessionObserver:
         return False
 
     async def after_cell(self, session: KernelSession, cell: Cell, ex: Execution) -> None:
+        return None
+
+    async def batch_finished(self, session: KernelSession) -> None:
         return None
 
     def annotate_plan(

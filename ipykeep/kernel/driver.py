@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,8 @@ class KernelProcess:
         self.subshells = SubshellPool(name, self._send_control)
         self.responsiveness = Responsiveness(name)
         self._link_ready = asyncio.Event()  # cleared while a re-established link is probed
+        #: requests of ``send_silent`` not answered yet (the main shell answers them in order)
+        self._silent_ahead: set[str] = set()
         self._link_ready.set()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -451,6 +453,7 @@ class KernelProcess:
         )
         ex.msg_id = msg_id
         ex.subshell = subshell_id is not None
+        ex.queued_behind = subshell_id is None and bool(self._silent_ahead)
         self._pending[msg_id] = ex
         self._shell_of[msg_id] = subshell_id
         ex.start()
@@ -562,13 +565,39 @@ class KernelProcess:
         The expression must return a JSON string; it is decoded unless ``decode`` is False.
         """
         await self._link_ready.wait()
-        msg_id, reply, idle = self._send_execute(
+        sent = self._send_execute(
             setup,
             silent=True,
             cell_id=None,
             subshell_id=subshell_id,
             user_expressions={"r": expression},
         )
+        return await self._silent_reply(sent, timeout, decode)
+
+    def send_silent(
+        self, expression: str, *, timeout: float = 30.0
+    ) -> Coroutine[Any, Any, Any] | None:
+        """``eval_silent`` in two halves, on the main shell: the request is sent before this
+        returns — so the kernel answers it before any request sent afterwards — and the
+        coroutine returned awaits its decoded answer. None (nothing sent) while the link to the
+        kernel is being re-established: call ``eval_silent`` instead."""
+        if not self._link_ready.is_set():
+            return None
+        sent = self._send_execute(
+            "", silent=True, cell_id=None, subshell_id=None, user_expressions={"r": expression}
+        )
+        msg_id, reply, _ = sent
+        self._silent_ahead.add(msg_id)
+        reply.add_done_callback(lambda _: self._silent_ahead.discard(msg_id))
+        return self._silent_reply(sent, timeout, True)
+
+    async def _silent_reply(
+        self,
+        sent: tuple[str, asyncio.Future[dict[str, Any]], asyncio.Future[None]],
+        timeout: float,
+        decode: bool,
+    ) -> Any:
+        msg_id, reply, idle = sent
         try:
             msg = await asyncio.wait_for(reply, timeout)
         except asyncio.TimeoutError:

@@ -97,6 +97,9 @@ class Execution:
     paused: str | None = None
     #: the kernel published a busy status for this request (it started work on it)
     acknowledged: bool = False
+    #: sent while the kernel still had a helper request of ipykeep's to answer ahead of it
+    #: (``KernelProcess.send_silent``): the run time counts from the busy status instead
+    queued_behind: bool = False
     #: the shell reply never came (the state was taken from iopub; see KernelProcess.run)
     reply_lost: bool = False
     #: user_expressions sent with the request (probes), and their results from the reply
@@ -256,6 +259,8 @@ class Execution:
             self._log("clear", "")
         elif mtype == "status":
             if content.get("execution_state") == "busy":
+                if self.queued_behind and not self.acknowledged and self.started_at is not None:
+                    self.started_at = time.time()  # the request ahead was answered first
                 self.acknowledged = True
         elif mtype == "execute_input":
             self.execution_count = content.get("execution_count", self.execution_count)
