@@ -588,7 +588,7 @@ class Engine:
     ) -> ExecutionRecord:
         """Output since the reader's cursor; waits up to ``yield_time_ms`` for the end."""
         session = self._session_of(handle, kernel_id, notebook)
-        ex = session.executions[handle]
+        ex = self._execution(session, handle)
         if cursor is not None:
             start = cursor
         else:  # a spilled execution is read from the archive, from the start
@@ -597,16 +597,28 @@ class Engine:
             await ex.wait(yield_time_ms / 1000)
         return self.record(session, ex, cursor=start, reader=reader)
 
+    @staticmethod
+    def _execution(session: KernelSession, handle: str) -> Execution:
+        """``handle`` of ``session`` (``_session_of`` found it there), rebuilt from the archive
+        if its record left memory."""
+        ex = session.execution(handle)
+        if ex is None:
+            raise UnknownCellError(
+                f"no execution {handle!r} on kernel {session.kernel_id}",
+                hint="its archived record could not be read; run the code again",
+            )
+        return ex
+
     def _session_of(
         self, handle: str, kernel_id: str | None, notebook: str | None
     ) -> KernelSession:
         if kernel_id or notebook:
             found = self.session(kernel_id, notebook)
-            if handle in found.executions:
+            if handle in found.executions or handle in found.archive.offsets:
                 return found
         else:
             for found in self.kernels.values():
-                if handle in found.executions:
+                if handle in found.executions or handle in found.archive.offsets:
                     return found
         where = f" on kernel {kernel_id}" if kernel_id else ""
         raise UnknownCellError(
@@ -621,7 +633,7 @@ class Engine:
     ) -> InterruptResult:
         session = self.live(kernel_id, notebook)
         if handle:
-            ex = self._session_of(handle, session.kernel_id, None).executions[handle]
+            ex = self._execution(self._session_of(handle, session.kernel_id, None), handle)
             if ex.finished:
                 return InterruptResult(
                     kernel_id=session.kernel_id,

@@ -8,13 +8,19 @@ spilled execution rebuilds them from its archived entry, large outputs included.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipykeep.engine.archive import KernelArchive
-from ipykeep.kernel.execution import Execution
+from ipykeep.kernel.execution import Execution, strip_ansi
+
+#: Spilled executions whose records (handle, code, state, times: under 1 KB each) stay in the
+#: daemon's memory; older ones leave it too, and a read by handle rebuilds them from the
+#: archive (``restored``). Kept for the life of the kernel, they were the daemon's steady
+#: growth per call in a long session.
+KEPT_RECORDS = 1000
 
 
 @dataclass
@@ -23,6 +29,8 @@ class OutputRetention:
 
     kept: OrderedDict[str, Execution] = field(default_factory=OrderedDict)
     held_bytes: int = 0
+    #: handles of the executions spilled so far, oldest first (``forget``)
+    spilled: deque[str] = field(default_factory=deque)
 
     def keep(self, executions: Iterable[Execution], max_records: int, max_bytes: int) -> None:
         """Count ``executions`` (finished and archived); spill the oldest past the budget."""
@@ -35,6 +43,25 @@ class OutputRetention:
             _, oldest = self.kept.popitem(last=False)
             self.held_bytes -= oldest.recorded_bytes
             oldest.spill()
+            self.spilled.append(oldest.handle)
+
+    def forget(
+        self,
+        executions: dict[str, Execution],
+        keep: Callable[[], set[str]],
+        max_records: int | None = None,
+    ) -> None:
+        """Drop the records of the oldest spilled executions past ``max_records`` from
+        ``executions`` (``KEPT_RECORDS`` unless given), except those ``keep`` names (each cell's
+        latest run). Done once twice as many have gathered, so the cost is spread over the calls."""
+        limit = KEPT_RECORDS if max_records is None else max_records
+        if len(self.spilled) <= 2 * limit:
+            return
+        kept = keep()
+        while len(self.spilled) > limit:
+            handle = self.spilled.popleft()
+            if handle not in kept:
+                executions.pop(handle, None)
 
 
 def from_archive(archive: KernelArchive, ex: Execution) -> Execution:
@@ -67,6 +94,39 @@ def from_archive(archive: KernelArchive, ex: Execution) -> Execution:
         copy.dropped_bytes = ex.dropped_bytes
         copy.add_note(f"output past {ex.cap:,} bytes is not recorded")
     return copy
+
+
+def restored(archive: KernelArchive, kernel_id: str, handle: str) -> Execution | None:
+    """The record of an execution that left memory (``OutputRetention.forget``), rebuilt from
+    its archived entry, spilled (its outputs are read from the archive too); None when the
+    archive has no such execution."""
+    try:
+        entry = archive.execution_entry(handle)
+    except (OSError, ValueError):
+        return None
+    if entry is None:
+        return None
+    ex = Execution(
+        handle=handle,
+        kernel_id=kernel_id,
+        code=str(entry.get("code") or ""),
+        kind=entry.get("kind") or "scratch",
+        cell_id=entry.get("cell_id"),
+        state=entry.get("state") or "ok",
+        execution_count=entry.get("execution_count"),
+        started_at=entry.get("started_at"),
+        finished_at=entry.get("finished_at"),
+        notes=list(entry.get("notes") or []),
+    )
+    for output in entry.get("outputs", []):
+        if output.get("output_type") == "error":
+            ex.error = {
+                "ename": output.get("ename", ""),
+                "evalue": output.get("evalue", ""),
+                "traceback": [strip_ansi(t) for t in output.get("traceback", [])],
+            }
+    ex.spilled = True
+    return ex
 
 
 def _as_message(archive: KernelArchive, output: dict[str, Any]) -> dict[str, Any]:

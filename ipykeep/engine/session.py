@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, TypeVar, cast
 from ipykeep.api.errors import KernelBusyError
 from ipykeep.api.records import EnvironmentInfo, WarmProgress
 from ipykeep.engine.archive import KernelArchive
-from ipykeep.engine.retention import OutputRetention
+from ipykeep.engine.retention import OutputRetention, restored
 from ipykeep.kernel.driver import KernelProcess
 from ipykeep.kernel.execution import Execution
 from ipykeep.project.config import Config
@@ -158,6 +158,15 @@ class KernelSession:
         archived = [ex for ex in executions if ex.handle in self.archive.offsets]
         mb = self.config.kept_outputs_mb
         self.retention.keep(archived, self.config.kept_outputs, mb * 1_000_000)
+        self.retention.forget(self.executions, lambda: {r.handle for r in self.cell_runs.values()})
+
+    def execution(self, handle: str) -> Execution | None:
+        """The execution ``handle`` of this kernel: in memory, or rebuilt from the archive when
+        its record has left memory (``retention.py``); None when the kernel never ran it."""
+        found = self.executions.get(handle)
+        if found is None and handle in self.archive.offsets:
+            found = restored(self.archive, self.kernel_id, handle)
+        return found
 
     def touch(self) -> None:
         self.last_activity = time.time()

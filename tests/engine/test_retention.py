@@ -102,3 +102,30 @@ async def test_readers_cursors_go_with_the_output_they_point_into(eng):
     assert "first-output" in again.output.text
     # cursors into output no longer in memory are let go (one per call read grew for ever)
     assert len(engine._readers) <= 2 * 256 + 1
+
+
+async def test_old_execution_records_leave_memory_and_are_rebuilt_from_the_archive(
+    eng, monkeypatch
+):
+    from ipykeep.engine import retention
+
+    monkeypatch.setattr(retention, "KEPT_RECORDS", 3)
+    engine, kid, _ = eng
+    session = engine.kernels[kid]
+    batch = await engine.run_cells(cells=["c0"], kernel_id=kid)
+    cell_run = batch.results[0].handle
+    failed = await engine.execute("1/0", kernel_id=kid)
+    printed = await engine.execute("print('old-output')", kernel_id=kid)
+    for i in range(3 * (KEPT + 3)):
+        await engine.execute(f"{i}", kernel_id=kid)
+    # the old scratch records left memory; the cell's latest run stays
+    assert failed.handle not in session.executions and printed.handle not in session.executions
+    assert cell_run in session.executions
+    assert len(session.executions) < 3 * (KEPT + 3)
+    # read by handle, they are rebuilt from the archive: state, output, error
+    again = await engine.read_execution(printed.handle, kernel_id=kid)
+    assert again.state == "ok" and again.output.text == "old-output\n"
+    again = await engine.read_execution(failed.handle)
+    assert again.state == "failed" and again.error and again.error.ename == "ZeroDivisionError"
+    stopped = await engine.interrupt(kernel_id=kid, handle=printed.handle)
+    assert stopped.action == "already_finished"
