@@ -4,8 +4,9 @@
 global name (not ``_``-prefixed, not a module, function or class) to ``[digest, kind,
 numeric columns]``. Numbers, strings, arrays, frames and containers are digested by value;
 other objects by their attributes (a fitted model by its parameters and the data its model
-holds), a few levels deep; what cannot be digested (figures, open files) is ``None`` and not
-compared.
+holds), a few levels deep, public attributes only (private ones hold caches and scratch
+buffers: statsmodels' GLM keeps an ``np.empty`` array whose bytes differ between processes);
+what cannot be digested (figures, open files) is ``None`` and not compared.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _field_globals():
             except TypeError:
                 return None
             for k, x in sorted(attrs.items()):
-                if k.startswith("__") or k == "_cache":
+                if k.startswith("_"):  # caches and scratch space (np.empty: not a value)
                     continue
                 parts.append((k, dig(x, depth + 1, seen)))
         parts = [(k, d) for k, d in parts if d is not None]
