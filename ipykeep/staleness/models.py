@@ -154,6 +154,9 @@ class Reason:
     cells: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
     path: str | None = None
+    #: no re-run in this kernel can do what the reason asks (a restore of an object a module
+    #: owns): the cell is reported with the blocked ones, and only a fresh run makes it right
+    needs_fresh: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "message": self.message}
@@ -163,6 +166,8 @@ class Reason:
             out["symbols"] = list(self.symbols)
         if self.path is not None:
             out["path"] = self.path
+        if self.needs_fresh:
+            out["needs_fresh"] = True
         return out
 
 

@@ -426,6 +426,26 @@ def kernel_clobber(state: TrackerState, graph: Graph, name: str, final: str) -> 
         return Reason("restores", f"{name} was overwritten by {by}", symbols=(name,))
     latest_id = latest.cell_id
     other = state.runs.get(latest_id or "")
+    module = graph.by_id[final].analysis.imports.get(name)
+    if (
+        module is not None
+        and other is not None
+        and other.observed is not None
+        and name in other.observed.mutated
+        and name not in other.observed.bound
+    ):
+        # the import hands back the one object the module owns, changed in place as it is: no
+        # re-run rebuilds it (a fresh run starts from the module's own, unchanged)
+        return Reason(
+            "restores",
+            f"{name} (from {module.partition(':')[0]}) was changed in place by "
+            f"{cell_label(graph, latest_id)}; "
+            "re-running the import gives back the same changed object, so only a fresh run "
+            "(run-stale --execute --fresh) undoes it",
+            cells=(latest_id,) if latest_id else (),
+            symbols=(name,),
+            needs_fresh=True,
+        )
     if (
         other is not None
         and latest_id is not None
@@ -507,6 +527,10 @@ def condition(graph: Graph, draft: CellDraft, keeps: set[str]) -> str:
     return f"re-runs only if {cells} {'re-runs' if len(via) == 1 else 're-run'}"
 
 
+def needs_fresh(draft: CellDraft) -> bool:
+    return any(r.needs_fresh for r in draft.reasons)
+
+
 def assemble(graph: Graph, drafts: Mapping[str, CellDraft], keeps: set[str]) -> Plan:
     """The plan: planned cells in notebook order (runnable, conditional and blocked ones) and
     fresh ones."""
@@ -516,7 +540,13 @@ def assemble(graph: Graph, drafts: Mapping[str, CellDraft], keeps: set[str]) -> 
             blocked_ids.add(gc.cell_id)
             continue
         if any(
-            r.kind == "upstream" and r.cells and r.cells[0] in blocked_ids
+            r.cells
+            and r.cells[0] in blocked_ids
+            and (
+                r.kind == "upstream"
+                # it read a value only a fresh run makes right: so is its own
+                or (r.kind == "state_changed" and needs_fresh(drafts[r.cells[0]]))
+            )
             for r in drafts[gc.cell_id].reasons
         ):
             blocked_ids.add(gc.cell_id)

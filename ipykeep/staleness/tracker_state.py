@@ -143,8 +143,13 @@ class CellDraft:
 
     def blocked(self) -> bool:
         """Whether the cell is not run: a fresh run cannot run it (a name it reads has no
-        producer), or it fails the same way it did last time."""
-        return self.failing or "missing_producer" in self.kinds()
+        producer), it fails the same way it did last time, or no re-run in this kernel can do
+        what it is planned for (``Reason.needs_fresh``)."""
+        return (
+            self.failing
+            or "missing_producer" in self.kinds()
+            or any(r.needs_fresh for r in self.reasons)
+        )
 
     def cause(self) -> str:
         """The cell's state as a dependent's ``upstream`` message names it."""
