@@ -191,6 +191,10 @@ def restore_inputs(
         why = not_from_producer(state, gc, graph, drafts, name, producer, p_run)
         if why is None:
             continue
+        module_owned = unrestorable(state, graph, name, producer)
+        if module_owned is not None:
+            changed |= fresh_only(graph, drafts, gc.cell_id, producer, module_owned)
+            continue
         if graph.final_writer(name) == producer:
             # the producer has the last word on the name: say why the kernel lost it
             clobber = kernel_clobber(state, graph, name, producer)
@@ -270,6 +274,10 @@ def restore_mutated(
         if producer is None:
             continue
         if holds_producer_value(state, gc, graph, drafts, name, producer):
+            continue
+        module_owned = unrestorable(state, graph, name, producer)
+        if module_owned is not None:
+            changed |= fresh_only(graph, drafts, gc.cell_id, producer, module_owned)
             continue
         changed |= drafts[producer].add(
             Reason(
@@ -398,6 +406,53 @@ def restore_clobbered(state: TrackerState, graph: Graph, drafts: Mapping[str, Ce
     return changed
 
 
+def unrestorable(state: TrackerState, graph: Graph, name: str, producer: str) -> Reason | None:
+    """Why re-running ``producer`` cannot rebuild ``name`` (None: it can): ``producer`` binds it
+    by an import, and the kernel's object was changed in place by a cell's run since. The import
+    hands back the one object the module owns, changed as it is; a fresh run starts from the
+    module's own, unchanged. The reason blocks ``producer`` (``needs_fresh``)."""
+    module = graph.by_id[producer].analysis.imports.get(name)
+    latest = state.writers.get(name)
+    if module is None or latest is None or latest.origin != "cell" or latest.cell_id is None:
+        return None
+    run = state.runs.get(latest.cell_id)
+    if (
+        run is None
+        or run.epoch != state.epoch
+        or run.observed is None
+        or name not in run.observed.mutated
+        or name in run.observed.bound
+    ):
+        return None
+    return Reason(
+        "restores",
+        f"{name} (from {module.partition(':')[0]}) was changed in place by "
+        f"{cell_label(graph, latest.cell_id)}; re-running the import gives back the same "
+        "changed object, so only a fresh run (run-stale --execute --fresh) undoes it",
+        cells=(latest.cell_id,),
+        symbols=(name,),
+        needs_fresh=True,
+    )
+
+
+def fresh_only(
+    graph: Graph, drafts: Mapping[str, CellDraft], cell_id: str, producer: str, why: Reason
+) -> bool:
+    """``producer`` cannot rebuild what ``cell_id`` needs (``why``, from ``unrestorable``): both
+    are blocked until a fresh run, the cell with the name it would read wrong."""
+    name = why.symbols[0]
+    changed = drafts[producer].add(why)
+    return changed | drafts[cell_id].add(
+        Reason(
+            "state_changed",
+            f"it would work on {name} as changed in place before, which only a fresh run "
+            f"gives back as {cell_label(graph, producer)} made it",
+            cells=(producer,),
+            symbols=(name,),
+        )
+    )
+
+
 def kernel_clobber(state: TrackerState, graph: Graph, name: str, final: str) -> Reason | None:
     """Why the kernel does not hold the value of ``name`` that ``final`` last gave it (None:
     it does, or ``final`` has not run in this kernel)."""
@@ -426,26 +481,9 @@ def kernel_clobber(state: TrackerState, graph: Graph, name: str, final: str) -> 
         return Reason("restores", f"{name} was overwritten by {by}", symbols=(name,))
     latest_id = latest.cell_id
     other = state.runs.get(latest_id or "")
-    module = graph.by_id[final].analysis.imports.get(name)
-    if (
-        module is not None
-        and other is not None
-        and other.observed is not None
-        and name in other.observed.mutated
-        and name not in other.observed.bound
-    ):
-        # the import hands back the one object the module owns, changed in place as it is: no
-        # re-run rebuilds it (a fresh run starts from the module's own, unchanged)
-        return Reason(
-            "restores",
-            f"{name} (from {module.partition(':')[0]}) was changed in place by "
-            f"{cell_label(graph, latest_id)}; "
-            "re-running the import gives back the same changed object, so only a fresh run "
-            "(run-stale --execute --fresh) undoes it",
-            cells=(latest_id,) if latest_id else (),
-            symbols=(name,),
-            needs_fresh=True,
-        )
+    module_owned = unrestorable(state, graph, name, final)
+    if module_owned is not None:
+        return module_owned
     if (
         other is not None
         and latest_id is not None

@@ -59,3 +59,25 @@ async def test_deleted_change_to_a_module_owned_object_needs_a_fresh_run(
     await nb.scratch(_KERNEL_VALUES)  # the helper the value checks call, gone with the restart
     await nb.assert_fresh("'x' in BACKSLASH", "n", "m")
     assert await nb.values("'x' in BACKSLASH") == ["False"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_rewritten_change_to_a_module_owned_object_needs_a_fresh_run(
+    make_nb: Any, mode: str
+) -> None:
+    """The cell that changed the module's object is edited to change it otherwise: re-running
+    it on the object its old text already changed would keep both changes."""
+    nb = make_nb(mode, [IMPORT, ("mutate", "BACKSLASH['x'] = 1"), READER])
+    await nb.start()
+    nb.edit("mutate", "BACKSLASH['y'] = 2")
+    plan = await nb.plan()
+    # re-running the edited cell on the dict its old text changed would keep both changes
+    assert kinds(plan) == {}
+    assert set(blocked_kinds(plan)) == {"imp", "mutate", "reader"}, plan.blocked
+    assert reason(plan, "imp", "restores")["needs_fresh"] is True
+    res = await nb.execute_plan()
+    assert res.batch is None
+    fresh = await nb.layer.run_stale(kernel_id=nb.kernel_id, execute=True, fresh=True)
+    assert fresh.ok
+    await nb.scratch(_KERNEL_VALUES)
+    await nb.assert_fresh("'x' in BACKSLASH", "'y' in BACKSLASH", "n", "m")
