@@ -203,10 +203,22 @@ def _analyze_tree(tree: ast.Module) -> CellAnalysis:
 UNPARSEABLE = CellAnalysis(parseable=False)
 
 
-@lru_cache(maxsize=4096)
-def analyze_source(source: str) -> CellAnalysis:
-    """Analyze one cell's source (cached by source text; results are immutable)."""
+def _analyze(source: str) -> CellAnalysis:
     tree = parse_cell(source)
     if tree is None:
         return UNPARSEABLE
     return _analyze_tree(tree)
+
+
+@lru_cache(maxsize=4096)
+def analyze_source(source: str) -> CellAnalysis:
+    """Analyze one cell's source (cached by source text; results are immutable)."""
+    return _analyze(source)
+
+
+@lru_cache(maxsize=256)
+def analyze_scratch(source: str) -> CellAnalysis:
+    """``analyze_source`` for code outside the notebook (an agent's scratch code, a browser's):
+    a small cache of its own, so a long session's one-off snippets neither push the notebook's
+    cells out of theirs nor keep growing the daemon's memory up to its size."""
+    return _analyze(source)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Literal
 
-from ipykeep.staleness.analysis import analyze_source
+from ipykeep.staleness.analysis import analyze_scratch, analyze_source
 from ipykeep.staleness.analysis_model import CellAnalysis
 from ipykeep.staleness.graph import cell_effects
 from ipykeep.staleness.hashing import effect_hash, source_hash
@@ -123,15 +123,15 @@ def record_scratch(
 ) -> None:
     """Code outside the notebook ran in the same kernel (agent scratch code, a browser)."""
     state.seq += 1
-    _, writes = code_effects(state, source, dynamic, observed)
+    _, writes = code_effects(state, source, dynamic, observed, analyze=analyze_scratch)
     if observed is not None:
         # a scratch rebinding to an equal value (or a guessed mutation that did not
         # happen) leaves the notebook's values as they were
-        analysis = analyze_source(source)
+        analysis = analyze_scratch(source)
         writes = (writes - analysis.defs) | observed.changed | (writes & analysis.assigned_into)
     for name in writes:
         state.writers[name] = NameWrite(origin, None, state.seq, state.seq, observed is not None)
-    note_functions(state, source)
+    note_functions(state, source, analyze_scratch)
 
 
 def kernel_restarted(state: TrackerState) -> None:
@@ -156,10 +156,11 @@ def code_effects(
     dynamic: DynamicCellInfo | None,
     observed: Observed | None = None,
     failed: bool = False,
+    analyze: Callable[[str], CellAnalysis] = analyze_source,
 ) -> tuple[set[str], set[str]]:
     """Names a piece of code reads from outside, and names it rebinds or mutates (``failed``:
     it raised, so what the kernel saw change is all it wrote)."""
-    analysis = analyze_source(source)
+    analysis = analyze(source)
     lookup = dict(state.functions)
     lookup.update(analysis.functions)
     reads, writes, _ = cell_effects(analysis, lookup, dynamic, observed, failed=failed)
@@ -250,9 +251,11 @@ def redrawn(state: TrackerState, cell_id: str, name: str, observed: Observed | N
     return latest is not None and latest.origin == "cell" and latest.cell_id == cell_id
 
 
-def note_functions(state: TrackerState, source: str) -> None:
+def note_functions(
+    state: TrackerState, source: str, analyze: Callable[[str], CellAnalysis] = analyze_source
+) -> None:
     """Keep the functions ``source`` defines (and forget names it rebinds to non-functions)."""
-    analysis = analyze_source(source)
+    analysis = analyze(source)
     for name in analysis.defs:
         if name in analysis.functions:
             state.functions[name] = analysis.functions[name]

@@ -603,3 +603,24 @@ def test_stamps_compare_by_mtime_and_size() -> None:
     assert tracker.plan(cells, lambda p: FileStamp(p, 5, 7)).is_empty
     assert not tracker.plan(cells, lambda p: FileStamp(p, 5, 8)).is_empty
     assert not tracker.plan(cells, lambda p: None).is_empty
+
+
+def test_scratch_code_has_an_analysis_cache_of_its_own() -> None:
+    """A long session's one-off snippets (an agent's scratch code) neither push the notebook's
+    cells out of their analysis cache nor grow the daemon's memory up to its size."""
+    from ipykeep.staleness.analysis import analyze_scratch, analyze_source
+
+    sim = pipeline()
+    sim.run_all()
+    analyze_source.cache_clear()
+    analyze_scratch.cache_clear()
+    for i in range(1_000):
+        sim.scratch(f"probe_{i} = {i} * 2")
+    assert analyze_source.cache_info().currsize == 0
+    assert analyze_scratch.cache_info().currsize == analyze_scratch.cache_info().maxsize == 256
+    sim.edit("clean", "clean = df.dropna(how='all')")
+    assert sim.kinds() == {
+        "clean": {"source_changed"},
+        "features": {"upstream"},
+        "report": {"upstream"},
+    }
