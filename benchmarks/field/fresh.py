@@ -30,7 +30,11 @@ for mod in ("numpy", "pandas", "scipy.stats", "matplotlib.pyplot", "statsmodels.
     except ImportError:
         pass
 DIGEST = sys.argv[1]
-ADDR = re.compile(r"0x[0-9a-fA-F]+|(?:In|Out) ?\[\d+\]|^\s*$", re.M)
+# what differs between two runs of the same cell: addresses, prompt numbers, the date and time
+# a statsmodels summary prints
+ADDR = re.compile(
+    r"0x[0-9a-fA-F]+|(?:In|Out) ?\[\d+\]|^\s*$|\d\d:\d\d:\d\d|\w{3}, \d\d \w{3} \d{4}", re.M
+)
 
 def shown(cap):
     parts = [ADDR.sub("", cap.stdout)]
