@@ -78,8 +78,22 @@ class Trial:
     execute_ok: bool
     seconds: float
     errors: list[str] = field(default_factory=list)
-    #: the edit undone on the same kernel: cells run, settled, globals unlike the original's
+    #: the edit undone on the same kernel: cells run, settled, globals unlike the original's,
+    #: cells the next plan says only a fresh run makes right
     undo: dict[str, Any] = field(default_factory=dict)
+    #: cells the next plan reports as needing a fresh run (``needs_fresh``): values that differ
+    #: from a fresh run with these are reported, not silent
+    needs_fresh: list[str] = field(default_factory=list)
+
+    @property
+    def silent_wrong(self) -> bool:
+        return bool(self.wrong) and not self.needs_fresh
+
+    @property
+    def undo_unclean(self) -> bool:
+        """The undo left values unlike the original's without saying so, or did not settle."""
+        u = self.undo
+        return bool(u) and ((bool(u["wrong"]) and not u.get("needs_fresh")) or not u["settled"])
 
 
 def read_cells(path: Path) -> list[Cell]:
@@ -232,9 +246,10 @@ class Field:
         cells: Iterable[Cell],
         final: dict[str, Any],
         unrepro: set[str],
-    ) -> tuple[Any, bool, list[str], dict[str, list[Any]], list[str]]:
+    ) -> tuple[Any, bool, list[str], dict[str, list[Any]], list[str], list[str]]:
         """Write ``cells`` as the notebook, execute the plan; the result, whether the next plan
-        is settled (and what it lists), the globals that differ from ``final``, the extra ones."""
+        is settled (and what it lists), the globals that differ from ``final``, the extra ones,
+        the cells the next plan says need a fresh run."""
         write_cells(path, cells, keep_from=path)
         res = await self.layer.run_stale(kernel_id=kernel_id, execute=True)
         after = await self.layer.run_stale(kernel_id=kernel_id)
@@ -249,7 +264,10 @@ class Field:
             for n, d in final.items()
             if d is not None and n not in unrepro and kernel.get(n, "<missing>") != d
         }
-        return res, settled, after_plan, wrong, sorted(set(kernel) - set(final))
+        needs_fresh = [
+            e["cell_id"] for e in after.blocked if any(r.get("needs_fresh") for r in e["reasons"])
+        ]
+        return res, settled, after_plan, wrong, sorted(set(kernel) - set(final)), needs_fresh
 
     async def trial(
         self,
@@ -266,7 +284,7 @@ class Field:
         values and an empty plan is replaced by a new one for the next trial."""
         kernel_id, path, warm_settled = await self._kernel(name, mode, original)
         t0 = time.perf_counter()
-        res, settled, after_plan, wrong, extra = await self._apply(
+        res, settled, after_plan, wrong, extra, needs_fresh = await self._apply(
             kernel_id, path, edit.cells, edited["final"], base.unrepro_final
         )
         seconds = time.perf_counter() - t0
@@ -286,8 +304,9 @@ class Field:
             res.ok,
             round(seconds, 2),
             [f"{r.cell_id}: {r.error}"[:200] for r in results if r.error],
+            needs_fresh=needs_fresh,
         )
-        undo, undo_settled, undo_plan, undo_wrong, _ = await self._apply(
+        undo, undo_settled, undo_plan, undo_wrong, _, undo_fresh = await self._apply(
             kernel_id, path, original, base.run["final"], base.unrepro_final
         )
         trial.undo = {
@@ -295,8 +314,9 @@ class Field:
             "settled": undo_settled,
             "wrong": sorted(undo_wrong),
             "plan": undo_plan,
+            "needs_fresh": undo_fresh,
         }
-        if undo_wrong or not undo_settled or not undo.ok or wrong or not settled:
+        if undo_wrong or undo_fresh or not undo_settled or not undo.ok or wrong or not settled:
             await self.drop_kernel(name, mode)
         return trial
 
@@ -327,14 +347,15 @@ def summarize(trials: list[Trial]) -> dict[str, Any]:
         need = sum(len(t.needed) for t in ts)
         return {
             "trials": len(ts),
-            "wrong_values": sum(1 for t in ts if t.wrong),
+            "wrong_values": sum(1 for t in ts if t.silent_wrong),
+            "reported_needs_fresh": sum(
+                1 for t in ts if t.needs_fresh or (t.undo and t.undo.get("needs_fresh"))
+            ),
             "not_settled": sum(1 for t in ts if not t.settled),
             "cells_run": ran,
             "cells_needed": need,
             "ratio": round(ran / need, 2) if need else None,
-            "undo_unclean": sum(
-                1 for t in ts if t.undo and (t.undo["wrong"] or not t.undo["settled"])
-            ),
+            "undo_unclean": sum(1 for t in ts if t.undo_unclean),
             "warm_unsettled": sum(1 for t in ts if not t.warm_settled),
             "leftover_names": sum(1 for t in ts if index[id(t)] in left),
         }
@@ -502,7 +523,7 @@ def render(
     flagged = [
         t
         for t in trials
-        if t.wrong or not t.settled or (t.undo and (t.undo["wrong"] or not t.undo["settled"]))
+        if t.wrong or not t.settled or t.needs_fresh or t.undo_unclean or t.undo.get("needs_fresh")
     ]
     md = [
         f"`{command}`",
