@@ -269,14 +269,11 @@ class DebuggerService(SessionObserver):
             status = {**status, "state": "running", "reason": _running_reason(running)}
         if not reply.get("ok"):
             if running is not None and command.split()[:1] in (["where"], ["w"], ["bt"]):
-                return DebugResult(
-                    command=command,
-                    state="running",
-                    handle=running.handle,
-                    reason=status["reason"],
-                    breakpoints=list(status.get("breakpoints") or []),
-                    stop_on_raise=bool(status.get("stop_on_raise")),
-                    notes=[
+                return _running_result(
+                    command,
+                    running.handle,
+                    status,
+                    [
                         "not paused, so no frames: `break CELL:LINE` (or FUNCTION) pauses "
                         "it where it passes next; `interrupt` stops it"
                     ],
@@ -286,14 +283,7 @@ class DebuggerService(SessionObserver):
             not reply.get("context") or (reply["context"] == "post_mortem" and not named)
         ):
             # what runs comes before the last failure's frames (named by handle, they answer)
-            return DebugResult(
-                command=command,
-                state="running",
-                handle=running.handle,
-                reason=status["reason"],
-                breakpoints=list(status.get("breakpoints") or []),
-                stop_on_raise=bool(status.get("stop_on_raise")),
-            )
+            return _running_result(command, running.handle, status)
         state = reply.get("context") or status["state"]
         notes = []
         if reply.get("eval_error"):
@@ -547,6 +537,21 @@ def describe(where: dict[str, Any]) -> str:
     if where.get("cell_id"):
         return f"cell {where['cell_id']} line {where['line']}"
     return f"{where.get('file')}:{where.get('line')} in {where.get('function')}"
+
+
+def _running_result(
+    command: str, handle: str, status: dict[str, Any], notes: list[str] | None = None
+) -> DebugResult:
+    """The answer while a main-shell cell runs unpaused: its handle, no frames."""
+    return DebugResult(
+        command=command,
+        state="running",
+        handle=handle,
+        reason=status["reason"],
+        breakpoints=list(status.get("breakpoints") or []),
+        stop_on_raise=bool(status.get("stop_on_raise")),
+        notes=notes or [],
+    )
 
 
 def _running_reason(ex: Execution) -> str:
