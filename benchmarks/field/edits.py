@@ -215,6 +215,12 @@ def _with_source(cells: list[Cell], i: int, source: str) -> tuple[Cell, ...]:
     return tuple(out)
 
 
+def _span_edit(kind: str, cells: list[Cell], i: int, node: ast.expr, new: str, what: str) -> Edit:
+    """Cell ``i`` with ``node``'s text replaced by ``new``: an edit of that one cell."""
+    source = _with_source(cells, i, _replace_span(cells[i].source, node, new))
+    return Edit(kind, what, source, frozenset({cells[i].cell_id}))
+
+
 def _short(text: str) -> str:
     one = " ".join(text.split())
     return one if len(one) <= 70 else one[:67] + "…"
@@ -229,11 +235,8 @@ def _number_edit(rng: random.Random, cells: list[Cell], in_function: bool) -> Ed
     new = _new_number(rng, node.value)
     kind = "number_in_function" if in_function else "number"
     line = _short(src.splitlines()[node.lineno - 1])
-    return Edit(
-        kind,
-        f"{cells[i].cell_id}: {node.value!r} -> {new} in {line}",
-        _with_source(cells, i, _replace_span(src, node, new)),
-        frozenset({cells[i].cell_id}),
+    return _span_edit(
+        kind, cells, i, node, new, f"{cells[i].cell_id}: {node.value!r} -> {new} in {line}"
     )
 
 
@@ -245,12 +248,7 @@ def _string_edit(rng: random.Random, cells: list[Cell]) -> Edit | None:
     assert isinstance(node, ast.Constant)
     text = str(node.value)
     new = repr(text.replace(text.strip(), text.strip() + " (edited)", 1))
-    return Edit(
-        "string",
-        f"{cells[i].cell_id}: {text!r} -> {new}",
-        _with_source(cells, i, _replace_span(src, node, new)),
-        frozenset({cells[i].cell_id}),
-    )
+    return _span_edit("string", cells, i, node, new, f"{cells[i].cell_id}: {text!r} -> {new}")
 
 
 def _keywords(tree: ast.Module, fit: bool) -> list[ast.keyword]:
@@ -285,11 +283,13 @@ def _keyword_edit(rng: random.Random, cells: list[Cell], fit: bool) -> Edit | No
     else:
         assert isinstance(value, ast.Constant)
         new = _new_number(rng, value.value)
-    return Edit(
+    return _span_edit(
         "fit_keyword" if fit else "keyword",
+        cells,
+        i,
+        value,
+        new,
         f"{cells[i].cell_id}: {kw.arg}={ast.unparse(value)} -> {kw.arg}={new}",
-        _with_source(cells, i, _replace_span(src, value, new)),
-        frozenset({cells[i].cell_id}),
     )
 
 
@@ -331,11 +331,13 @@ def _plot_edit(rng: random.Random, cells: list[Cell]) -> Edit | None:
     new = _plot_value(rng, kw)
     if new is None:
         return None
-    return Edit(
+    return _span_edit(
         "plot_argument",
+        cells,
+        i,
+        kw.value,
+        new,
         f"{cells[i].cell_id}: {kw.arg}={ast.unparse(kw.value)} -> {kw.arg}={new}",
-        _with_source(cells, i, _replace_span(src, kw.value, new)),
-        frozenset({cells[i].cell_id}),
     )
 
 
