@@ -2,7 +2,8 @@
 
 One interpreter imports the heavy libraries once, then forks a child per run: each child seeds
 its generators from the OS (as a new process would), runs the cells in a new IPython shell
-(``%matplotlib inline`` and the other magics work), stops at the first error of a cell not
+with the inline matplotlib backend on, as a kernel starts (``%matplotlib inline`` and the other
+magics work), stops at the first error of a cell not
 tagged ``raises-exception`` (as nbclient does), and reports per cell what it showed (stdout,
 the value of its last expression, figures), the names it bound or changed and every global's
 digest after it, then every global's digest at the end.
@@ -53,6 +54,9 @@ def run(job):
     os.chdir(job["cwd"])
     shell = InteractiveShell.instance()
     shell.enable_gui = lambda gui=None: None
+    # a kernel's default (ipykernel sets the inline backend before the first cell): figures
+    # are shown at the end of the cell that made them, with or without ``%matplotlib inline``
+    shell.run_line_magic("matplotlib", "inline")
     shell.run_cell(DIGEST, store_history=False, silent=True)
     snap = shell.user_ns["_field_globals"]
     before = {}

@@ -8,6 +8,7 @@ the last cell above it that writes the name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -198,6 +199,11 @@ def _seen_in_fresh_run(
     return reads, writes, mutates
 
 
+def _named_in(name: str, source: str) -> bool:
+    """Whether ``source`` names ``name`` as a whole word (code, a string, a comment alike)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", source) is not None
+
+
 def _pseudo(name: str) -> bool:
     """Names that stand for hidden state (``<numpy.random>``), not Python identifiers."""
     return not name.isidentifier()
@@ -240,10 +246,15 @@ def build_graph(
             d_reads, d_writes, d_mutates = _seen_in_fresh_run(
                 an, cell_effects(an, lookup, dyn, obs, kept, imported, raised), last_writer
             )
-            # A name only the tracer saw read, that no cell above writes, is an artefact of its
-            # bookkeeping (an ancestor of a value, a comprehension's variable): it must not
-            # block the cell (``missing_producer``), which would drop it from the plan.
-            extra_reads = {n for n in d_reads - reads if n in last_writer}
+            # The tracer's reads count only where the cell reads the name: its text names it
+            # (a load inside a function it defines and calls, ``globals()["n"]``) or it changed
+            # the name's object (below). ipyflow also reports the ancestors of a value read
+            # (``z0s`` for a ``y`` computed from it two cells up): no edge of this cell. A name
+            # no cell above writes is an artefact of its bookkeeping too (a comprehension's
+            # variable): it must not block the cell (``missing_producer``).
+            extra_reads = {
+                n for n in d_reads - reads if n in last_writer and _named_in(n, cell.source)
+            }
             # A name only the tracer saw written must not hide the floor's producer of it from
             # the cells below: the cell passes the value on, so it reads it too.
             extra_writes = d_writes - writes

@@ -347,6 +347,34 @@ async def test_two_branches_stay_apart(make_nb: Any, mode: str) -> None:
     await nb.assert_fresh("a", "a_total", "b", "b_total")
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cell_that_does_not_read_a_name_never_uses_it(make_nb: Any, mode: str) -> None:
+    # ipyflow files the generator expression's ``x`` in e as a symbol and then reports it used
+    # by the next cells that call a method (f, g): with a global x above, that read an edge
+    # "uses x from cell x0" into cells that never name x. Only x0 is stale after its edit.
+    nb = make_nb(
+        mode,
+        [
+            ("a", "import numpy as np\nz0s = np.linspace(0, 1, 5)\nk = 3"),
+            ("x0", "x = 100"),
+            ("b", "y = z0s * k"),
+            ("d", "lst = []\nlst.append(y)"),
+            ("e", "s = sum(x.sum() for x in lst)"),
+            ("f", "m = {'y': y}\nn = m['y'].sum()"),
+            ("g", "p = [v * 2 for v in y]"),
+            ("h", "first, second = p[:2]"),
+        ],
+    )
+    await nb.start()
+    nb.edit("x0", "x = 200")
+    plan = await nb.plan()
+    said = [r["message"] for e in plan.stale + plan.blocked for r in e["reasons"]]
+    assert not [m for m in said if m.startswith("uses x ")], said
+    assert kinds(plan) == {"x0": {"source_changed"}}
+    await execute_exactly(nb, ["x0"])
+    await nb.assert_fresh("x", "n", "p", "first")
+
+
 # ----------------------------------------------------------------------------- 3. at rest
 
 

@@ -124,3 +124,14 @@ def test_tracer_edges_still_add_to_the_floor() -> None:
     traced, static = _plans(sources, dynamic, {"a": "x = 2"})
     _assert_floor(traced, static, ["a", "b"])
     assert static.cell_ids == ("a",)
+
+
+def test_a_tracer_read_of_a_name_the_cell_does_not_name_is_no_edge() -> None:
+    # the tracer reports x (an ancestor of a value, or a comprehension variable it filed as a
+    # symbol) used by c, whose source never names it, while a real x is bound above: editing
+    # x's cell must not plan c ("uses x from cell x0")
+    sources = [("x0", "x = 1"), ("a", "y = 2"), ("c", "z = y * 2")]
+    dynamic = {"c": _dyn("c", used={"y", "x"}, parents={"x0": frozenset({"x"}), "a": {"y"}})}
+    traced, static = _plans(sources, dynamic, {"x0": "x = 5"})
+    _assert_floor(traced, static, ["x0"])
+    assert static.cell_ids == ("x0",)
