@@ -177,8 +177,11 @@ class ForkResult(Record):
     #: variables the parent holds that the fork does not, and why (they did not pickle…)
     not_copied: dict[str, str] = Field(default_factory=dict)
     seconds: float = 0.0
-    #: how the state was copied: ``checkpoint`` (saved, then loaded into a new kernel)
+    #: how the state was copied: ``process`` (the parent's process forked, copy-on-write: every
+    #: variable, as it is in the parent) or ``checkpoint`` (saved, then loaded into a new kernel)
     how: str = "checkpoint"
+    #: why the checkpoint way was used where forking the process was wanted (None otherwise)
+    fallback_reason: str | None = None
 
 
 class ForkDiff(Record):

@@ -1,28 +1,44 @@
 """Forks: a new kernel holding another kernel's variables, bound to a copy of its notebook, and
 how a fork differs from its parent.
 
-A fork is made from a named checkpoint of the parent (every user variable, as ``ipykeep
-checkpoint`` saves them) loaded into a new kernel bound to ``<notebook>.fork-N.ipynb`` beside
-the parent's notebook (or a name given), with a copy of the parent's staleness record and of
-the versions of its values (``memo.py``): the fork's plans start where the parent's are, its
-runs are memoized in the same project store, so a variant tried in the fork loads when the
-same edit is applied to the parent.
+A fork is bound to ``<notebook>.fork-N.ipynb`` beside the parent's notebook (or a name given),
+with a copy of the parent's staleness record and of the versions of its values (``memo.py``):
+the fork's plans start where the parent's are, its runs are memoized in the same project store,
+so a variant tried in the fork loads when the same edit is applied to the parent.
+
+Its kernel is made one of two ways (``ForkResult.how``):
+
+- ``process``: the parent kernel's process is forked (``os.fork``, copy-on-write;
+  ``_inkernel/forkkernel.py`` in the kernel, ``kernel/providers/forked.py`` here): every
+  variable as it is in the parent, whatever it holds, in about a second, and the parent's
+  memory is shared until either side writes to it. For a local kernel where ``os.fork`` is
+  safe (``platform/processes.py``) unless ``fork_method = "checkpoint"`` or IPython's history
+  database is on (a forked process would share its SQLite connection).
+- ``checkpoint``: a named checkpoint of every user variable of the parent loaded into a new
+  kernel; what does not pickle is not copied (``not_copied``). Used otherwise, and when the
+  process way fails (``fallback_reason`` says why).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ipykeep.api.checkpoints import ForkDiff, ForkResult
-from ipykeep.api.errors import UsageError
+from ipykeep.api.errors import IpykeepError, KernelStartError, UsageError
 from ipykeep.checkpoints import memo
 from ipykeep.checkpoints.state import HIDDEN, call
-from ipykeep.checkpoints.store import CheckpointStore
+from ipykeep.checkpoints.store import CheckpointError, CheckpointStore
 from ipykeep.engine.session import KernelSession
+from ipykeep.kernel.inkernel import CHECKPOINT, CHECKPOINT_LOAD, FORK_PROCESS
+from ipykeep.kernel.providers import KernelProvider, LaunchSpec
+from ipykeep.kernel.providers.forked import ForkedProvider
+from ipykeep.platform.processes import fork_is_safe
 from ipykeep.project.atomic import atomic_write_bytes
 from ipykeep.project.notebook import read_notebook
 from ipykeep.staleness.state import staleness_of
@@ -63,28 +79,49 @@ def fork_path(notebook: Path, name: str | None) -> Path:
     return path
 
 
+#: Helpers a forked kernel gets afresh: the checkpoint writer's thread and queue (and the
+#: loader, which reads the writer's configuration) stay in the parent.
+FRESH = (CHECKPOINT, CHECKPOINT_LOAD)
+
+
+def process_fork_unavailable(parent: KernelSession) -> str | None:
+    """Why the parent's process cannot be forked into the new kernel (None: it can)."""
+    config = parent.config
+    if config.fork_method != "process":
+        return f'fork_method = "{config.fork_method}"'
+    if not fork_is_safe():
+        return "forking a kernel process is not safe on this platform"
+    if parent.process.provider.kind != "local" or parent.process.pid is None:
+        return f"the kernel is not a local process (it runs on {parent.process.location})"
+    if config.ipython_history:
+        return "IPython's history database is on (ipython_history): a forked process would share it"
+    return None
+
+
 async def fork(service: CheckpointService, parent: KernelSession, name: str | None) -> ForkResult:
-    """Fork ``parent`` (idle, with checkpoints on): see the module docstring."""
-    assert parent.notebook is not None
+    """Fork ``parent`` (idle): see the module docstring."""
+    if parent.notebook is None:
+        raise CheckpointError(
+            f"kernel {parent.kernel_id} has no notebook to copy",
+            hint="fork a notebook's kernel; a scratch kernel's variables can be saved "
+            "with `ipykeep checkpoint`",
+        )
     started = time.monotonic()
     target = fork_path(parent.notebook, name)
     target.parent.mkdir(parents=True, exist_ok=True)
     # the notebook as it is on disk now (unsaved browser edits are not in the file either)
     atomic_write_bytes(target, parent.notebook.read_bytes())
-    checkpoint = f"fork-{target.stem.replace('.', '-')[-40:]}-{time.time_ns() % 10**9}"
-    saved = await service.checkpoint(checkpoint, kernel_id=parent.kernel_id)
-    store: CheckpointStore = service.store
-    manifest = store.read_manifest(store.named_manifest_path(parent.notebook, checkpoint))
-    store.write_manifest(store.named_manifest_path(target, checkpoint), manifest)
-    rec = await service.engine.create_kernel(
-        notebook=str(target),
-        python=parent.config.python,
-        warm=False,
-        write_outputs=parent.config.write_outputs,
-        dataflow=parent.process.dataflow,
-    )
-    child = service.engine.kernels[rec.kernel_id]
-    rolled = await service.restore(checkpoint, kernel_id=child.kernel_id)
+    reason = process_fork_unavailable(parent)
+    made: ForkResult | None = None
+    if reason is None:
+        try:
+            made = await _fork_process(service, parent, target)
+        except IpykeepError as exc:
+            reason = f"forking the kernel's process failed: {exc.message}"
+    if made is None:
+        made = await _fork_checkpoint(service, parent, target)
+        made.fallback_reason = reason
+    child = service.engine.kernels[made.kernel_id]
     # the parent's record of its cells, carried into the fork's kernel: its plans start there
     tracker = copy.deepcopy(staleness_of(parent).tracker)
     tracker.carried_into(staleness_of(child).tracker.epoch)
@@ -98,19 +135,86 @@ async def fork(service: CheckpointService, parent: KernelSession, name: str | No
     origin.parent, origin.parent_notebook = parent.kernel_id, str(parent.notebook)
     origin.forked_at = time.time()
     origin.seq = tracker.state.seq
+    made.seconds = round(time.monotonic() - started, 3)
+    return made
+
+
+async def _start_fork_kernel(
+    service: CheckpointService,
+    parent: KernelSession,
+    target: Path,
+    launch_with: Callable[[LaunchSpec], KernelProvider] | None = None,
+) -> KernelSession:
+    rec = await service.engine.create_kernel(
+        notebook=str(target),
+        python=parent.config.python,
+        warm=False,
+        write_outputs=parent.config.write_outputs,
+        dataflow=parent.process.dataflow,
+        launch_with=launch_with,
+    )
+    return service.engine.kernels[rec.kernel_id]
+
+
+async def _fork_process(
+    service: CheckpointService, parent: KernelSession, target: Path
+) -> ForkResult:
+    """The new kernel is the parent's process, forked (``kernel/providers/forked.py``)."""
+    process = parent.process
+    await process.install(FORK_PROCESS)
+
+    async def ask(connection_file: str) -> int:
+        answer = await process.eval_silent(
+            FORK_PROCESS.call("fork", connection_file, os.getpid(), [m.name for m in FRESH])
+        )
+        if "pid" not in answer:
+            raise KernelStartError(str(answer.get("error") or answer), hint="")
+        return int(answer["pid"])
+
+    helpers = frozenset(process.installed_helpers) - {m.name for m in FRESH}
+    child = await _start_fork_kernel(
+        service, parent, target, lambda spec: ForkedProvider(spec, ask, helpers)
+    )
+    try:
+        await child.process.install(CHECKPOINT)  # ``user_names`` also where checkpoints are off
+        names = await child.process.eval_silent(call("user_names"))
+    except BaseException:
+        await service.engine.close_kernel(kernel_id=child.kernel_id)
+        raise
+    return ForkResult(
+        kernel_id=child.kernel_id,
+        parent_kernel_id=parent.kernel_id,
+        notebook=str(target),
+        values=[n for n in names if n not in HIDDEN],
+        how="process",
+    )
+
+
+async def _fork_checkpoint(
+    service: CheckpointService, parent: KernelSession, target: Path
+) -> ForkResult:
+    """The new kernel loads a named checkpoint of every variable of the parent."""
+    assert parent.notebook is not None
+    checkpoint = f"fork-{target.stem.replace('.', '-')[-40:]}-{time.time_ns() % 10**9}"
+    # refused (``checkpoint_unavailable``) where checkpoints are not available
+    saved = await service.checkpoint(checkpoint, kernel_id=parent.kernel_id)
+    store: CheckpointStore = service.store
+    manifest = store.read_manifest(store.named_manifest_path(parent.notebook, checkpoint))
+    store.write_manifest(store.named_manifest_path(target, checkpoint), manifest)
+    child = await _start_fork_kernel(service, parent, target)
+    rolled = await service.restore(checkpoint, kernel_id=child.kernel_id)
     for path in (
         store.named_manifest_path(parent.notebook, checkpoint),
         store.named_manifest_path(target, checkpoint),
     ):
         path.unlink(missing_ok=True)  # its values live on in the fork; blobs are collected
-    st_parent.named.pop(checkpoint, None)
+    service.state(parent).named.pop(checkpoint, None)
     return ForkResult(
         kernel_id=child.kernel_id,
         parent_kernel_id=parent.kernel_id,
         notebook=str(target),
         values=rolled.restored,
         not_copied={**saved.failed, **rolled.not_rolled_back},
-        seconds=round(time.monotonic() - started, 3),
         how="checkpoint",
     )
 

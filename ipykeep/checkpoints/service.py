@@ -529,10 +529,14 @@ class CheckpointService(SessionObserver):
                 f"{st.reason or 'not set up'}",
                 hint="set checkpoints = true and install cloudpickle in the kernel's environment",
             )
+        return self._idle(session)
+
+    @staticmethod
+    def _idle(session: KernelSession) -> KernelSession:
         if session.scheduler.main_lock.locked() or session.running():
             raise KernelBusyError(
                 f"kernel {session.kernel_id} is running code; "
-                "a checkpoint now would be half of one",
+                "a copy of its state now would be half of one",
                 hint="wait for the running cell to finish (or interrupt it), then retry",
             )
         return session
@@ -772,15 +776,9 @@ class CheckpointService(SessionObserver):
     async def fork_kernel(
         self, name: str | None = None, kernel_id: str | None = None, notebook: str | None = None
     ) -> ForkResult:
-        """A new kernel with this kernel's variables, bound to a copy of its notebook."""
-        session = self._ready(kernel_id, notebook)
-        if session.notebook is None:
-            raise CheckpointError(
-                f"kernel {session.kernel_id} has no notebook to copy",
-                hint="fork a notebook's kernel; a scratch kernel's variables can be saved "
-                "with `ipykeep checkpoint`",
-            )
-        return await forks.fork(self, session, name)
+        """A new kernel with this kernel's variables, bound to a copy of its notebook (its
+        checkpoint way checks that checkpoints are available: ``checkpoint`` does)."""
+        return await forks.fork(self, self._idle(self.engine.live(kernel_id, notebook)), name)
 
     async def diff_fork(
         self, kernel_id: str | None = None, notebook: str | None = None

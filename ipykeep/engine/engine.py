@@ -66,7 +66,7 @@ from ipykeep.kernel.driver import pipelined
 from ipykeep.kernel.execution import Execution
 from ipykeep.kernel.inkernel import InKernelModule
 from ipykeep.kernel.prestart import KernelPool
-from ipykeep.kernel.providers import is_remote_location
+from ipykeep.kernel.providers import KernelProvider, LaunchSpec, is_remote_location
 from ipykeep.kernel.providers.base import DataflowMode
 from ipykeep.project.config import Config, resolve_python
 from ipykeep.project.layout import ProjectPaths
@@ -321,10 +321,13 @@ class Engine:
         dataflow: str | None = None,
         wait: bool = True,
         gateway: str | None = None,
+        *,
+        launch_with: Callable[[LaunchSpec], KernelProvider] | None = None,
     ) -> KernelRecord:
         """Start a kernel (bound to ``notebook`` if given), or return the one already bound.
         ``gateway`` (a Jupyter server URL) or a ``cwd`` of ``ssh://user@host/path`` runs the
-        kernel remotely (see ``providers/``)."""
+        kernel remotely (see ``providers/``). ``launch_with`` (not a daemon parameter) makes
+        a local kernel's provider: a fork of another kernel's process (``checkpoints/forks``)."""
         nb_path = None
         snap = None
         if notebook:
@@ -369,7 +372,7 @@ class Engine:
         config = config.with_overrides(python=python)
         work_dir = resolve_cwd(self.paths, None if remote else cwd, nb_path)
         kernel_id = self._ids.new_kernel_id()
-        process = kernel_process(kernel_id, config, work_dir, remote, self.spares)
+        process = kernel_process(kernel_id, config, work_dir, remote, self.spares, launch_with)
         session = KernelSession(
             kernel_id=kernel_id,
             process=process,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ipykeep.api.errors import RemoteNotSupportedError, UsageError
@@ -55,9 +56,11 @@ def kernel_process(
     work_dir: Path,
     remote: str | None,
     pool: KernelPool | None = None,
+    launch_with: Callable[[LaunchSpec], KernelProvider] | None = None,
 ) -> KernelProcess:
     """The (not yet started) kernel process, on the provider the config and location name;
-    a local kernel starts from ``pool``'s spares when it has any."""
+    a local kernel starts from ``pool``'s spares when it has any. ``launch_with`` makes the
+    provider instead (a fork of another kernel's process)."""
     python = config.python or sys.executable  # the engine has resolved it by now
     launch = LaunchSpec(
         name=kernel_id,
@@ -67,7 +70,11 @@ def kernel_process(
         ipython_history=config.ipython_history,
     )
     provider: KernelProvider
-    if pool is not None and pool.size > 0 and remote is None and config.kernel_provider == "local":
+    if launch_with is not None:
+        provider = launch_with(launch)
+    elif (
+        pool is not None and pool.size > 0 and remote is None and config.kernel_provider == "local"
+    ):
         provider = pool.provider(launch)
     else:
         provider = make_provider(launch, config, location=remote)

@@ -98,6 +98,8 @@ INSPECT = InKernelModule("_ipykeep_inspect", "inspection/_inkernel/summarize.py"
 CHECKPOINT_BLOB = InKernelModule("_ipykeep_ckpt_blob", "checkpoints/_inkernel/blobfmt.py", 1)
 #: the kernel's side of the forked child that pickles a checkpoint
 CHECKPOINT_FORK = InKernelModule("_ipykeep_ckpt_fork", "checkpoints/_inkernel/forked.py", 1)
+#: the kernel's side of a fork made by forking its process (a new kernel around its shell)
+FORK_PROCESS = InKernelModule("_ipykeep_forkkernel", "checkpoints/_inkernel/forkkernel.py", 1)
 #: the checkpoint writer
 CHECKPOINT = InKernelModule(
     "_ipykeep_ckpt",
@@ -134,6 +136,7 @@ MODULES: tuple[InKernelModule, ...] = (
     INSPECT,
     CHECKPOINT_BLOB,
     CHECKPOINT_FORK,
+    FORK_PROCESS,
     CHECKPOINT,
     CHECKPOINT_LOAD,
     MEMOGUARD,

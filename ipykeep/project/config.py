@@ -114,6 +114,11 @@ class Config:
     #: pickling cannot reach the kernel; the fork costs ~0.3-0.5 s per GB the kernel holds), or
     #: "kernel", the kernel itself (what platforms without os.fork always do).
     checkpoint_pickle_in: Literal["fork", "kernel"] = "fork"
+    #: How ``ipykeep fork`` copies a kernel: "process", by forking the kernel's process
+    #: (copy-on-write: ready in about a second whatever the kernel holds; local kernels on
+    #: Linux, else the checkpoint way, with the reason), or "checkpoint", every variable saved
+    #: as a named checkpoint and loaded into a new kernel.
+    fork_method: Literal["process", "checkpoint"] = "process"
     #: A cell's values are checkpointed only when re-running it (with the cheap cells it reads
     #: from, which are not checkpointed either) takes at least this many seconds; cheaper cells
     #: re-run on restore instead (storing them would cost more than recomputing them).

@@ -38,6 +38,7 @@ async def test_fork_runs_apart_and_feeds_the_parent(engine: Engine, mode: str) -
     original = parent.path.read_bytes()
 
     made = await layer(engine).fork_kernel(kernel_id=parent.kernel_id)
+    assert (made.how, made.fallback_reason) == ("process", None)
     assert Path(made.notebook) == directory / "nb.fork-1.ipynb"
     assert {"data", "k", "scaled", "total", "extra"} <= set(made.values)
     child = Nb(engine, directory, mode)

@@ -34,6 +34,9 @@ LAZY_THIRD_PARTY: dict[str, dict[str, str]] = {
     "debugger/_inkernel/debug.py": {
         "IPython": "the kernel's own shell, whose run_cell events arm the debugger",
     },
+    "checkpoints/_inkernel/forkkernel.py": {
+        "ipykernel": "the kernel's own package: the forked process builds its new kernel with it",
+    },
     "checkpoints/_inkernel/snapshot.py": {
         "cloudpickle": "optional; its absence makes checkpoints unavailable, with the reason",
     },
