@@ -100,7 +100,7 @@ class EditService:
             else:
                 outcome = await asyncio.to_thread(edit_notebook_file, path, edit)
             if outcome.content_hash:
-                session.own_writes.add(outcome.content_hash)
+                session.own_writes.append(outcome.content_hash)
             after_plan = self.stale_reasons(session, await current_notebook(session))
         notices = session.take_notices() or []
         if outcome.repairs:

@@ -11,11 +11,14 @@ Layout under ``<project>/.ipykeep/kernels/<kernel_id>/``:
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import hashlib
 import json
 import os
+import re
 import time
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,52 @@ from ipykeep.project.notebook import from_dict, new_code_cell, new_markdown_cell
 from ipykeep.project.stored import ARTIFACT_URI_PREFIX, MIME_SUFFIX
 
 LARGE_TEXT = 20_000  # characters of one output kept inline in the record
+
+_NUMBERED = re.compile(r"c([1-9][0-9]{0,17})")
+
+
+class HandleOffsets:
+    """Handle -> offset of its line in the record, for every execution a daemon archived.
+
+    Kept for the kernel's life (a read by handle finds the entry), so it is compact: handles are
+    ``c<N>`` and archived nearly in order, so their numbers and offsets sit in two arrays of
+    8-byte integers, searched by bisection (16 bytes an execution, where a dict of strings to
+    ints took about 120). A handle archived out of order (a queued call cancelled before the one
+    running finished) or not of that form goes to a small dict.
+    """
+
+    def __init__(self) -> None:
+        self._numbers = array("q")
+        self._offsets = array("q")
+        self._others: dict[str, int] = {}
+
+    def __setitem__(self, handle: str, offset: int) -> None:
+        m = _NUMBERED.fullmatch(handle)
+        if m is None:
+            self._others[handle] = offset
+            return
+        number = int(m.group(1))
+        if self._numbers and number <= self._numbers[-1]:
+            self._others[handle] = offset
+            return
+        self._numbers.append(number)
+        self._offsets.append(offset)
+
+    def get(self, handle: str) -> int | None:
+        found = self._others.get(handle)  # first: a handle archived again is there
+        m = _NUMBERED.fullmatch(handle)
+        if found is None and m is not None:
+            number = int(m.group(1))
+            i = bisect.bisect_left(self._numbers, number)
+            if i < len(self._numbers) and self._numbers[i] == number:
+                return self._offsets[i]
+        return found
+
+    def __contains__(self, handle: object) -> bool:
+        return isinstance(handle, str) and self.get(handle) is not None
+
+    def __len__(self) -> int:
+        return len(self._numbers) + len(self._others)
 
 
 @dataclass(frozen=True)
@@ -43,7 +92,7 @@ class KernelArchive:
         self.artifacts = self.dir / "artifacts"
         self.record = self.dir / "record.jsonl"
         #: handle -> offset of its line in the record (this daemon's executions)
-        self.offsets: dict[str, int] = {}
+        self.offsets = HandleOffsets()
 
     def mark_closed(self, reason: str, notebook: Path | None) -> None:
         """Leave ``closed.json``, from which a later daemon tells why this kernel id is gone."""

@@ -55,7 +55,7 @@ from ipykeep.engine.counters import IdCounters
 from ipykeep.engine.document import current_notebook
 from ipykeep.engine.observer import SessionObserver
 from ipykeep.engine.resolve import kernel_process, notebook_path, resolve_cwd
-from ipykeep.engine.session import KernelSession
+from ipykeep.engine.session import KernelSession, code_digest
 from ipykeep.engine.session_records import (
     StaleReasons,
     cell_states,
@@ -555,7 +555,7 @@ class Engine:
         if request_id:
             seen = session.request_ids.get(request_id)
             if seen is not None:
-                if seen[0] != code:
+                if seen[0] != code_digest(code):
                     raise UsageError(
                         f"request_id {request_id!r} was already used with different code "
                         f"(execution {seen[1]})",

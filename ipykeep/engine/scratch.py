@@ -46,7 +46,7 @@ async def submit(
             )
     ex = runner.new_execution(session, code, "scratch", request_id=request_id)
     if request_id:
-        session.request_ids[request_id] = (code, ex.handle)
+        session.remember_request(request_id, code, ex.handle)
     session.scheduler.spawn(_run(runner, session, ex, subshell))
     return ex
 

@@ -9,7 +9,9 @@ feature, and no import from the engine into a feature.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
+from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,15 @@ from ipykeep.kernel.execution import Execution
 from ipykeep.project.config import Config
 
 SessionState = Literal["starting", "warming", "idle", "dead"]
+
+#: ipykeep's latest notebook writes whose content the watcher takes as its own: it reads the
+#: file moments after a write, so a few are enough, and a session writes the notebook on most
+#: calls (one hash each, kept for the kernel's life before)
+OWN_WRITES_KEPT = 64
+
+#: request ids a kernel answers a retry for: the latest ones (a retry follows its call closely),
+#: each kept with a digest of its code rather than the code
+REQUEST_IDS_KEPT = 1000
 FeatureState = TypeVar("FeatureState")
 
 
@@ -121,6 +132,11 @@ class WriteBackState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+def code_digest(code: str) -> bytes:
+    """What a retry's code is compared by (``KernelSession.request_ids``)."""
+    return hashlib.sha256(code.encode("utf-8", "surrogatepass")).digest()
+
+
 @dataclass
 class KernelSession:
     kernel_id: str
@@ -139,16 +155,17 @@ class KernelSession:
     #: which finished executions still hold their outputs in memory (``retention.py``)
     retention: OutputRetention = field(default_factory=OutputRetention)
     cell_runs: dict[str, CellRun] = field(default_factory=dict)
-    #: request_id -> (code, handle), so a retried call returns the first execution
-    request_ids: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: request_id -> (digest of its code, handle), so a retried call returns the first
+    #: execution (``remember_request``)
+    request_ids: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     scheduler: Scheduler = field(default_factory=Scheduler)
     notices: list[str] = field(default_factory=list)
     #: reader -> the pending notices its kernel records already showed (see ``peek_notices``)
     notices_shown: dict[str, set[str]] = field(default_factory=dict)
     warm: WarmProgress | None = None
     warm_task: asyncio.Task[Any] | None = None
-    #: content hashes of the notebook as ipykeep wrote it (the watcher ignores those)
-    own_writes: set[str] = field(default_factory=set)
+    #: content hashes of the notebook as ipykeep last wrote it (the watcher ignores those)
+    own_writes: deque[str] = field(default_factory=lambda: deque(maxlen=OWN_WRITES_KEPT))
     hosting: HostingState = field(default_factory=HostingState)
     features: FeatureStates = field(default_factory=FeatureStates)
     writes: WriteBackState = field(default_factory=WriteBackState)
@@ -167,6 +184,13 @@ class KernelSession:
         if found is None and handle in self.archive.offsets:
             found = restored(self.archive, self.kernel_id, handle)
         return found
+
+    def remember_request(self, request_id: str, code: str, handle: str) -> None:
+        """Answer a retry of ``request_id`` with ``handle``, among the latest
+        ``REQUEST_IDS_KEPT`` request ids."""
+        self.request_ids[request_id] = (code_digest(code), handle)
+        while len(self.request_ids) > REQUEST_IDS_KEPT:
+            del self.request_ids[next(iter(self.request_ids))]
 
     def touch(self) -> None:
         self.last_activity = time.time()

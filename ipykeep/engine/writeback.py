@@ -133,7 +133,7 @@ async def _into_document(
 
 def _account(session: KernelSession, rep: WriteReport) -> None:
     if rep.content_hash:
-        session.own_writes.add(rep.content_hash)
+        session.own_writes.append(rep.content_hash)
     if rep.repairs:
         name = session.notebook.name if session.notebook is not None else "the notebook"
         session.notices.append(f"{name} repaired on write: " + "; ".join(rep.repairs))
