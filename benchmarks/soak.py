@@ -9,7 +9,8 @@ daemon's and the kernel's RSS are sampled. Prints JSON: the samples, the calls m
 each got its own output, and per process the RSS at start, the highest RSS in each third of
 the run (a plateau: the last third's peak is not above the middle third's by more than the
 ``--plateau-mb`` margin), the highest overall, and the growth from the end of the first third
-to the end per call made in between.
+to the end per call made in between (with ``--seconds 1800``: the growth over the last 20
+minutes), and the calls made per second.
 
 ``--loop agent`` runs an agent's loop instead, on one MCP client: ``edit_cell`` (a new source
 for one cell, with the version it last got), ``run_stale(execute=True)``, ``inspect`` of the
@@ -213,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
                 pass
     for key in ("daemon_mb", "kernel_mb"):
         result[key.replace("_mb", "")] = summary(result["samples"], key, args.plateau_mb)
+    last = result["samples"][-1]
+    result["calls_per_s"] = round(last["calls"] / last["t"], 1) if last["t"] else None
     print(json.dumps(result, indent=2))
     calls = result["calls"]
     correct = calls["mcp"] == calls["mcp_correct"] and calls["cli"] == calls["cli_ok"]
