@@ -134,11 +134,19 @@ def fork(name: str | None, notebook: str | None, as_json: bool) -> int:
         lambda: (
             f"fork {res['kernel_id']} of {res['parent_kernel_id']}: {res['notebook']}, "
             f"{len(res.get('values', []))} variable(s) in {res.get('seconds', 0):.2f} s"
+            + _fork_how(res)
         ),
         "not_copied",
         "not copied",
     )
     return 0
+
+
+def _fork_how(res: dict[str, Any]) -> str:
+    if res.get("how") == "process":
+        return " (the kernel's process forked)"
+    reason = res.get("fallback_reason")
+    return " (through a checkpoint" + (f": {reason}" if reason else "") + ")"
 
 
 def fork_diff(notebook: str | None, as_json: bool) -> int:

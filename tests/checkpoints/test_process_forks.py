@@ -18,6 +18,7 @@ import nbformat
 import pytest
 import pytest_asyncio
 
+from ipykeep.api.errors import KernelBusyError
 from ipykeep.engine.engine import Engine
 from tests.checkpoints.kit import composed_engine, layer, started
 
@@ -149,8 +150,14 @@ async def test_the_fork_outlives_its_parent(engine: Engine) -> None:
         assert await gone(parent_pid) or not exists(parent_pid)
         # the fork runs on: its state is its own
         assert await value(engine, made.kernel_id, "x + 1") == "2"
-        await engine.close_kernel(kernel_id=made.kernel_id)
+        # restarted, it is a new empty kernel (not a new copy of anything), bound to its copy
+        await engine.restart(kernel_id=made.kernel_id)
         assert await gone(child_pid)  # reaped by whoever adopted it
+        restarted_pid = engine.kernels[made.kernel_id].process.pid
+        assert restarted_pid not in (None, child_pid)
+        assert await value(engine, made.kernel_id, "'x' in globals()") == "False"
+        await engine.close_kernel(kernel_id=made.kernel_id)
+        assert restarted_pid is not None and await gone(restarted_pid)
     finally:
         with contextlib.suppress(Exception):
             await engine.close_kernel(kernel_id=made.kernel_id)
@@ -172,3 +179,49 @@ async def test_fork_method_checkpoint_copies_through_a_checkpoint(
         # a kernel started afresh by the daemon, not a child of the parent kernel's process
         with open(f"/proc/{child_pid}/stat") as fh:
             assert int(fh.read().rsplit(")", 1)[1].split()[1]) == os.getpid()
+
+
+async def test_a_fork_that_cannot_build_its_kernel_falls_back(engine: Engine) -> None:
+    parent = await started(engine, "broken", "static", CELLS[1:])
+    # the forked process cannot start its kernel (its heartbeat fails): it must end, and the
+    # checkpoint way is used instead, with the child's reason
+    await parent.scratch(
+        "from ipykernel.kernelapp import IPKernelApp as _App\n"
+        "def _no_heartbeat(self):\n"
+        "    raise RuntimeError('no heartbeat in this kernel')\n"
+        "_App.init_heartbeat = _no_heartbeat"
+    )
+    made = await layer(engine).fork_kernel(kernel_id=parent.kernel_id)
+    try:
+        assert made.how == "checkpoint"
+        assert made.fallback_reason is not None
+        assert "no heartbeat in this kernel" in made.fallback_reason
+        assert await value(engine, made.kernel_id, "(x, words)") == "(1, ['a', 'b'])"
+        bound = [
+            s for s in engine.kernels.values() if not s.closed and str(s.notebook) == made.notebook
+        ]
+        assert [s.kernel_id for s in bound] == [made.kernel_id]
+        assert await value(engine, parent.kernel_id, "x") == "1"
+    finally:
+        await engine.close_kernel(kernel_id=made.kernel_id)
+        await parent.close()
+
+
+async def test_a_busy_parent_is_not_forked(engine: Engine) -> None:
+    parent = await started(engine, "busy", "static", CELLS[1:])
+    try:
+        running = await engine.execute(
+            "import time\nwhile True:\n    time.sleep(0.05)",
+            kernel_id=parent.kernel_id,
+            yield_time_ms=200,
+        )
+        assert running.state == "running"
+        with pytest.raises(KernelBusyError, match="interrupt"):
+            await layer(engine).fork_kernel(kernel_id=parent.kernel_id)
+        assert not (parent.dir / "nb.fork-1.ipynb").exists()
+        assert (await engine.interrupt(kernel_id=parent.kernel_id)).action == "interrupted"
+        made = await layer(engine).fork_kernel(kernel_id=parent.kernel_id)
+        assert made.how == "process"
+        await engine.close_kernel(kernel_id=made.kernel_id)
+    finally:
+        await parent.close()
