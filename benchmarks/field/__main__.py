@@ -12,6 +12,12 @@ written to the ``.ipynb`` on disk, ``run_stale(execute=True)`` runs, then
   values, taken right after it in a fresh run, differ between the original and the edited
   notebook (hindsight from two fresh runs).
 
+Per trial it also keeps the executed plan's ``cost``, the seconds the execute took and the
+seconds a fresh run of the notebook takes in that mode (the kernel's last start and warm-up:
+restart, then every cell, measured the same way), and reports how often the execute took longer
+than a fresh run while the plan did not say ``fresh_is_cheaper`` (goal 0) and the estimate ÷
+measured ratios.
+
 Values a fresh run cannot reproduce (drawn from an unseeded generator: they differ between
 two fresh runs of the original) are left out of both comparisons. An edit after which the
 fresh run fails (a cell not tagged ``raises-exception`` raises) is discarded and counted.
@@ -84,6 +90,13 @@ class Trial:
     #: cells the next plan reports as needing a fresh run (``needs_fresh``): values that differ
     #: from a fresh run with these are reported, not silent
     needs_fresh: list[str] = field(default_factory=list)
+    #: the executed plan's ``cost`` (its estimate against a fresh run, ``fresh_is_cheaper``)
+    cost: dict[str, Any] = field(default_factory=dict)
+    #: seconds ``run_stale(execute=True)`` took (the plan's execute alone)
+    execute_s: float | None = None
+    #: seconds a fresh run of the notebook took in this mode: the kernel's start and warm-up
+    #: (restart, then every cell run) as last measured for this notebook
+    fresh_s: float | None = None
 
     @property
     def silent_wrong(self) -> bool:
@@ -196,6 +209,8 @@ class Field:
         self.count = 0
         #: (notebook, mode) -> (kernel id, notebook path)
         self.kernels: dict[tuple[str, str], tuple[str, Path]] = {}
+        #: (notebook, mode) -> seconds its last kernel start and warm-up took
+        self.fresh_s: dict[tuple[str, str], float] = {}
 
     @property
     def layer(self) -> StalenessService:
@@ -228,8 +243,10 @@ class Field:
         directory.mkdir()
         path = directory / "nb.ipynb"
         write_cells(path, original)
+        t0 = time.perf_counter()
         rec = await self.engine.create_kernel(notebook=str(path), dataflow=mode)
         warm = await self.layer.run_stale(kernel_id=rec.kernel_id)
+        self.fresh_s[(name, mode)] = time.perf_counter() - t0
         self.kernels[(name, mode)] = (rec.kernel_id, path)
         return rec.kernel_id, path, not warm.stale and not warm.conditional
 
@@ -246,12 +263,14 @@ class Field:
         cells: Iterable[Cell],
         final: dict[str, Any],
         unrepro: set[str],
-    ) -> tuple[Any, bool, list[str], dict[str, list[Any]], list[str], list[str]]:
-        """Write ``cells`` as the notebook, execute the plan; the result, whether the next plan
-        is settled (and what it lists), the globals that differ from ``final``, the extra ones,
-        the cells the next plan says need a fresh run."""
+    ) -> tuple[Any, float, bool, list[str], dict[str, list[Any]], list[str], list[str]]:
+        """Write ``cells`` as the notebook, execute the plan; the result, the seconds the execute
+        took, whether the next plan is settled (and what it lists), the globals that differ
+        from ``final``, the extra ones, the cells the next plan says need a fresh run."""
         write_cells(path, cells, keep_from=path)
+        t0 = time.perf_counter()
         res = await self.layer.run_stale(kernel_id=kernel_id, execute=True)
+        execute_s = time.perf_counter() - t0
         after = await self.layer.run_stale(kernel_id=kernel_id)
         settled = not after.stale and not after.conditional
         after_plan = [
@@ -267,7 +286,8 @@ class Field:
         needs_fresh = [
             e["cell_id"] for e in after.blocked if any(r.get("needs_fresh") for r in e["reasons"])
         ]
-        return res, settled, after_plan, wrong, sorted(set(kernel) - set(final)), needs_fresh
+        extra = sorted(set(kernel) - set(final))
+        return res, execute_s, settled, after_plan, wrong, extra, needs_fresh
 
     async def trial(
         self,
@@ -284,7 +304,7 @@ class Field:
         values and an empty plan is replaced by a new one for the next trial."""
         kernel_id, path, warm_settled = await self._kernel(name, mode, original)
         t0 = time.perf_counter()
-        res, settled, after_plan, wrong, extra, needs_fresh = await self._apply(
+        res, execute_s, settled, after_plan, wrong, extra, needs_fresh = await self._apply(
             kernel_id, path, edit.cells, edited["final"], base.unrepro_final
         )
         seconds = time.perf_counter() - t0
@@ -305,8 +325,11 @@ class Field:
             round(seconds, 2),
             [f"{r.cell_id}: {r.error}"[:200] for r in results if r.error],
             needs_fresh=needs_fresh,
+            cost=dict(res.cost or {}),
+            execute_s=round(execute_s, 3),
+            fresh_s=round(self.fresh_s[(name, mode)], 3),
         )
-        undo, undo_settled, undo_plan, undo_wrong, _, undo_fresh = await self._apply(
+        undo, _, undo_settled, undo_plan, undo_wrong, _, undo_fresh = await self._apply(
             kernel_id, path, original, base.run["final"], base.unrepro_final
         )
         trial.undo = {
@@ -338,6 +361,40 @@ def leftovers(trials: list[Trial]) -> dict[int, list[str]]:
     return out
 
 
+def _spread(values: list[float]) -> dict[str, float] | None:
+    """Median and the 10th/90th percentiles (nearest rank), min and max."""
+    if not values:
+        return None
+    v = sorted(values)
+
+    def at(q: float) -> float:
+        return round(v[min(len(v) - 1, int(q * len(v)))], 2)
+
+    return {"median": at(0.5), "p10": at(0.1), "p90": at(0.9), "min": v[0], "max": v[-1]}
+
+
+def estimates(ts: list[Trial]) -> dict[str, Any]:
+    """The plan's cost estimate against what was measured, over the trials whose plan ran
+    cells: how often the execute took longer than a fresh run while the plan did not say a
+    fresh run is cheaper (goal 0), how often it said so, and the estimate ÷ measured ratios."""
+    timed = [t for t in ts if t.ran and t.cost and t.execute_s and t.fresh_s]
+    slower = [t for t in timed if t.execute_s > t.fresh_s]  # type: ignore[operator]
+    said = [t for t in timed if t.cost.get("fresh_is_cheaper")]
+    return {
+        "timed": len(timed),
+        "execute_slower_than_fresh": len(slower),
+        "slower_not_said": sum(1 for t in slower if not t.cost.get("fresh_is_cheaper")),
+        "said_fresh_is_cheaper": len(said),
+        "said_but_execute_faster": sum(1 for t in said if t not in slower),
+        "plan_estimate_over_execute": _spread(
+            [round(t.cost["plan_s"] / t.execute_s, 3) for t in timed if t.execute_s]
+        ),
+        "fresh_estimate_over_fresh": _spread(
+            [round(t.cost["fresh_s"] / t.fresh_s, 3) for t in timed if "fresh_s" in t.cost]
+        ),
+    }
+
+
 def summarize(trials: list[Trial]) -> dict[str, Any]:
     left = leftovers(trials)
     index = {id(t): k for k, t in enumerate(trials)}
@@ -360,10 +417,11 @@ def summarize(trials: list[Trial]) -> dict[str, Any]:
             "leftover_names": sum(1 for t in ts if index[id(t)] in left),
         }
 
-    out: dict[str, Any] = {"total": {}, "per_notebook": {}, "per_kind": {}}
+    out: dict[str, Any] = {"total": {}, "per_notebook": {}, "per_kind": {}, "estimate": {}}
     for mode in sorted({t.mode for t in trials}):
         ts = [t for t in trials if t.mode == mode]
         out["total"][mode] = fig(ts)
+        out["estimate"][mode] = estimates(ts)
         for nb in sorted({t.notebook for t in ts}):
             out["per_notebook"].setdefault(nb, {})[mode] = fig([t for t in ts if t.notebook == nb])
         for kind in KINDS:
@@ -397,6 +455,27 @@ def table(summary: dict[str, Any]) -> str:
     for kind, figs in summary["per_kind"].items():
         lines.append(row(f"*{kind}*", figs))
     lines.append(row("**total**", summary["total"]))
+    lines += ["", "| cost estimate | " + " | ".join(modes) + " |", "|---" * (len(modes) + 1) + "|"]
+    est = summary.get("estimate", {})
+    for key, label in (
+        ("timed", "trials whose plan ran cells"),
+        ("execute_slower_than_fresh", "execute took longer than a fresh run"),
+        ("slower_not_said", "… and the plan did not say fresh_is_cheaper (goal 0)"),
+        ("said_fresh_is_cheaper", "plan said fresh_is_cheaper"),
+        ("said_but_execute_faster", "… but the execute was faster"),
+        ("plan_estimate_over_execute", "plan estimate ÷ measured execute"),
+        ("fresh_estimate_over_fresh", "fresh estimate ÷ measured fresh run"),
+    ):
+        vals = [est.get(m, {}).get(key) for m in modes]
+        shown = [
+            "–"
+            if v is None
+            else f"{v['median']} ({v['p10']}–{v['p90']}, max {v['max']})"
+            if isinstance(v, dict)
+            else str(v)
+            for v in vals
+        ]
+        lines.append(f"| {label} | " + " | ".join(shown) + " |")
     return "\n".join(lines)
 
 

@@ -3,8 +3,9 @@
 
 Measurements live in the kernel's ``PlanMeasurements`` (``staleness/state.py``): the last kernel
 start, probes included (``restart_s``), each cell's duration in the last top-to-bottom run from a
-new kernel (warm-up or a fresh run, ``fresh_durations``) and the batch being executed
-(``progress``). The staleness service calls in here; the decision itself is
+new kernel (warm-up or a fresh run, ``fresh_durations``), the daemon's seconds per cell besides
+the cells' own runs over the last executed plan and the last fresh run, and the batch being
+executed (``progress``). The staleness service calls in here; the decision itself is
 ``plan_cost.estimate``.
 """
 
@@ -34,10 +35,36 @@ def note_started(session: KernelSession) -> None:
 
 def note_cell(session: KernelSession, cell_id: str, ex: Execution) -> None:
     """After a notebook cell: remember its duration when it ran as part of a fresh run."""
-    if (
-        session.state == "warming" or measurements_of(session).fresh_run
-    ) and ex.duration is not None:
-        measurements_of(session).fresh_durations[cell_id] = ex.duration
+    plan = measurements_of(session)
+    if ex.duration is None:
+        return
+    if session.state == "warming" or plan.fresh_run:
+        plan.fresh_durations[cell_id] = ex.duration
+    if plan.measuring is not None:
+        plan.measuring[1].append(ex.duration)
+
+
+def begin_measuring(session: KernelSession, since: float | None = None) -> None:
+    """A batch starts whose time beyond its cells' own runs is the daemon's per-cell work;
+    ``since``: when the work it belongs to started (monotonic; a plan's own making)."""
+    measurements_of(session).measuring = (time.monotonic() if since is None else since, [])
+
+
+def end_measuring(session: KernelSession, fresh: bool) -> None:
+    """The batch begun last ended: keep its per-cell overhead, for a fresh run's estimate
+    (``fresh``) or a plan's. A batch that ran no cell changes nothing."""
+    plan = measurements_of(session)
+    if plan.measuring is None:
+        return
+    started, durations = plan.measuring
+    plan.measuring = None
+    per_cell = plan_cost.Overhead.measure(time.monotonic() - started, durations)
+    if per_cell is None:
+        return
+    if fresh:
+        plan.fresh_overhead_s = per_cell
+    else:
+        plan.plan_overhead_s = per_cell
 
 
 def last_durations(session: KernelSession) -> dict[str, float]:
@@ -70,6 +97,9 @@ def annotate(
         measurements_of(session).fresh_durations,
         measurements_of(session).restart_s,
         conditional,
+        plan_cost.Overhead(
+            measurements_of(session).plan_overhead_s, measurements_of(session).fresh_overhead_s
+        ),
     )
     return cost.to_json()
 
@@ -94,10 +124,12 @@ async def run_fresh(
         )
         plan.fresh_run = True
         plan.fresh_durations = {}
+        begin_measuring(session)
         return await engine.run_batch(
             session, snap, ids, progress=progress, wait_for_write=wait_for_write
         )
     finally:
+        end_measuring(session, fresh=True)
         plan.fresh_run = False
         progress.finished = True
 

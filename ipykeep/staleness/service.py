@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import stat as stat_module
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,12 +205,15 @@ class StalenessService(SessionObserver):
         return session.process.dataflow == "ipyflow" and not staleness_of(session).untraced
 
     async def warm_starting(self, session: KernelSession) -> None:
-        """``warm_tracing = false``: run warm-up untraced; those runs carry static analysis only."""
+        """``warm_tracing = false``: run warm-up untraced; those runs carry static analysis only.
+        The warm-up is a fresh run: its time beyond the cells' own is measured."""
+        plan_runs.begin_measuring(session)
         if session.process.dataflow == "ipyflow" and not session.config.warm_tracing:
             await session.process.eval_silent(ipyflow_adapter.tracing_expr(False))
             staleness_of(session).untraced = True
 
     async def warm_finished(self, session: KernelSession) -> None:
+        plan_runs.end_measuring(session, fresh=True)
         untraced, staleness_of(session).untraced = staleness_of(session).untraced, False
         if untraced and session.process.alive and not session.closed:
             await session.process.eval_silent(ipyflow_adapter.tracing_expr(True))
@@ -375,6 +379,7 @@ class StalenessService(SessionObserver):
                 "fresh restarts the kernel and runs every cell: it needs execute",
                 hint="ipykeep run-stale --execute --fresh",
             )
+        asked = time.monotonic()  # an executed plan's overhead includes making the plan
         session = (
             self.engine.live(kernel_id, notebook)
             if execute
@@ -401,7 +406,11 @@ class StalenessService(SessionObserver):
         if fresh:
             batch = await plan_runs.run_fresh(self.engine, session, snap, wait_for_write)
         elif execute and plan.runnable_ids:
-            batch = await self._execute_plan(session, snap, plan, wait_for_write)
+            plan_runs.begin_measuring(session, since=asked)
+            try:
+                batch = await self._execute_plan(session, snap, plan, wait_for_write)
+            finally:
+                plan_runs.end_measuring(session, fresh=False)
         return RunStaleResult(
             kernel_id=session.kernel_id,
             executed=bool(execute),

@@ -54,6 +54,12 @@ class PlanMeasurements:
     #: a ``run_stale(fresh=True)`` batch is running
     fresh_run: bool = False
     progress: RunningPlan | None = None
+    #: the daemon's seconds per cell besides the cell's own run, over the last executed plan
+    #: and over the last fresh run (warm-up or ``--fresh``)
+    plan_overhead_s: float | None = None
+    fresh_overhead_s: float | None = None
+    #: the batch being measured: when it started (monotonic) and its cells' durations so far
+    measuring: tuple[float, list[float]] | None = None
 
 
 def staleness_of(session: KernelSession) -> StalenessState:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipykeep.staleness.plan_cost import estimate
+from ipykeep.staleness.plan_cost import Overhead, estimate
 
 
 def test_plan_sums_last_runs_and_fresh_adds_the_restart():
@@ -84,3 +84,31 @@ def test_the_plan_table_lists_conditional_cells_apart_with_their_condition():
     assert "nothing is stale" not in render_plan(
         {"stale": [], "conditional": [reader], "fresh": [], "blocked": []}
     )
+
+
+def test_the_daemons_work_per_cell_counts_in_both_estimates():
+    # ten short cells; executing a plan costs the daemon 0.5 s per cell (ipyflow's records,
+    # re-plans), a fresh run 0.05 s per cell: eight re-runs cost more than restarting
+    last = {c: 0.1 for c in "abcdefghij"}
+    cost = estimate(
+        list("abcdefgh"),
+        list("abcdefghij"),
+        last,
+        last,
+        restart_s=1.0,
+        overhead=Overhead(plan=0.5, fresh=0.05),
+    )
+    assert round(cost.plan_s, 6) == 4.8 and round(cost.fresh_s or 0, 6) == 2.5
+    assert cost.fresh_is_cheaper
+    assert cost.to_json()["per_cell_overhead_s"] == {"plan": 0.5, "fresh": 0.05}
+    # without the daemon's work the same plan looks cheaper (0.8 s against 2.0 s)
+    assert not estimate(list("abcdefgh"), list("abcdefghij"), last, last, 1.0).fresh_is_cheaper
+
+
+def test_an_unmeasured_overhead_borrows_the_other_or_counts_nothing():
+    assert Overhead(plan=None, fresh=0.2).per_cell() == (0.2, 0.2)
+    assert Overhead(plan=0.3, fresh=None).per_cell() == (0.3, 0.3)
+    assert Overhead().per_cell() == (0.0, 0.0)
+    assert Overhead.measure(5.0, [1.0, 1.0]) == 1.5
+    assert Overhead.measure(1.0, [2.0]) == 0.0  # clocks apart: never negative
+    assert Overhead.measure(3.0, []) is None
