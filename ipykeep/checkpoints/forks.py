@@ -119,7 +119,12 @@ async def fork(service: CheckpointService, parent: KernelSession, name: str | No
         except IpykeepError as exc:
             reason = f"forking the kernel's process failed: {exc.message}"
     if made is None:
-        made = await _fork_checkpoint(service, parent, target)
+        try:
+            made = await _fork_checkpoint(service, parent, target)
+        except IpykeepError as exc:
+            if reason is not None:  # say why the process way was not taken either
+                exc.message += f" (the checkpoint way was taken: {reason})"
+            raise
         made.fallback_reason = reason
     child = service.engine.kernels[made.kernel_id]
     # the parent's record of its cells, carried into the fork's kernel: its plans start there

@@ -19,8 +19,10 @@ import pytest
 import pytest_asyncio
 
 from ipykeep.api.errors import KernelBusyError
+from ipykeep.checkpoints.store import CheckpointError
 from ipykeep.engine.engine import Engine
 from tests.checkpoints.kit import composed_engine, layer, started
+from tests.staleness.test_staleness_acceptance import Nb
 
 pytestmark = [
     pytest.mark.kernel,
@@ -225,3 +227,29 @@ async def test_a_busy_parent_is_not_forked(engine: Engine) -> None:
         await engine.close_kernel(kernel_id=made.kernel_id)
     finally:
         await parent.close()
+
+
+async def test_with_checkpoints_off_only_the_process_way_forks(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    async with composed_engine(tmp_path_factory, "no-checkpoints", checkpoints=False) as engine:
+        parent = await started_unflushed(engine, "off")
+        made = await layer(engine).fork_kernel(kernel_id=parent.kernel_id)
+        assert made.how == "process"
+        assert await value(engine, made.kernel_id, "(x, words)") == "(1, ['a', 'b'])"
+        session = engine.kernels[parent.kernel_id]
+        session.config = session.config.with_overrides(fork_method="checkpoint")
+        with pytest.raises(CheckpointError) as refused:
+            await layer(engine).fork_kernel(kernel_id=parent.kernel_id)
+        assert "checkpoints are off" in refused.value.message
+        assert 'the checkpoint way was taken: fork_method = "checkpoint"' in refused.value.message
+
+
+async def started_unflushed(engine: Engine, name: str) -> Nb:
+    """A notebook of ``CELLS[1:]``, warmed up (no checkpoint writer to wait for)."""
+    directory = engine.paths.root / name
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    nb.write_cells(CELLS[1:])
+    await nb.start()
+    return nb
