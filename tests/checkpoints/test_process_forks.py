@@ -152,6 +152,12 @@ async def test_the_fork_outlives_its_parent(engine: Engine) -> None:
         assert await gone(parent_pid) or not exists(parent_pid)
         # the fork runs on: its state is its own
         assert await value(engine, made.kernel_id, "x + 1") == "2"
+        # and it forks in turn (a fork of a fork: its own process, forked again)
+        await engine.execute("x = 5", kernel_id=made.kernel_id)
+        grandchild = await layer(engine).fork_kernel(kernel_id=made.kernel_id)
+        assert grandchild.how == "process", grandchild.fallback_reason
+        assert await value(engine, grandchild.kernel_id, "(x, words)") == "(5, ['a', 'b'])"
+        await engine.close_kernel(kernel_id=grandchild.kernel_id)
         # restarted, it is a new empty kernel (not a new copy of anything), bound to its copy
         await engine.restart(kernel_id=made.kernel_id)
         assert await gone(child_pid)  # reaped by whoever adopted it
