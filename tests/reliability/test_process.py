@@ -57,6 +57,32 @@ def test_sigkill_of_the_daemon_leaves_no_orphans_within_5_s(tmp_path: Path) -> N
 
 
 @pytest.mark.posix
+@pytest.mark.posix
+def test_sigkill_of_the_daemon_ends_a_kernel_forked_from_another_too(tmp_path: Path) -> None:
+    """A fork made by forking its parent kernel's process is not the daemon's child: it ends
+    its own process group when the daemon is gone, as a kernel the daemon started does."""
+    root = tmp_path / "p"
+    client = start_project(root, ["x = 1"])
+    try:
+        (kernel,) = client.call("list_kernels")
+        made = client.call("fork_kernel", kernel_id=kernel["kernel_id"])
+        assert made["how"] == "process", made
+        (fork,) = [k for k in client.call("list_kernels") if k["kernel_id"] == made["kernel_id"]]
+        rec = client.call(
+            "execute",
+            kernel_id=made["kernel_id"],
+            code="import subprocess\nprint(subprocess.Popen(['sleep', '300']).pid)",
+        )
+        pids = (int(kernel["pid"]), int(fork["pid"]), int(rec["output"]["text"].split()[0]))
+        assert all(pid_alive(p) for p in pids)
+        os.kill(client.descriptor.pid, signal.SIGKILL)
+        assert wait_until(lambda: not any(pid_alive(p) for p in pids), 10), [
+            p for p in pids if pid_alive(p)
+        ]
+    finally:
+        stop_daemon(root)
+
+
 def test_sigkill_during_write_back_leaves_old_or_new_bytes_and_temp_files_are_cleaned(
     tmp_path: Path,
 ) -> None:
