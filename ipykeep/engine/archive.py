@@ -39,10 +39,11 @@ class HandleOffsets:
     """Handle -> offset of its line in the record, for every execution a daemon archived.
 
     Kept for the kernel's life (a read by handle finds the entry), so it is compact: handles are
-    ``c<N>`` and archived nearly in order, so their numbers and offsets sit in two arrays of
-    8-byte integers, searched by bisection (16 bytes an execution, where a dict of strings to
-    ints took about 120). A handle archived out of order (a queued call cancelled before the one
-    running finished) or not of that form goes to a small dict.
+    ``c<N>``, so their numbers and offsets sit in two arrays of 8-byte integers, sorted by
+    number and searched by bisection (16 bytes an execution, where a dict of strings to ints
+    took about 120). Executions are archived nearly in order (a subshell's call may finish
+    before the cell it overtook), so an insertion lands at or near the end. A handle of another
+    form goes to a small dict.
     """
 
     def __init__(self) -> None:
@@ -56,27 +57,25 @@ class HandleOffsets:
             self._others[handle] = offset
             return
         number = int(m.group(1))
-        if self._numbers and number <= self._numbers[-1]:
-            self._others[handle] = offset
-            return
-        self._numbers.append(number)
-        self._offsets.append(offset)
+        i = bisect.bisect_left(self._numbers, number)
+        if i < len(self._numbers) and self._numbers[i] == number:
+            self._offsets[i] = offset  # archived again: its latest line
+        else:
+            self._numbers.insert(i, number)
+            self._offsets.insert(i, offset)
 
     def get(self, handle: str) -> int | None:
-        found = self._others.get(handle)  # first: a handle archived again is there
         m = _NUMBERED.fullmatch(handle)
-        if found is None and m is not None:
-            number = int(m.group(1))
-            i = bisect.bisect_left(self._numbers, number)
-            if i < len(self._numbers) and self._numbers[i] == number:
-                return self._offsets[i]
-        return found
+        if m is None:
+            return self._others.get(handle)
+        number = int(m.group(1))
+        i = bisect.bisect_left(self._numbers, number)
+        if i < len(self._numbers) and self._numbers[i] == number:
+            return self._offsets[i]
+        return None
 
     def __contains__(self, handle: object) -> bool:
         return isinstance(handle, str) and self.get(handle) is not None
-
-    def __len__(self) -> int:
-        return len(self._numbers) + len(self._others)
 
 
 @dataclass(frozen=True)

@@ -53,11 +53,14 @@ def archive_handles() -> list[str]:
     return ["c3", "c7", "c9", "c12", "c13", "x-1", "c1", "c8", "c14", "c0", "c012", "x-2"]
 
 
-def test_the_index_costs_under_24_bytes_an_execution(tmp_path: Path) -> None:
+def test_the_index_costs_under_20_bytes_an_execution(tmp_path: Path) -> None:
     archive = KernelArchive(tmp_path / "k1", "k1")
     count = 20_000
-    # handles as a project gives them: increasing, shared with other kernels (every third here)
+    # handles as a project gives them: increasing, shared with other kernels (every third here);
+    # one execution in ten finishes after the next one (a subshell's call overtook it)
     handles = [f"c{1_000 + 3 * i}" for i in range(count)]
+    for i in range(0, count - 1, 10):
+        handles[i], handles[i + 1] = handles[i + 1], handles[i]
     gc.collect()
     tracemalloc.start()
     try:
@@ -68,6 +71,5 @@ def test_the_index_costs_under_24_bytes_an_execution(tmp_path: Path) -> None:
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert grown / count < 24, f"{grown / count:.0f} bytes an execution"
-    assert archive.offsets.get(handles[-1]) == 150 * (count - 1)
-    assert archive.offsets.get(handles[count // 2]) == 150 * (count // 2)
+    assert grown / count < 20, f"{grown / count:.0f} bytes an execution"
+    assert all(archive.offsets.get(h) == 150 * i for i, h in enumerate(handles))
