@@ -9,6 +9,7 @@ import nbformat
 import pytest
 
 from ipykeep.client.connection import DaemonClient
+from ipykeep.kernel.providers.session import DIGEST_HISTORY
 from tests.conftest import stop_daemon
 from tests.reliability.helpers import kernel_pid, start_project, write_notebook
 
@@ -41,6 +42,15 @@ def test_the_kernel_keeps_no_output_history(client):
     )
     assert kept == "0 0 0"
     assert _text(client, "40 + 2") == "42" and _text(client, "_ + 1") == "43"  # ``_`` still works
+
+
+def test_the_kernel_remembers_as_few_signatures_as_the_daemon(client):
+    # jupyter_client's default, 65,536 signatures kept against replays (~10 MB), took hours of
+    # calls to fill: the kernel's memory grew with every call until then
+    session = "get_ipython().kernel.session"
+    size = _text(client, f"print({session}.digest_history_size, len({session}.digest_history))")
+    remembered, held = (int(n) for n in size.split())
+    assert remembered == DIGEST_HISTORY and 0 < held <= DIGEST_HISTORY
 
 
 def _status(pid: int, field: str) -> int:

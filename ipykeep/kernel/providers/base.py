@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ipykeep.kernel.providers.session import DIGEST_HISTORY
+
 DataflowMode = Literal["ipyflow", "static"]
 ProviderKind = Literal["local", "gateway", "ssh"]
 
@@ -25,8 +27,11 @@ def kernel_options(ipython_history: bool) -> list[str]:
     """The kernel's options after its connection file. IPython's history database only when
     asked for: it commits every execution (about a millisecond of each call, and a lock shared
     by every kernel of the user); without it a kernel's input is kept in memory for its life
-    (``In``, ``%history``), and ipykeep's record is the durable history."""
-    return [] if ipython_history else ["--HistoryManager.hist_file=:memory:"]
+    (``In``, ``%history``), and ipykeep's record is the durable history. The kernel remembers
+    as many signatures against replayed messages as the daemon does (``DIGEST_HISTORY``): with
+    jupyter_client's 65,536 its memory grew with every call for hours."""
+    digests = f"--Session.digest_history_size={DIGEST_HISTORY}"
+    return [digests] if ipython_history else [digests, "--HistoryManager.hist_file=:memory:"]
 
 
 def kernel_argv(python: str, dataflow: DataflowMode, ipython_history: bool) -> list[str]:
