@@ -34,6 +34,7 @@ MIN_FRAMES = 5
 #: 10 MB with the set's table), reached only after thousands of calls: a daemon's memory kept
 #: growing for its first hours. The kernel's messages reach the daemon over its own
 #: connections, signed with a key only the two hold, so a shorter window loses nothing real.
+#: Kernels are started with the same bound (``base.kernel_options``).
 DIGEST_HISTORY = 4096
 
 
