@@ -13,9 +13,10 @@ A cell that only imports modules is cheap whatever its run time, and counts for 
 its readers' chains: loading a saved module reference imports the module again, so restore pays
 that time either way.
 
-A cell that reads a name whose writer was checkpointed (or is unknown: a restored cell) is never
-cheap: its re-run would have to wait for that value to be loaded, and restore re-runs cheap
-cells first, so that a checkpointed cell's later mutation of a cheap cell's value wins.
+A cell that reads a name whose writer was checkpointed (or is unknown: a restored cell) can be
+cheap too: its chain starts at the saved value, which restore loads before re-running it (see
+``planning.rerun_after_loads``). Without that, every cell below the first saved one in a chain of
+fast cells (``v2 = v1 + 1``…) was saved, so executing a long notebook took a snapshot per cell.
 """
 
 from __future__ import annotations
@@ -54,13 +55,9 @@ def decide(
     this cell's values cost the last time (None: never saved in this kernel)."""
     upstream = {w for w in writers if w is not None and w != cell_id}
     chain: set[str] = set()
-    reads_saved = False
     for w in upstream:
-        info = cheap.get(w)
-        if info is None:
-            reads_saved = True
-            continue
-        chain |= {w} | info.chain
+        if (info := cheap.get(w)) is not None:  # a saved writer's value is loaded, not re-made
+            chain |= {w} | info.chain
     chain.discard(cell_id)
     recompute = duration + sum(cheap[c].duration for c in chain if c in cheap)
     cheaper = (
@@ -68,5 +65,5 @@ def decide(
         or recompute < min_cell_s
         or (snapshot_s is not None and recompute < snapshot_s)
     )
-    is_cheap = min_cell_s > 0 and not reads_saved and cheaper
+    is_cheap = min_cell_s > 0 and cheaper
     return Decision(cheap=is_cheap, recompute_s=round(recompute, 6), chain=frozenset(chain))

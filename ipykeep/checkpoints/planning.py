@@ -9,7 +9,11 @@ says what must re-run (source edits, changed files, upstream…) with its usual 
 "fresh" here means exactly what it means for a live kernel.
 
 A cheap cell (see ``cost``) has a manifest without values: it is replayed like the others, but
-re-runs, before any value is loaded (it reads only from other cheap cells).
+re-runs. One that read only other cheap cells re-runs before any value is loaded, so a
+checkpointed cell's later change of its value wins; one that read a saved value (directly or
+through such cells) re-runs after the values are loaded, in run order, and only where that
+order gives it exactly what its run read and nothing loaded or re-run earlier must win over
+what it writes (``late_cells_out_of_order``); otherwise it is not restored and re-runs by plan.
 
 A cell that cannot be restored (a value that did not pickle, was over a limit, failed to load)
 is not replayed, so it is ``never_run`` and re-runs; every cell that wrote one of its names is
@@ -44,8 +48,10 @@ class CellCheckpoint:
     sizes: Mapping[str, int] = field(default_factory=dict)
     failed: Mapping[str, str] = field(default_factory=dict)
     restorable: bool = True
-    #: not checkpointed on purpose (see ``cost``): no values; restore re-runs it first
+    #: not checkpointed on purpose (see ``cost``): no values; restore re-runs it
     cheap: bool = False
+    #: name the run read -> the cell whose write it saw (none recorded: read only cheap cells)
+    inputs: Mapping[str, str] = field(default_factory=dict)
     #: saved name -> the other names bound to the same object when it was saved
     shared: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: what the runtime tracer (ipyflow) saw the run read and write: replayed with the run, so
@@ -87,6 +93,7 @@ class CellCheckpoint:
             failed={str(k): str(v) for k, v in (data.get("failed") or {}).items()},
             restorable=bool(data.get("restorable")) and observed is not None,
             cheap=bool(data.get("cheap")),
+            inputs={str(k): str(v) for k, v in (data.get("inputs") or {}).items()},
             shared={
                 n: frozenset(map(str, v["shared"])) for n, v in values.items() if v.get("shared")
             },
@@ -162,10 +169,69 @@ def drop_with_cowriters(cps: Sequence[CellCheckpoint], dropped: set[str]) -> lis
     return [cp for cp in cps if cp.cell_id not in dropped]
 
 
-def final_values(cps: Sequence[CellCheckpoint]) -> dict[str, tuple[str, str]]:
-    """name -> (cell id, blob id): the value each name held after the last run that wrote it."""
+def rerun_after_loads(cps: Sequence[CellCheckpoint]) -> frozenset[str]:
+    """Cheap cells whose run read a value no cheap cell re-makes before the loads: a saved one,
+    directly or through other such cells (or one with no checkpoint at all, which
+    ``late_cells_out_of_order`` then refuses)."""
+    early = {cp.cell_id for cp in cps if cp.cheap}
+    late: set[str] = set()
+    for cp in cps:  # in run order: a writer ran before its readers
+        if cp.cheap and any(
+            w != cp.cell_id and (w not in early or w in late) for w in cp.inputs.values()
+        ):
+            late.add(cp.cell_id)
+    return frozenset(late)
+
+
+def late_cells_out_of_order(
+    cps: Sequence[CellCheckpoint], late: frozenset[str], stale: set[str]
+) -> set[str]:
+    """Late cells (``rerun_after_loads``) whose re-run after the loads would not repeat their run.
+
+    Restore re-runs early cheap cells, loads each name's last saved value, then re-runs the late
+    cells in run order. A late cell repeats its run when every name it read holds, at that
+    point, the write its run saw (the last early write of the name, or a late cell re-run
+    before it), and no early cell wrote one of its names after it (a re-run would undo that).
+    """
+    last_early: dict[str, CellCheckpoint] = {}
+    for cp in cps:
+        if cp.cell_id not in late:
+            for name in cp.writes | cp.deleted:
+                last_early[name] = cp
+    rerun: set[str] = set()
+    out: set[str] = set()
+    for cp in cps:
+        if cp.cell_id not in late or cp.cell_id in stale:
+            continue
+
+        def sees(name: str, writer: str, cp: CellCheckpoint = cp) -> bool:
+            if writer == cp.cell_id or writer in rerun:
+                return True
+            last = last_early.get(name)
+            return (
+                last is not None
+                and last.cell_id == writer
+                and writer not in stale
+                and (last.cheap or name in last.values)
+            )
+
+        undone = any(last_early[n].seq > cp.seq for n in cp.writes | cp.deleted if n in last_early)
+        if undone or not all(sees(n, w) for n, w in cp.inputs.items()):
+            out.add(cp.cell_id)
+        else:
+            rerun.add(cp.cell_id)
+    return out
+
+
+def final_values(
+    cps: Sequence[CellCheckpoint], late: frozenset[str] = frozenset()
+) -> dict[str, tuple[str, str]]:
+    """name -> (cell id, blob id): the value each name held after the last run that wrote it,
+    leaving out the ``late`` cells (they re-run after the loads, in order)."""
     out: dict[str, tuple[str, str]] = {}
     for cp in cps:  # in run order: a later writer wins
+        if cp.cell_id in late:
+            continue
         for name in cp.deleted | (cp.writes if cp.cheap else frozenset()):
             out.pop(name, None)  # a cheap cell's value comes from its re-run
         for name, blob in cp.values.items():

@@ -29,6 +29,39 @@ from ipykeep.staleness.state import staleness_of
 RunCells = Callable[[list[str]], Awaitable[bool]]
 
 
+def _drop_late_out_of_order(
+    cps: list[planning.CellCheckpoint],
+    late: frozenset[str],
+    stale: set[str],
+    dropped: set[str],
+    why: dict[str, str],
+) -> None:
+    """Add to ``dropped`` the late cells whose re-run would not repeat their run, until what is
+    left is consistent (dropping a cell drops its names' other writers, which late cells may
+    have read)."""
+    while True:
+        kept = planning.drop_with_cowriters(cps, dropped)
+        out = planning.late_cells_out_of_order(kept, late, stale) - dropped
+        if not out:
+            return
+        dropped |= out
+        for cid in out:
+            why.setdefault(
+                cid, "re-run after the loaded values, it would not see what its run read"
+            )
+
+
+async def _rerun_late(
+    state: KernelCheckpoints, late: list[planning.CellCheckpoint], run: RunCells
+) -> bool:
+    """Re-run the late cheap cells (after the loads), keeping their place in the run order."""
+    state.keep_seq = {cp.cell_id: cp.seq for cp in late}
+    try:
+        return await run([cp.cell_id for cp in late])
+    finally:
+        state.keep_seq = {}
+
+
 async def restore_lost(
     store: CheckpointStore,
     state: KernelCheckpoints,
@@ -81,13 +114,15 @@ async def restore_lost(
     planning.replay(scout, cps)
     first = scout.plan(cells, stat)
     stale = set(first.cell_ids) | {e.cell_id for e in first.blocked}
-    finals = planning.final_values(cps)
+    late = planning.rerun_after_loads(cps)
+    finals = planning.final_values(cps, late)
     poisoned = store.poisoned()
     dropped: set[str] = set()
     for name, (cid, blob) in finals.items():
         if blob in poisoned:
             dropped.add(cid)
             not_restorable[cid] = f"{name}: its checkpoint is poisoned ({poisoned[blob]})"
+    _drop_late_out_of_order(cps, late, stale, dropped, not_restorable)
     restored_cps = [cp for cp in cps if not (cp.cheap and cp.cell_id not in stale)]
     source = {cp.cell_id: cp for cp in restored_cps}
     # Values of cells that will re-run are loaded too when small: a re-run that rebinds a
@@ -104,9 +139,9 @@ async def restore_lost(
         {n: source[finals[n][0]].seq for n, _ in load},
     )
     load = [item for item in load if item[0] not in same]
-    # Cheap cells first (they read only from cheap cells): a checkpointed cell that later
-    # mutated one of their values then has the last word when its values are loaded.
-    cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale]
+    # Cheap cells that read only cheap cells first: a checkpointed cell that later mutated
+    # one of their values then has the last word when its values are loaded.
+    cheap = [cp for cp in cps if cp.cheap and cp.cell_id not in stale and cp.cell_id not in late]
     if load and cheap:
         # the blobs authenticate on the kernel's threads while the cheap cells (imports,
         # mostly) run: hashing is the part of a large restore that needs no import
@@ -120,6 +155,7 @@ async def restore_lost(
             return None  # a cheap cell failed to re-run: warm-up runs every cell instead
     finally:
         state.keep_seq = {}
+    in_run_order = cps
     cps = restored_cps
     deadline = session.config.restore_timeout
     results: dict[str, str] = {}
@@ -141,6 +177,9 @@ async def restore_lost(
             else:
                 store.mark_poisoned(blob, outcome)
             errors.append(f"checkpoint of {name} (cell {cid}) refused: {outcome}")
+    _drop_late_out_of_order(in_run_order, late, stale, dropped, not_restorable)
+    kept_all = planning.drop_with_cowriters(in_run_order, dropped)
+    late_cps = [cp for cp in kept_all if cp.cell_id in late and cp.cell_id not in stale]
     survivors = planning.drop_with_cowriters(cps, dropped)
     kept = {cp.cell_id for cp in survivors}
     for cp in cps:
@@ -154,8 +193,17 @@ async def restore_lost(
         # to the same object is then no change (its readers stay fresh)
         with contextlib.suppress(IpykeepError):
             await session.process.eval_silent(probes.statemon_collect_expr())
+    # The tracker learns every run in the order it happened, the re-run cheap cells' too (their
+    # live re-runs came before the loads, or after them): a loaded cell's write of a name that a
+    # re-run cell rebinds later is then not taken for the last one, and a loaded cell that read
+    # a late cell's value not for one that ran before it. Before the late cells re-run as well:
+    # their new manifests record whose values they read.
     tracker = staleness_of(session).tracker
-    planning.replay(tracker, survivors)
+    planning.replay(tracker, sorted([*survivors, *cheap], key=lambda cp: cp.seq))
+    if late_cps:
+        if not await _rerun_late(state, late_cps, run):
+            return None  # a cheap cell failed to re-run: warm-up runs every cell instead
+        planning.replay(tracker, sorted([*survivors, *cheap, *late_cps], key=lambda cp: cp.seq))
     index = {c.cell_id: c.index for c in cells}
     for cp in survivors:
         session.cell_runs[cp.cell_id] = CellRun(
@@ -173,7 +221,7 @@ async def restore_lost(
                 "index": index.get(cp.cell_id, cp.index),
                 "run_s": round(cp.duration, 3),
             }
-            for cp in cheap
+            for cp in sorted([*cheap, *late_cps], key=lambda cp: cp.seq)
         ],
         restored=[
             {

@@ -310,10 +310,11 @@ class CheckpointService(SessionObserver):
         # while the kernel was held, ~20 ms for a 2M-row frame on every run)
         named = [n for n in writes if n not in HIDDEN]
         imports_only = bool(named) and set(named) <= set(tracker.run_imports(cell.cell_id))
+        inputs = tracker.run_inputs(cell.cell_id)
         decision = cost.decide(
             cell.cell_id,
             ex.duration or 0.0,
-            tracker.run_inputs(cell.cell_id).values(),
+            inputs.values(),
             st.cheap,
             session.config.checkpoint_min_cell_s,
             st.snapshot_s.get(cell.cell_id),
@@ -343,6 +344,8 @@ class CheckpointService(SessionObserver):
                 "duration": ex.duration or 0.0,
                 "files": [f.to_json() for f in files],
                 "written": list(written),
+                # whose values the run read: a cheap reader of a saved value re-runs after it loads
+                "inputs": {n: w for n, w in inputs.items() if w is not None},
                 "observed": planning.observed_json(observed),
                 "writes": writes,
                 "kernel_id": session.kernel_id,

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from ipykeep.api.checkpoints import RestoreReport
 from ipykeep.checkpoints.service import CheckpointService
 from ipykeep.daemon.composition import compose
 from ipykeep.engine.engine import Engine
@@ -29,7 +30,7 @@ CELLS = [
     ("prep", "import time\nbase = list(range(10))"),
     # expensive: checkpointed (base included: it mutated it)
     ("slow", "time.sleep(1.2)\nbase.append(99)\ntotal = sum(base)"),
-    # fast, but reads a checkpointed value: checkpointed too (it could not re-run first)
+    # fast and reads a checkpointed value: cheap, re-run after the values are loaded
     ("after", "n = total + len(base)"),
     # cheap and independent
     ("label", "label = 'x' * 3"),
@@ -63,14 +64,14 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
     assert await session.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
     listing = await service(engine).checkpoints(kernel_id=nb.kernel_id)
     by_id = {c.cell_id: c for c in listing.cells}
-    assert {c for c, info in by_id.items() if info.cheap} == {"prep", "label", "half1"}
+    assert {c for c, info in by_id.items() if info.cheap} == {"prep", "after", "label", "half1"}
     assert by_id["prep"].bytes == 0 and by_id["prep"].values == []
     assert set(by_id["slow"].values) >= {"base", "total"} and by_id["slow"].bytes > 0
     assert by_id["half2"].recompute_s is not None and by_id["half2"].recompute_s >= 1.0
     status = engine.kernel_record(session).checkpoints or ""
     assert (
-        "3 cell(s) checkpointed" in status
-        and "re-run on restore (quicker than loading): cells 0, 3, 4" in status
+        "2 cell(s) checkpointed" in status
+        and "re-run on restore (quicker than loading): cells 0, 2, 3, 4" in status
     ), status
 
     # twice: the cheap cells' re-runs keep their place in the run order, so a second loss
@@ -82,11 +83,13 @@ async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engin
         assert rec.kernel_id == nb.kernel_id and rec.state == "idle"
         report = service(engine).state(session).last_restore
         assert report is not None
-        assert [c["cell_id"] for c in report.recomputed] == ["prep", "label", "half1"]
-        assert {c["cell_id"] for c in report.restored} == {"slow", "after", "half2"}
+        assert [c["cell_id"] for c in report.recomputed] == ["prep", "after", "label", "half1"]
+        assert {c["cell_id"] for c in report.restored} == {"slow", "half2"}
         assert report.rerun == []
         ran = [ex.cell_id for ex in list(session.executions.values())[before:] if ex.kind == "cell"]
-        assert ran == ["prep", "label", "half1"]  # only the cheap cells ran; the 1.2 s cell did not
+        # only the cheap cells ran, the reader of the loaded value after the loads; the 1.2 s
+        # cell did not
+        assert ran == ["prep", "label", "half1", "after"]
         assert kinds(await nb.plan()) == {}
         await nb.scratch(_values_helper())
         await nb.assert_fresh(*EXPRS)  # base holds the 99 the restored cell appended
@@ -124,4 +127,79 @@ async def test_a_slow_numpy_import_cell_is_cheap_and_so_are_its_fast_readers(
     by_id = {c.cell_id: c for c in listing.cells}
     assert by_id["imp"].cheap and by_id["use"].cheap and by_id["seeded"].cheap, by_id
     assert by_id["use"].bytes == 0  # not pickled: it re-runs after the import on restore
+    await nb.close()
+
+
+async def _lose_and_restart(engine: Engine, nb: Nb) -> tuple[RestoreReport, list[str]]:
+    """SIGKILL the notebook's kernel, start it again: the restore report and the cells run."""
+    session = engine.kernels[nb.kernel_id]
+    assert await session.process.eval_silent(CHECKPOINT.call("flush", 30), timeout=40)
+    await sigkill(session)
+    before = len(session.executions)
+    rec = await engine.create_kernel(notebook=str(nb.path))
+    assert rec.kernel_id == nb.kernel_id and rec.state == "idle"
+    report = service(engine).state(session).last_restore
+    assert report is not None
+    ran = [ex.cell_id for ex in list(session.executions.values())[before:] if ex.kind == "cell"]
+    return report, ran
+
+
+async def test_a_chain_through_saved_values_saves_only_the_slow_cells(engine: Engine) -> None:
+    """Fast cells below a saved one are cheap (their chain starts at the saved value): restore
+    loads the slow cells' values and re-runs the fast ones after them, in the order they ran, so
+    a loaded cell that read a re-run cell's value is not stale."""
+    directory = engine.paths.root / "through-saved"
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    nb.write_cells(
+        [
+            ("a", "import time\ntime.sleep(1.1)\nx = [1, 2]"),
+            ("b", "y = x + [3]"),
+            ("c", "time.sleep(1.1)\nz = y + [4]"),
+            ("d", "w = len(z) + len(y)"),
+        ]
+    )
+    await nb.start()
+    listing = await service(engine).checkpoints(kernel_id=nb.kernel_id)
+    assert {c.cell_id for c in listing.cells if c.cheap} == {"b", "d"}
+    for _ in range(2):  # the re-runs keep their place in the run order: a second loss is alike
+        report, ran = await _lose_and_restart(engine, nb)
+        assert [c["cell_id"] for c in report.recomputed] == ["b", "d"]
+        assert {c["cell_id"] for c in report.restored} == {"a", "c"}
+        assert report.rerun == []
+        assert ran == ["b", "d"]  # the slow cells were loaded, not run
+        assert kinds(await nb.plan()) == {}
+        await nb.scratch(_values_helper())
+        await nb.assert_fresh("x", "y", "z", "w")
+    await nb.close()
+
+
+async def test_a_fast_reader_whose_input_a_later_cell_rebound_is_not_rerun_on_restore(
+    engine: Engine,
+) -> None:
+    """``b`` read the ``x`` that ``a`` saved, but a later cheap cell rebinds ``x``: re-run after
+    the loads it would read the wrong ``x``, so it is not restored, and the plan brings the
+    kernel to a fresh run's values."""
+    directory = engine.paths.root / "rebound"
+    directory.mkdir()
+    nb = Nb(engine, directory, "static")
+    nb.write_cells(
+        [
+            ("a", "import time\ntime.sleep(1.1)\nx = [1, 2]"),
+            ("b", "y = x + [3]"),
+            ("e", "x = [0]"),
+        ]
+    )
+    await nb.start()
+    report, ran = await _lose_and_restart(engine, nb)
+    assert "b" in report.not_restorable
+    assert "b" in {c["cell_id"] for c in report.rerun}
+    # e re-ran before the loads; then the plan: b reads the x that a made, so a re-runs first
+    # and e after it again
+    assert ran == ["e", "a", "b", "e"]
+    res = await nb.execute_plan()
+    assert res.ok, res
+    assert kinds(await nb.plan()) == {}
+    await nb.scratch(_values_helper())
+    await nb.assert_fresh("x", "y")
     await nb.close()

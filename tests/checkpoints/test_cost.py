@@ -21,8 +21,10 @@ def test_the_cheap_upstream_chain_counts() -> None:
     assert decide("c", 0.1, ["b", "a"], cheap, 1.0).cheap  # a counted once
 
 
-def test_reading_a_saved_value_is_never_cheap() -> None:
-    assert not decide("c", 0.01, ["saved"], {}, 1.0).cheap
+def test_a_fast_reader_of_a_saved_value_is_cheap_its_chain_starting_there() -> None:
+    cheap = {"b": CheapCell(0.5, frozenset())}
+    d = decide("c", 0.01, ["saved", "b"], cheap, 1.0)
+    assert d.cheap and d.chain == {"b"} and abs(d.recompute_s - 0.51) < 1e-9
 
 
 def test_threshold_zero_saves_every_cell() -> None:
@@ -32,7 +34,7 @@ def test_threshold_zero_saves_every_cell() -> None:
 def test_a_cell_whose_last_snapshot_cost_more_than_its_run_is_cheap() -> None:
     assert decide("a", 1.5, [], {}, 1.0, snapshot_s=2.0).cheap
     assert not decide("a", 1.5, [], {}, 1.0, snapshot_s=0.2).cheap
-    assert not decide("a", 1.5, ["saved"], {}, 1.0, snapshot_s=2.0).cheap
+    assert not decide("a", 1.5, ["saved"], {}, 1.0, snapshot_s=0.2).cheap
 
 
 def test_an_import_only_cell_is_cheap_however_slow() -> None:

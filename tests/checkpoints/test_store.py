@@ -285,6 +285,7 @@ def _cp(
     values: dict[str, str],
     writes: set[str] | None = None,
     deleted: set[str] = frozenset(),
+    inputs: dict[str, str] | None = None,
 ) -> planning.CellCheckpoint:  # type: ignore[assignment]
     return planning.CellCheckpoint(
         cell_id=cid,
@@ -298,6 +299,8 @@ def _cp(
         writes=frozenset(writes if writes is not None else values),
         deleted=frozenset(deleted),
         values=values,
+        cheap=inputs is not None,
+        inputs=inputs or {},
     )
 
 
@@ -308,6 +311,45 @@ def test_final_values_and_cowriters() -> None:
     assert planning.final_values([a, b, c]) == {"df": ("b", "3"), "m": ("c", "4")}
     assert [cp.cell_id for cp in planning.drop_with_cowriters([a, b, c], {"b"})] == ["c"]
     assert [cp.cell_id for cp in planning.drop_with_cowriters([a, b, c], {"c"})] == ["a", "b"]
+
+
+def test_cheap_readers_of_saved_values_rerun_after_the_loads_in_run_order() -> None:
+    """``inputs`` given: a cheap cell (no values). Early cheap cells re-run before the loads;
+    late ones (reading a saved value, directly or through late cells) after them."""
+    imp = _cp("imp", 1, {}, {"np"}, inputs={})
+    a = _cp("a", 2, {"x": "1"})
+    b = _cp("b", 3, {}, {"y"}, inputs={"x": "a", "np": "imp"})
+    c = _cp("c", 4, {}, {"z"}, inputs={"y": "b"})
+    d = _cp("d", 5, {"w": "2"})
+    cps = [imp, a, b, c, d]
+    late = planning.rerun_after_loads(cps)
+    assert late == {"b", "c"}
+    assert planning.late_cells_out_of_order(cps, late, stale=set()) == set()
+    # a late cell's writes are not loaded (its re-run after the loads makes them)
+    assert planning.final_values(cps, late) == {"x": ("a", "1"), "w": ("d", "2")}
+    # stale upstream: not re-run on restore, so neither are its late readers
+    assert planning.late_cells_out_of_order(cps, late, stale={"a"}) == {"b", "c"}
+
+
+def test_a_late_cell_that_would_not_repeat_its_run_is_left_to_the_plan() -> None:
+    a = _cp("a", 1, {"x": "1"})
+    b = _cp("b", 2, {}, {"y"}, inputs={"x": "a"})
+    c = _cp("c", 3, {}, {"v"}, inputs={"y": "b"})
+    rebinds_x = _cp("e", 4, {}, {"x"}, inputs={})  # a cheap cell, re-run before the loads
+    late = planning.rerun_after_loads([a, b, c, rebinds_x])
+    assert late == {"b", "c"}
+    # b would read e's x, and c b's y, which b no longer makes
+    assert planning.late_cells_out_of_order([a, b, c, rebinds_x], late, set()) == {"b", "c"}
+    # a saved cell writing y after b: b's re-run would undo it
+    overwrites_y = _cp("f", 4, {"y": "2"})
+    assert planning.late_cells_out_of_order([a, b, c, overwrites_y], late, set()) == {"b", "c"}
+    # a value its writer did not save (it failed to pickle) is not there to read
+    unsaved = _cp("a", 1, {}, {"x"})
+    assert planning.late_cells_out_of_order([unsaved, b, c], late, set()) == {"b", "c"}
+    # a writer with no checkpoint at all makes its reader late, and out of order
+    orphan = _cp("g", 5, {}, {"u"}, inputs={"x": "gone"})
+    assert planning.rerun_after_loads([orphan]) == {"g"}
+    assert planning.late_cells_out_of_order([orphan], frozenset({"g"}), set()) == {"g"}
 
 
 def _inkernel_module(store: CheckpointStore, ns: dict, **conf: object):  # type: ignore[no-untyped-def]
