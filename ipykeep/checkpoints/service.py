@@ -153,7 +153,7 @@ class CheckpointService(SessionObserver):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(pending), FLUSH_ON_CLOSE_S)
         if self.state(session).available and session.process.alive:
-            with contextlib.suppress(IpykeepError):
+            try:
                 # The writer is a thread: a cell still running (a loop that never ends, say)
                 # must not hold the close for the flush's whole timeout, so ask on a subshell.
                 subshell = await session.side_subshell()
@@ -168,6 +168,12 @@ class CheckpointService(SessionObserver):
                         session.process.release_subshell(subshell)
                 if self.state(session).remote_root is not None:
                     await remote.take(session, self.store, self.state(session))
+            except IpykeepError as exc:  # the close goes on; the last snapshots may be lost
+                log.warning(
+                    "closing %s: the checkpoint writer's last flush did not answer: %s",
+                    session.kernel_id,
+                    exc.message,
+                )
 
     async def warm_cells(
         self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]

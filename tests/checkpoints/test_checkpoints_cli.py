@@ -130,12 +130,13 @@ def test_stop_with_a_cell_still_running_takes_the_last_checkpoints_and_does_not_
         assert daemon is not None
         res = run_cli("exec", "--no-wait", "import time; time.sleep(600)", cwd=root)
         assert res.returncode == 0, res.stderr
-        start = time.monotonic()
         assert run_cli("stop", "--all", cwd=root).returncode == 0
-        deadline = start + 60
+        deadline = time.monotonic() + 60
         while pid_alive(daemon.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not pid_alive(daemon.pid)
-        assert time.monotonic() - start < 15, "stop waited for the running cell"
+        # the flush was answered (on a subshell), not left to time out behind the cell
+        log = (root / ".ipykeep" / "run" / "daemon.log").read_text()
+        assert "flush did not answer" not in log, log[-2000:]
     finally:
         stop_daemon(root)

@@ -82,9 +82,9 @@ def _counting(counts: Counter[str], name: str, fn: Callable[..., Any]) -> Callab
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engine]:
     root = make_project(tmp_path_factory.mktemp("plan_scaling") / "p", example=False)
-    # a low store-or-recompute threshold: the chain's cells are saved with their values after
-    # its first few cells whatever the machine's speed (a chain of cells cheaper than it is not)
-    config = Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0.05)
+    # every cell saved with its values, whatever the machine's speed: the snapshot answers are
+    # the round trips a batch could wait for one per cell
+    config = Config(idle_timeout=0, dataflow="static", checkpoint_min_cell_s=0.0)
     eng = compose(ProjectPaths(root), config).engine
     yield eng
     await eng.shutdown()
@@ -117,9 +117,9 @@ async def test_executing_a_plan_does_no_per_notebook_work_per_cell(
     small = await _execute_counts(engine, 40, monkeypatch)
     large = await _execute_counts(engine, 400, monkeypatch)
     assert small["cell runs recorded"] == 40 and large["cell runs recorded"] == 400
-    # the long chain's cells are saved one by one (their chains pass checkpoint_min_cell_s):
-    # waiting for each snapshot's answer would make the round trips counted below one per cell
-    assert large["cells saved with values"] > 300, dict(large)
+    # the long chain's cells are all saved: waiting for each snapshot's answer would make the
+    # round trips counted below one per cell
+    assert large["cells saved with values"] == 400, dict(large)
     slack = {
         **dict.fromkeys(PER_NOTEBOOK, WATCHER_SLACK),
         **dict.fromkeys(WAITED_ROUND_TRIPS, TIMED_SLACK),
