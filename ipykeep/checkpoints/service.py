@@ -40,7 +40,15 @@ from ipykeep.api.checkpoints import (
 )
 from ipykeep.api.errors import IpykeepError, KernelBusyError
 from ipykeep.api.spec import Bindings, bind
-from ipykeep.checkpoints import cost, forks, manifest_writer, memo_runs, planning, remote
+from ipykeep.checkpoints import (
+    closing,
+    cost,
+    forks,
+    manifest_writer,
+    memo_runs,
+    planning,
+    remote,
+)
 from ipykeep.checkpoints.limits import Limits, collect
 from ipykeep.checkpoints.restore import load_before, restore_lost
 from ipykeep.checkpoints.state import FLUSH_ON_CLOSE_S, HIDDEN, KernelCheckpoints, call_loader
@@ -146,34 +154,7 @@ class CheckpointService(SessionObserver):
 
     async def kernel_closing(self, session: KernelSession) -> None:
         """``stop``, ``close`` or idle expiry: let the writers finish the last snapshots first."""
-        with contextlib.suppress(Exception):  # a cancelled batch's last snapshot
-            await asyncio.wait_for(self.batch_finished(session), FLUSH_ON_CLOSE_S)
-        pending = self.state(session).manifest_write
-        if pending is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(pending), FLUSH_ON_CLOSE_S)
-        if self.state(session).available and session.process.alive:
-            try:
-                # The writer is a thread: a cell still running (a loop that never ends, say)
-                # must not hold the close for the flush's whole timeout, so ask on a subshell.
-                subshell = await session.side_subshell()
-                try:
-                    await session.process.eval_silent(
-                        _call("flush", FLUSH_ON_CLOSE_S),
-                        subshell_id=subshell,
-                        timeout=FLUSH_ON_CLOSE_S + 5,
-                    )
-                finally:
-                    if subshell is not None:
-                        session.process.release_subshell(subshell)
-                if self.state(session).remote_root is not None:
-                    await remote.take(session, self.store, self.state(session))
-            except IpykeepError as exc:  # the close goes on; the last snapshots may be lost
-                log.warning(
-                    "closing %s: the checkpoint writer's last flush did not answer: %s",
-                    session.kernel_id,
-                    exc.message,
-                )
+        await closing.flush_last_snapshots(self, session)
 
     async def warm_cells(
         self, session: KernelSession, snap: NotebookSnapshot, cell_ids: list[str]
