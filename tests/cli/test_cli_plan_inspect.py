@@ -114,13 +114,10 @@ def test_inspect_and_namespace(project):
         + "\n".join(f"v_{i} = [{i}]" for i in range(50))
     )
     assert run_cli("exec", code, cwd=project).returncode == 0
-    t = time.monotonic()
     listing = json.loads(run_cli("namespace", "--json", cwd=project).stdout)
-    elapsed = time.monotonic() - t
     names = {e["name"] for e in listing["entries"]}
     assert {"gv_0", "gv_149", "made_by_exec", "v_49", "raw", "total"} <= names
     assert not any(n.startswith("_") for n in names) and "In" not in names
-    assert elapsed < 5  # includes the CLI's own start-up; the call itself is ~0.1 s
 
 
 def test_inspect_10m_rows_is_bounded(project):

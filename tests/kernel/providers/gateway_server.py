@@ -42,7 +42,7 @@ class Gateway:
             stderr=subprocess.STDOUT,
             cwd=tmp,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a Jupyter server's start-up, on a loaded machine
         while True:
             try:
                 self.kernels()
