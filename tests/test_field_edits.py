@@ -86,7 +86,7 @@ def test_rename_reaches_every_reader_and_nothing_else() -> None:
     for seed in range(10):
         edit = draw("rename", seed)
         old, new = edit.what.split(" in ")[0].split(" -> ")
-        assert new == f"{old}_renamed"
+        assert new == f"{old}_renamed" and edit.renamed == (old, new)
         for c in edit.cells:
             orig = next(o for o in CELLS if o.cell_id == c.cell_id)
             assert c.source == orig.source.replace(old, new) or (
@@ -134,3 +134,15 @@ def test_swap_takes_only_independent_neighbours() -> None:
 def test_an_unknown_kind_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown edit kind"):
         draw_edit(random.Random(0), CELLS, BOUND, "shuffle")
+
+
+def test_a_renamed_name_is_as_unreproducible_as_the_old_one() -> None:
+    from benchmarks.field.__main__ import Baseline, unreproducible
+
+    base = Baseline({}, {}, {"sample", "other"}, {}, set())
+    edit = Edit(
+        "rename", "sample -> sample_renamed in c1", (), renamed=("sample", "sample_renamed")
+    )
+    assert unreproducible(base, edit) == {"sample", "other", "sample_renamed"}
+    kept = Edit("rename", "xs -> xs_renamed in c1", (), renamed=("xs", "xs_renamed"))
+    assert unreproducible(base, kept) == {"sample", "other"}

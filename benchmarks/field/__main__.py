@@ -178,6 +178,15 @@ def baseline(one: dict[str, Any], two: dict[str, Any]) -> Baseline:
     return Baseline(one, a, unrepro_final, values, shown)
 
 
+def unreproducible(base: Baseline, edit: Edit) -> set[str]:
+    """The names a fresh run of the edited notebook cannot reproduce: the original's, and a
+    renamed one's new name (``selection_renamed = X[indices]`` after an unseeded draw)."""
+    out = set(base.unrepro_final)
+    if edit.renamed is not None and edit.renamed[0] in out:
+        out.add(edit.renamed[1])
+    return out
+
+
 def needed_cells(base: Baseline, edited: dict[str, Any], edit: Edit) -> list[str]:
     """The edited cells plus every cell whose output or bound values, right after it in a
     fresh run, differ between the original and the edited notebook."""
@@ -305,7 +314,7 @@ class Field:
         kernel_id, path, warm_settled = await self._kernel(name, mode, original)
         t0 = time.perf_counter()
         res, execute_s, settled, after_plan, wrong, extra, needs_fresh = await self._apply(
-            kernel_id, path, edit.cells, edited["final"], base.unrepro_final
+            kernel_id, path, edit.cells, edited["final"], unreproducible(base, edit)
         )
         seconds = time.perf_counter() - t0
         results = res.batch.results if res.batch else []

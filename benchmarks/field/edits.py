@@ -35,6 +35,8 @@ class Edit:
     cells: tuple[Cell, ...]
     #: cells whose source is new (edited or inserted): they must run whatever the plan says
     edited: frozenset[str] = field(default_factory=frozenset)
+    #: a rename's (old name, new name): the new name holds what the old one held
+    renamed: tuple[str, str] | None = None
 
 
 #: what a fresh run of the original bound per cell: name -> kind (``DataFrame``, ``ndarray``,
@@ -448,6 +450,7 @@ def _rename_edit(rng: random.Random, cells: list[Cell], bound: Bound) -> Edit | 
             f"{name} -> {new_name} in {', '.join(sorted(edited))}",
             tuple(out),
             frozenset(edited),
+            renamed=(name, new_name),
         )
     return None
 
