@@ -50,14 +50,19 @@ async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Engi
     await eng.shutdown()
 
 
+def _notebook(engine: Engine, name: str) -> Nb:
+    """A static-mode notebook in its own directory of the module's project."""
+    directory = engine.paths.root / name
+    directory.mkdir()
+    return Nb(engine, directory, "static")
+
+
 def service(engine: Engine) -> CheckpointService:
     return next(o for o in engine.observers if isinstance(o, CheckpointService))
 
 
 async def test_cheap_upstream_reruns_expensive_downstream_restores(engine: Engine) -> None:
-    directory = engine.paths.root / "chain"
-    directory.mkdir()
-    nb = Nb(engine, directory, "static")
+    nb = _notebook(engine, "chain")
     nb.write_cells(CELLS)
     await nb.start()
     session = engine.kernels[nb.kernel_id]
@@ -106,9 +111,7 @@ def _values_helper() -> str:
 async def test_a_slow_numpy_import_cell_is_cheap_and_so_are_its_fast_readers(
     engine: Engine,
 ) -> None:
-    directory = engine.paths.root / "imports"
-    directory.mkdir()
-    nb = Nb(engine, directory, "static")
+    nb = _notebook(engine, "imports")
     # the sleeps stand for a slow import (pandas on a loaded machine): over checkpoint_min_cell_s
     nb.write_cells(
         [
@@ -148,9 +151,7 @@ async def test_a_chain_through_saved_values_saves_only_the_slow_cells(engine: En
     """Fast cells below a saved one are cheap (their chain starts at the saved value): restore
     loads the slow cells' values and re-runs the fast ones after them, in the order they ran, so
     a loaded cell that read a re-run cell's value is not stale."""
-    directory = engine.paths.root / "through-saved"
-    directory.mkdir()
-    nb = Nb(engine, directory, "static")
+    nb = _notebook(engine, "through-saved")
     nb.write_cells(
         [
             ("a", "import time\ntime.sleep(1.1)\nx = [1, 2]"),
@@ -180,9 +181,7 @@ async def test_a_fast_reader_whose_input_a_later_cell_rebound_is_not_rerun_on_re
     """``b`` read the ``x`` that ``a`` saved, but a later cheap cell rebinds ``x``: re-run after
     the loads it would read the wrong ``x``, so it is not restored, and the plan brings the
     kernel to a fresh run's values."""
-    directory = engine.paths.root / "rebound"
-    directory.mkdir()
-    nb = Nb(engine, directory, "static")
+    nb = _notebook(engine, "rebound")
     nb.write_cells(
         [
             ("a", "import time\ntime.sleep(1.1)\nx = [1, 2]"),
