@@ -51,13 +51,14 @@ def _drop_late_out_of_order(
             )
 
 
-async def _rerun_late(
-    state: KernelCheckpoints, late: list[planning.CellCheckpoint], run: RunCells
+async def _rerun(
+    state: KernelCheckpoints, cheap: list[planning.CellCheckpoint], run: RunCells
 ) -> bool:
-    """Re-run the late cheap cells (after the loads), keeping their place in the run order."""
-    state.keep_seq = {cp.cell_id: cp.seq for cp in late}
+    """Re-run cheap cells, keeping their place in the run order (their manifests keep their
+    ``seq``)."""
+    state.keep_seq = {cp.cell_id: cp.seq for cp in cheap}
     try:
-        return await run([cp.cell_id for cp in late])
+        return await run([cp.cell_id for cp in cheap])
     finally:
         state.keep_seq = {}
 
@@ -147,14 +148,10 @@ async def restore_lost(
         # mostly) run: hashing is the part of a large restore that needs no import
         with contextlib.suppress(IpykeepError):
             await session.process.eval_silent(call_loader("prefetch", sorted({b for _, b in load})))
-    state.keep_seq = {cp.cell_id: cp.seq for cp in cheap}
-    try:
-        if cheap and not await run([cp.cell_id for cp in cheap]):
-            with contextlib.suppress(IpykeepError):
-                await session.process.eval_silent(call_loader("discard"))
-            return None  # a cheap cell failed to re-run: warm-up runs every cell instead
-    finally:
-        state.keep_seq = {}
+    if cheap and not await _rerun(state, cheap, run):
+        with contextlib.suppress(IpykeepError):
+            await session.process.eval_silent(call_loader("discard"))
+        return None  # a cheap cell failed to re-run: warm-up runs every cell instead
     in_run_order = cps
     cps = restored_cps
     deadline = session.config.restore_timeout
@@ -201,7 +198,7 @@ async def restore_lost(
     tracker = staleness_of(session).tracker
     planning.replay(tracker, sorted([*survivors, *cheap], key=lambda cp: cp.seq))
     if late_cps:
-        if not await _rerun_late(state, late_cps, run):
+        if not await _rerun(state, late_cps, run):
             return None  # a cheap cell failed to re-run: warm-up runs every cell instead
         planning.replay(tracker, sorted([*survivors, *cheap, *late_cps], key=lambda cp: cp.seq))
     index = {c.cell_id: c.index for c in cells}
