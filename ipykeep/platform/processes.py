@@ -106,6 +106,7 @@ class ProcessTree:
     def __init__(self, pid: int, job: int | None) -> None:
         self.pid = pid
         self._job = job
+        self._gone = False
 
     @classmethod
     def adopt(cls, pid: int) -> ProcessTree:
@@ -123,6 +124,13 @@ class ProcessTree:
             return
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
+
+    def kill_once_gone(self) -> None:
+        """The process died (SIGKILL, ``os._exit``): what it started goes with it. Once only:
+        the group's id may be reused after its last member is gone."""
+        if not self._gone:
+            self._gone = True
+            self.kill()
 
 
 def fork_is_safe() -> bool:

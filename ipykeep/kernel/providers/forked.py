@@ -66,7 +66,6 @@ class ForkedProvider:
         self.kc: Any = None
         self.runtime_dir: Path | None = None
         self.tree: ProcessTree | None = None
-        self._group_killed = False
         self._forked = False
         #: after the first start, the kernel a restart started (a new local process)
         self._fresh: KernelProvider | None = None
@@ -157,10 +156,8 @@ class ForkedProvider:
         if self._pid is None:
             return False
         alive = pid_alive(self._pid)
-        if not alive and not self._group_killed:
-            # what its cells started goes with it (once: the group id may be reused later)
-            self._group_killed = True
-            self._killpg()
+        if not alive and self.tree is not None:
+            self.tree.kill_once_gone()
         return alive
 
     async def interrupt(self) -> None:

@@ -150,7 +150,6 @@ class LocalProvider:
         self.runtime_dir: Path | None = None
         self.lost_reason: str | None = None
         self.tree: ProcessTree | None = None
-        self._group_killed = False
 
     @property
     def pid(self) -> int | None:
@@ -163,7 +162,6 @@ class LocalProvider:
 
     async def start(self, timeout: float) -> KernelChannels:
         spec = self.spec
-        self._group_killed = False
         self.preinstalled = frozenset()  # a new process holds none of them
         self.runtime_dir = short_runtime_dir()
         transport = kernel_transport(self.runtime_dir)
@@ -209,12 +207,8 @@ class LocalProvider:
         if self.km is None:
             return False
         alive = bool(await self.km.is_alive())
-        if not alive and not self._group_killed:
-            # A kernel that died (SIGKILL, os._exit) leaves what its cells started running in
-            # its process group; they go with it. Once only: the group's id may be reused
-            # after its last member is gone.
-            self._group_killed = True
-            self._killpg()
+        if not alive and self.tree is not None:
+            self.tree.kill_once_gone()
         return alive
 
     async def interrupt(self) -> None:
